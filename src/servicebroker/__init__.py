@@ -1,0 +1,50 @@
+"""servicebroker: SQL Server Service Broker re-built in Python.
+
+Dialogs under contracts, exactly-once in-order delivery per conversation, conversation-group
+locks held to the end of the transaction, activation, on SQLite (embedded) — with a PySpark data
+source in :mod:`servicebroker.spark` (imported only when used).
+"""
+
+from __future__ import annotations
+
+from .broker import Broker
+from .catalog import Activation, ActivationContext
+from .clock import Clock, ManualClock, SystemClock
+from .dialogs import DIALOG_TIMER, END_DIALOG, ERROR, parse_error_body
+from .errors import (
+    BrokerError,
+    CatalogError,
+    ConversationError,
+    LockTimeoutError,
+    MessageValidationError,
+    QueueDisabledError,
+    StorageError,
+    TransactionError,
+)
+from .messages import Message
+from .transaction import Transaction
+
+__all__ = [
+    "DIALOG_TIMER",
+    "END_DIALOG",
+    "ERROR",
+    "Activation",
+    "ActivationContext",
+    "Broker",
+    "BrokerError",
+    "CatalogError",
+    "Clock",
+    "ConversationError",
+    "LockTimeoutError",
+    "ManualClock",
+    "Message",
+    "MessageValidationError",
+    "QueueDisabledError",
+    "StorageError",
+    "SystemClock",
+    "Transaction",
+    "TransactionError",
+    "parse_error_body",
+]
+
+__version__ = "0.1.0"

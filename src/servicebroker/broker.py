@@ -1,0 +1,445 @@
+"""The Broker: one database opened as a Service Broker instance.
+
+It owns the storage, the catalog cache, the clock, the waiting machinery of RECEIVE, and the
+background services (timer and activation) that :meth:`Broker.start` runs. Everything a user
+does goes through :meth:`Broker.transaction` or the catalog methods here.
+"""
+
+from __future__ import annotations
+
+import logging
+import sqlite3
+import threading
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any, TypeVar
+
+from . import catalog as _catalog
+from .activation import ActivationService
+from .catalog import Activation, CatalogSnapshot
+from .clock import Clock, SystemClock
+from .delivery import Applier
+from .errors import BrokerError, CatalogError
+from .messages import Message
+from .receive import to_messages
+from .storage import open_storage
+from .storage.base import Storage, StorageConnection
+from .timer import TICK_SECONDS, BrokerTimer
+from .transaction import Transaction
+
+__all__ = ["Broker"]
+
+log = logging.getLogger(__name__)
+T = TypeVar("T")
+POISON_ROLLBACKS = 5
+"""POI-1: consecutive rollbacks of receiving transactions that disable a queue."""
+
+
+class Broker:
+    """A Service Broker instance over one database. Use :meth:`open`.
+
+    Settings (keyword arguments of :meth:`open`): ``lock_timeout`` seconds a statement waits for
+    a conversation group another transaction holds (default 60, broker clock);
+    ``synchronous`` and ``poll_interval`` for SQLite (see
+    :class:`~servicebroker.storage.sqlite.SqliteStorage`).
+    """
+
+    def __init__(self, storage: Storage, clock: Clock, *, lock_timeout: float = 60.0) -> None:
+        self._storage = storage
+        self.clock: Clock = clock
+        self.lock_timeout = float(lock_timeout)
+        self._catalog_lock = threading.Lock()
+        self._catalog: CatalogSnapshot | None = None
+        self._cond = threading.Condition()
+        self._generation = 0
+        self._stopping = False
+        self._closed = False
+        self._dropped_queue_names: set[str] = set()
+        self._disabled_events: list[tuple[str, float]] = []
+        self.activation = ActivationService(self)
+        self.timer = BrokerTimer(self, TICK_SECONDS)
+        self.timer.tasks.register("activation", 1, lambda now: self.activation.check())
+        self.timer.tasks.register("transmission", 1, lambda now: self._drain_transmission())
+        self._thread: threading.Thread | None = None
+        self.clock.subscribe(self._on_clock)
+        from .views import Views
+
+        self.views = Views(self)
+
+    # -- life cycle ----------------------------------------------------------------------
+    @classmethod
+    def open(cls, url: str, *, clock: Clock | None = None, **settings: Any) -> Broker:
+        """Open the broker database at ``url`` (``sqlite:///path.db`` or a file path),
+        creating and migrating its schema on first use.
+
+        Args:
+            url: the storage URL.
+            clock: the broker clock (default :class:`SystemClock`); a :class:`ManualClock`
+                drives every time-out, lifetime, timer and interval in tests.
+            settings: ``lock_timeout`` (seconds), and storage settings ``synchronous``,
+                ``busy_timeout``, ``poll_interval``.
+
+        Raises:
+            StorageError: a bad URL or an unusable database.
+            BrokerError: an unknown setting.
+        """
+        lock_timeout = settings.pop("lock_timeout", 60.0)
+        allowed = {"synchronous", "busy_timeout", "poll_interval"}
+        unknown = set(settings) - allowed
+        if unknown:
+            raise BrokerError(f"unknown broker setting(s): {', '.join(sorted(unknown))}")
+        storage = open_storage(url, **settings)
+        return cls(storage, clock or SystemClock(), lock_timeout=lock_timeout)
+
+    @property
+    def url(self) -> str:
+        """The storage URL this broker was opened on."""
+        return self._storage.url
+
+    def __enter__(self) -> Broker:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def close(self) -> None:
+        """Stop background work, wake waiting RECEIVEs (they return empty) and close storage."""
+        if self._closed:
+            return
+        self.stop()
+        self._closed = True
+        self.clock.unsubscribe(self._on_clock)
+        self._storage.close()
+
+    def start(self) -> None:
+        """Run the instance's background work: the 5-second timer (TICK-1), conversation
+        timers and lifetimes (DLG-5, DLG-6), transmission-queue retries (QUE-3) and internal
+        activation (ACT-7). A broker used only as a library needs none of it."""
+        if self._thread is not None:
+            return
+        self._stopping = False
+        self.activation.enabled = True
+        self._thread = threading.Thread(target=self._background, name="servicebroker-timer", daemon=True)
+        self._thread.start()
+        self.activation.check()
+
+    def stop(self, timeout: float = 10.0) -> None:
+        """Stop background work; waiting RECEIVEs return empty so activated procedures can exit;
+        waits up to ``timeout`` real seconds for them."""
+        self._stopping = True
+        self.activation.enabled = False
+        self._notify()
+        if self._thread is not None:
+            self._thread.join(timeout)
+            self._thread = None
+        self.activation.join(timeout)
+
+    @property
+    def running(self) -> bool:
+        """True between :meth:`start` and :meth:`stop`."""
+        return self._thread is not None and not self._stopping
+
+    def _background(self) -> None:
+        while not self._stopping:
+            try:
+                now = self.clock.now()
+                self.timer.run_due(now)
+                wake = self.timer.next_wakeup(now)
+            except Exception:
+                log.exception("broker background step failed")
+                wake = self.clock.now() + TICK_SECONDS
+            real = min(self.clock.max_real_wait(wake - self.clock.now()), 1.0)
+            with self._cond:
+                if not self._stopping:
+                    self._cond.wait(max(real, 0.001))
+
+    def _on_clock(self, now: float) -> None:
+        if self.running:
+            self.timer.run_due(now)
+        self._notify()
+
+    # -- catalog -------------------------------------------------------------------------
+    def _catalog_for(self, conn: StorageConnection) -> CatalogSnapshot:
+        version = conn.catalog_version()
+        with self._catalog_lock:
+            if self._catalog is not None and self._catalog.version == version:
+                return self._catalog
+        snap = CatalogSnapshot.from_rows(conn.load_catalog())
+        with self._catalog_lock:
+            if self._catalog is None or snap.version >= self._catalog.version:
+                self._catalog = snap
+        return snap
+
+    def _catalog_now(self) -> CatalogSnapshot:
+        conn = self._storage.connect()
+        try:
+            return self._catalog_for(conn)
+        finally:
+            self._storage.release(conn)
+
+    @property
+    def catalog(self) -> CatalogSnapshot:
+        """The current catalog (message types, contracts, queues, services)."""
+        return self._catalog_now()
+
+    def _change(self, fn: Callable[..., T], *args: Any, **kwargs: Any) -> T:
+        conn = self._storage.connect()
+        try:
+            conn.begin_write()
+            snap = self._catalog_for(conn)
+            result = fn(conn, snap, *args, **kwargs)
+            conn.bump_catalog_version()
+            conn.commit()
+        except sqlite3.IntegrityError as exc:
+            conn.rollback()
+            raise CatalogError(f"catalog change refused by the database: {exc}") from exc
+        except BaseException:
+            conn.rollback()
+            raise
+        finally:
+            self._storage.release(conn)
+        self._notify()
+        return result
+
+    def create_message_type(self, name: str, *, validation: str = "NONE") -> None:
+        """CREATE MESSAGE TYPE ``name`` VALIDATION = NONE | EMPTY | WELL_FORMED_XML | JSON (DLG-3).
+
+        Raises:
+            CatalogError: a bad or taken name, or an unknown validation.
+        """
+        self._change(_catalog.create_message_type, name, validation)
+
+    def drop_message_type(self, name: str) -> None:
+        """DROP MESSAGE TYPE. Raises :class:`CatalogError` if unknown, built in or in use."""
+        self._change(_catalog.drop_message_type, name)
+
+    def create_contract(self, name: str, messages: Mapping[str, str]) -> None:
+        """CREATE CONTRACT ``name`` (message type SENT BY INITIATOR | TARGET | ANY, …) (DLG-2).
+
+        Raises:
+            CatalogError: a bad or taken name, unknown message types, bad SENT BY values.
+        """
+        self._change(_catalog.create_contract, name, messages)
+
+    def drop_contract(self, name: str) -> None:
+        """DROP CONTRACT. Raises :class:`CatalogError` if unknown, DEFAULT, or in use."""
+        self._change(_catalog.drop_contract, name)
+
+    def create_queue(
+        self,
+        name: str,
+        *,
+        status: bool = True,
+        retention: bool = False,
+        poison_message_handling: bool = True,
+        activation: Activation | None = None,
+    ) -> None:
+        """CREATE QUEUE (QUE-1): STATUS, RETENTION, POISON_MESSAGE_HANDLING and ACTIVATION.
+
+        Raises:
+            CatalogError: a bad or taken name or bad settings.
+        """
+        self._change(
+            _catalog.create_queue, name, status=status, retention=retention,
+            poison_message_handling=poison_message_handling, activation=activation,
+            now=self.clock.now(),
+        )
+        self._register_procedure(name, activation)
+        self.activation.check()
+
+    def alter_queue(
+        self,
+        name: str,
+        *,
+        status: bool | None = None,
+        retention: bool | None = None,
+        poison_message_handling: bool | None = None,
+        activation: Activation | None = None,
+    ) -> None:
+        """ALTER QUEUE: change the settings given (None keeps one). Turning STATUS ON delivers
+        the messages held for it in the transmission queue (QUE-3); turning it OFF ends waiting
+        RECEIVEs with :class:`QueueDisabledError`.
+
+        Raises:
+            CatalogError: unknown queue or bad settings.
+        """
+        self._change(
+            _catalog.alter_queue, name, status=status, retention=retention,
+            poison_message_handling=poison_message_handling, activation=activation,
+            now=self.clock.now(),
+        )
+        if activation is not None:
+            self._register_procedure(name, activation)
+        if status:
+            self._drain_transmission()
+        self.activation.check()
+
+    def drop_queue(self, name: str) -> None:
+        """DROP QUEUE: its messages are deleted; waiting RECEIVEs end with an error (QUE-3).
+
+        Raises:
+            CatalogError: unknown queue, or a service still uses it.
+        """
+        self._change(_catalog.drop_queue, name)
+        self._dropped_queue_names.add(name)
+        self._register_procedure(name, None)
+
+    def create_service(self, name: str, *, queue: str, contracts: Sequence[str] = ()) -> None:
+        """CREATE SERVICE ``name`` ON QUEUE ``queue`` (``contracts``); a service with no
+        contracts can only initiate. Messages waiting for this service name are delivered.
+
+        Raises:
+            CatalogError: a bad or taken name, unknown queue or contract.
+        """
+        self._change(_catalog.create_service, name, queue, tuple(contracts))
+        self._drain_transmission()
+
+    def drop_service(self, name: str) -> None:
+        """DROP SERVICE. Raises :class:`CatalogError` if unknown or it has open conversations."""
+        self._change(_catalog.drop_service, name)
+
+    def _register_procedure(self, queue: str, activation: Activation | None) -> None:
+        if activation is not None and not isinstance(activation.procedure, str):
+            self.activation.register_procedure(queue, activation.procedure)
+        else:
+            self.activation.register_procedure(queue, None)
+
+    # -- transactions and reads ----------------------------------------------------------
+    def transaction(self) -> Transaction:
+        """A new :class:`Transaction` (a context manager: commits on normal exit, rolls back
+        on an exception).
+
+        Raises:
+            BrokerError: the broker is closed.
+        """
+        if self._closed:
+            raise BrokerError(f"the broker on {self.url} is closed")
+        return Transaction(self)
+
+    def execute(self, sql: str, params: Sequence[Any] | dict[str, Any] = ()) -> list[tuple[Any, ...]]:
+        """Run application SQL in a transaction of its own and commit; returns the rows."""
+        with self.transaction() as tx:
+            return tx.execute(sql, params)
+
+    def peek(self, queue: str, *, top: int | None = None) -> list[Message]:
+        """SELECT * FROM ``queue``: every message of any status, nothing consumed or locked
+        (QUE-1), at most ``top``.
+
+        Raises:
+            CatalogError: unknown queue. BrokerError: a bad ``top``.
+        """
+        if top is not None and (isinstance(top, bool) or not isinstance(top, int) or top < 0):
+            raise BrokerError(f"peek top must be an integer >= 0 or None, got {top!r}")
+        conn = self._storage.connect()
+        try:
+            snap = self._catalog_for(conn)
+            q = snap.queue(queue)
+            rows = conn.peek(q.queue_id, -1 if top is None else top)
+            return to_messages(snap, rows, q.name)
+        finally:
+            self._storage.release(conn)
+
+    def _queue_has_ready(self, queue_id: int) -> bool:
+        conn = self._storage.connect()
+        try:
+            return conn.queue_has_ready(queue_id)
+        finally:
+            self._storage.release(conn)
+
+    def _drain_transmission(self) -> int:
+        conn = self._storage.connect()
+        try:
+            if not conn.transmission_exists():
+                return 0
+            conn.begin_write()
+            applier = Applier(conn, self._catalog_for(conn), self.clock.now())
+            moved = applier.drain_transmission()
+            applier.finish()
+            conn.commit()
+        finally:
+            self._storage.release(conn)
+        self._after_commit(applier.woken_queues, set())
+        return moved
+
+    # -- waiting and events --------------------------------------------------------------
+    def _notify(self) -> None:
+        with self._cond:
+            self._generation += 1
+            self._cond.notify_all()
+
+    def _wait_for(
+        self, attempt: Callable[[], T | None], deadline: float | None, *, queue_id: int | None = None
+    ) -> T | None:
+        """Call ``attempt`` until it returns a value, the broker-clock ``deadline`` passes
+        (None: never) or the broker stops; waits between tries on in-process notifications,
+        and at most the storage's poll interval for other processes."""
+        counted = False
+        try:
+            while True:
+                with self._cond:
+                    generation = self._generation
+                result = attempt()
+                if result is not None:
+                    return result
+                now = self.clock.now()
+                if (deadline is not None and now >= deadline) or self._stopping or self._closed:
+                    return None
+                if queue_id is not None and not counted:
+                    self.activation.waiting(queue_id, +1)
+                    counted = True
+                real = self._storage.poll_interval
+                if deadline is not None:
+                    real = min(real, self.clock.max_real_wait(deadline - now))
+                with self._cond:
+                    if self._generation == generation:
+                        self._cond.wait(max(real, 0.0005))
+        finally:
+            if counted and queue_id is not None:
+                self.activation.waiting(queue_id, -1)
+
+    def _after_commit(self, woken_queues: set[int], received_queues: set[int]) -> None:
+        if woken_queues or received_queues:
+            self._notify()
+        if woken_queues and self.activation.enabled:
+            self.activation.check(woken_queues)
+
+    def _after_rollback(self, received_queues: set[int]) -> None:
+        if not received_queues:
+            return
+        self._count_rollbacks(received_queues)
+        self._notify()
+        if self.activation.enabled:
+            self.activation.check(received_queues)
+
+    def _count_rollbacks(self, queue_ids: set[int]) -> None:
+        """POI-1: five rollbacks in a row of transactions that received from a queue turn the
+        queue OFF (when its POISON_MESSAGE_HANDLING is ON) and raise BROKER_QUEUE_DISABLED."""
+        conn = self._storage.connect()
+        disabled: list[str] = []
+        try:
+            conn.begin_write()
+            snap = self._catalog_for(conn)
+            for queue_id in sorted(queue_ids):
+                queue = snap.queues_by_id.get(queue_id)
+                if queue is None:
+                    continue
+                count = conn.add_rollback(queue_id)
+                if count >= POISON_ROLLBACKS and queue.poison_message_handling and queue.status:
+                    conn.disable_queue(queue_id, self.clock.now())
+                    disabled.append(queue.name)
+            conn.commit()
+        finally:
+            self._storage.release(conn)
+        for name in disabled:
+            log.warning("queue %s disabled after %d rollbacks in a row (BROKER_QUEUE_DISABLED)", name, POISON_ROLLBACKS)
+            self._disabled_events.append((name, self.clock.now()))
+
+    @property
+    def queue_disabled_events(self) -> list[tuple[str, float]]:
+        """BROKER_QUEUE_DISABLED events raised in this process: (queue name, broker time)."""
+        return list(self._disabled_events)
+
+    def _note_empty_receive(self, queue_id: int) -> None:
+        self.activation.empty_receive(queue_id, self.clock.now())
+
+    def _note_receive(self, queue_id: int) -> None:
+        """A RECEIVE returned messages (ACT-4b); the monitor needs nothing more yet."""

@@ -1,0 +1,108 @@
+"""The broker's clock: every time-out, lifetime, timer and interval reads it (DEVELOPERS: time is
+injected). :class:`SystemClock` follows the wall clock; :class:`ManualClock` moves only when a test
+or a simulation calls :meth:`ManualClock.advance`, so a 90-second rule is tested in milliseconds.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Callable
+from typing import Protocol
+
+__all__ = ["Clock", "ManualClock", "SystemClock"]
+
+Listener = Callable[[float], None]
+
+
+class Clock(Protocol):
+    """What the broker needs of a clock.
+
+    ``now()`` returns seconds (float) since the Unix epoch on this clock. ``subscribe(fn)``
+    registers ``fn(now)`` to be called whenever the clock jumps (a manual clock's ``advance``);
+    a wall clock never calls it. ``max_real_wait(seconds)`` says how long, in real seconds, a
+    waiter may sleep before it must look at the clock again for a deadline ``seconds`` away.
+    """
+
+    def now(self) -> float: ...
+
+    def subscribe(self, listener: Listener) -> None: ...
+
+    def unsubscribe(self, listener: Listener) -> None: ...
+
+    def max_real_wait(self, seconds: float) -> float: ...
+
+
+class SystemClock:
+    """The wall clock (``time.time()``); the default of :meth:`Broker.open`."""
+
+    def now(self) -> float:
+        """Seconds since the epoch, from ``time.time()``."""
+        return time.time()
+
+    def subscribe(self, listener: Listener) -> None:
+        """Accepted and ignored: the wall clock never jumps."""
+
+    def unsubscribe(self, listener: Listener) -> None:
+        """Accepted and ignored."""
+
+    def max_real_wait(self, seconds: float) -> float:
+        """A deadline ``seconds`` away on the wall clock is ``seconds`` of real time."""
+        return max(0.0, seconds)
+
+
+class ManualClock:
+    """A clock that moves only by :meth:`advance` (or :meth:`set`).
+
+    Args:
+        start: the initial time, seconds since the epoch (default 1,700,000,000).
+
+    Listeners (the broker's waiting RECEIVEs and its background services) are called
+    synchronously, in the advancing thread, with the new time, so after ``advance`` returns every
+    timer due by then has fired and every waiter whose time-out passed has been woken.
+    """
+
+    def __init__(self, start: float = 1_700_000_000.0) -> None:
+        self._now = float(start)
+        self._lock = threading.Lock()
+        self._listeners: list[Listener] = []
+
+    def now(self) -> float:
+        """The current manual time in seconds."""
+        return self._now
+
+    def advance(self, seconds: float) -> float:
+        """Move the clock forward by ``seconds`` (>= 0) and notify listeners.
+
+        Returns the new time. Raises ``ValueError`` for a negative or non-finite amount.
+        """
+        if not seconds >= 0 or seconds == float("inf"):
+            raise ValueError(f"ManualClock.advance needs a finite number of seconds >= 0, got {seconds!r}")
+        return self.set(self._now + seconds)
+
+    def set(self, when: float) -> float:
+        """Move the clock to ``when`` (seconds since the epoch; never backwards) and notify."""
+        with self._lock:
+            if when < self._now:
+                raise ValueError(f"ManualClock cannot go back from {self._now} to {when}")
+            self._now = float(when)
+            listeners = list(self._listeners)
+        for listener in listeners:
+            listener(self._now)
+        return self._now
+
+    def subscribe(self, listener: Listener) -> None:
+        """Call ``listener(now)`` after every move of the clock."""
+        with self._lock:
+            self._listeners.append(listener)
+
+    def unsubscribe(self, listener: Listener) -> None:
+        """Stop calling ``listener``; unknown listeners are ignored."""
+        with self._lock:
+            if listener in self._listeners:
+                self._listeners.remove(listener)
+
+    def max_real_wait(self, seconds: float) -> float:
+        """Manual time does not pass by itself: a waiter sleeps until woken (bounded by the
+        storage's poll interval for changes made by other processes)."""
+        return float("inf")

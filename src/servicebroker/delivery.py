@@ -1,0 +1,355 @@
+"""What a commit writes: the operations a transaction recorded, applied to fresh rows inside the
+storage's write transaction, in statement order.
+
+Statements validate against the transaction's working copies (so errors surface at the
+statement), and :class:`Applier` re-applies their effects to the rows as they stand at commit
+(an Error or EndDialog may have arrived meanwhile). It puts each message on the far endpoint's
+queue, creating the target endpoint on its first message (PRI-3), or holds it in the
+transmission queue while that queue is OFF or its service does not exist yet (QUE-3), and
+deletes a conversation once both its endpoints are closed (DLG-4).
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Iterable
+from dataclasses import dataclass
+
+from .catalog import CatalogSnapshot
+from .dialogs import (
+    DIALOG_TIMER,
+    END_DIALOG,
+    ERROR,
+    LIFETIME_EXPIRED_CODE,
+    LIFETIME_EXPIRED_TEXT,
+    Arrival,
+    EndAction,
+    EndMode,
+    after_local_end,
+    error_body,
+    on_arrival,
+    on_lifetime_expired,
+    receive_rank,
+)
+from .storage.base import EndpointRow, QueueInsert, StorageConnection, TransmissionRow
+
+__all__ = ["DEFAULT_PRIORITY", "Applier", "Outgoing"]
+
+DEFAULT_PRIORITY = 5
+"""PRI-10: the level of every endpoint while no conversation priority applies."""
+
+TARGET_GONE_CODE = -8493
+CONTRACT_REFUSED_CODE = -8408
+
+_ARRIVAL_OF = {END_DIALOG: Arrival.END_DIALOG, ERROR: Arrival.ERROR}
+
+
+@dataclass(slots=True)
+class Outgoing:
+    """One message leaving an endpoint: type, validation letter, body, id, sequence number."""
+
+    message_type_id: int
+    message_type_name: str
+    validation: str
+    body: bytes
+    message_id: bytes
+    sequence: int
+
+
+class Applier:
+    """Applies one commit's operations through ``conn`` (already in its write transaction).
+
+    Args:
+        conn: the transaction's storage connection.
+        catalog: the catalog snapshot to resolve names and queue settings.
+        now: the broker's time, seconds.
+    """
+
+    def __init__(self, conn: StorageConnection, catalog: CatalogSnapshot, now: float) -> None:
+        self.conn = conn
+        self.catalog = catalog
+        self.now = now
+        self._rows: dict[bytes, EndpointRow | None] = {}
+        self._sides: dict[tuple[bytes, bool], bytes | None] = {}
+        self._dirty: dict[bytes, EndpointRow] = {}
+        self._pending: list[QueueInsert] = []
+        self._tq_any: bool | None = None
+        self.woken_queues: set[int] = set()
+
+    # -- rows ----------------------------------------------------------------------------
+    def endpoint(self, handle: bytes) -> EndpointRow | None:
+        """The endpoint as it stands in this commit (read once, then cached)."""
+        if handle not in self._rows:
+            row = self.conn.get_endpoint(handle)
+            self._rows[handle] = row
+            if row is not None:
+                self._sides[(row.conversation_id, row.is_initiator)] = handle
+        return self._rows[handle]
+
+    def far_of(self, row: EndpointRow) -> EndpointRow | None:
+        """The other endpoint of ``row``'s conversation, if it exists."""
+        key = (row.conversation_id, not row.is_initiator)
+        if key not in self._sides:
+            far = self.conn.get_far_endpoint(row.conversation_id, not row.is_initiator)
+            self._sides[key] = None if far is None else far.conversation_handle
+            if far is not None:
+                self._rows[far.conversation_handle] = far
+        handle = self._sides[key]
+        return None if handle is None else self._rows.get(handle)
+
+    def touch(self, row: EndpointRow) -> None:
+        """Mark an endpoint to be written at :meth:`finish`."""
+        self._dirty[row.conversation_handle] = row
+
+    def insert_endpoint(self, row: EndpointRow) -> EndpointRow:
+        """Insert a new endpoint now (its id orders its messages in the group)."""
+        row.endpoint_id = self.conn.insert_endpoint(row)
+        self._rows[row.conversation_handle] = row
+        self._sides[(row.conversation_id, row.is_initiator)] = row.conversation_handle
+        return row
+
+    def flush_messages(self) -> None:
+        """Write the queued inserts (before any statement that deletes or moves rows)."""
+        if self._pending:
+            self.conn.insert_messages(self._pending)
+            self._pending = []
+
+    def finish(self) -> None:
+        """Write pending messages and changed endpoints."""
+        self.flush_messages()
+        for row in self._dirty.values():
+            if self._rows.get(row.conversation_handle) is row:
+                self.conn.update_endpoint(row)
+        self._dirty.clear()
+
+    # -- operations ----------------------------------------------------------------------
+    def send(self, handle: bytes, out: Outgoing) -> None:
+        """SEND: advance the sender and deliver (DLG-2)."""
+        row = self.endpoint(handle)
+        if row is None:
+            return
+        row.send_sequence = max(row.send_sequence, out.sequence + 1)
+        if row.state in ("SO", "SI"):
+            row.state = "CO"
+        self.touch(row)
+        self._retain_sent(row, out)
+        self.deliver(row, out, Arrival.MESSAGE)
+
+    def end(self, handle: bytes, mode: EndMode, code: int | None, description: str | None) -> None:
+        """END CONVERSATION (DLG-4), re-decided on the endpoint's state at commit."""
+        row = self.endpoint(handle)
+        if row is None:
+            return
+        new_state, action = after_local_end(row.state, mode, uuid.UUID(bytes=handle))
+        self.flush_messages()
+        self.conn.delete_conversation_messages(handle)
+        if mode is not EndMode.PLAIN:
+            self.conn.delete_transmission_of_endpoint(row.conversation_id, row.is_initiator)
+        row.state = new_state
+        row.dialog_timer = None
+        self.touch(row)
+        if action is EndAction.SEND_END_DIALOG:
+            self.deliver(row, self._system(row, END_DIALOG, b""), Arrival.END_DIALOG)
+        elif action is EndAction.SEND_ERROR:
+            body = error_body(code or 0, description or "")
+            self.deliver(row, self._system(row, ERROR, body), Arrival.ERROR)
+        elif action is EndAction.ACKNOWLEDGE:
+            far = self.far_of(row)
+            if far is not None:
+                new_far = on_arrival(far.state, Arrival.ACKNOWLEDGE)
+                if new_far is not None:
+                    far.state = new_far
+                    self.touch(far)
+        if mode is EndMode.CLEANUP:
+            self._delete_endpoint(row)
+        self._close_if_done(row)
+
+    def set_timer(self, handle: bytes, due: float | None) -> None:
+        """BEGIN CONVERSATION TIMER (DLG-6): store the due time."""
+        row = self.endpoint(handle)
+        if row is not None:
+            row.dialog_timer = due
+            self.touch(row)
+
+    def move(self, handle: bytes, group_id: bytes) -> None:
+        """MOVE CONVERSATION (DLG-7): the endpoint and its queued messages change group."""
+        row = self.endpoint(handle)
+        if row is None:
+            return
+        self.flush_messages()
+        row.conversation_group_id = group_id
+        self.conn.move_conversation_messages(handle, group_id)
+        self.touch(row)
+
+    def fire_timer(self, handle: bytes) -> None:
+        """A due conversation timer puts a DialogTimer on the local queue (DLG-6)."""
+        row = self.endpoint(handle)
+        if row is None or row.dialog_timer is None or row.dialog_timer > self.now:
+            return
+        row.dialog_timer = None
+        self.touch(row)
+        if row.state not in ("DO", "CD"):
+            self._enqueue(row, self._system(row, DIALOG_TIMER, b"", sequence=-1))
+
+    def expire_lifetime(self, handle: bytes) -> None:
+        """A passed LIFETIME puts the endpoint in ER with an Error message (DLG-5)."""
+        row = self.endpoint(handle)
+        if row is None or row.lifetime > self.now or row.state in ("ER", "CD"):
+            return
+        row.state = on_lifetime_expired(row.state)
+        self.touch(row)
+        if row.state == "ER":
+            body = error_body(LIFETIME_EXPIRED_CODE, LIFETIME_EXPIRED_TEXT)
+            self._enqueue(row, self._system(row, ERROR, body, sequence=-1))
+        self._close_if_done(row)
+
+    # -- delivery ------------------------------------------------------------------------
+    def deliver(self, sender: EndpointRow, out: Outgoing, arrival: Arrival) -> str | None:
+        """Put a message from ``sender`` on its far endpoint's queue.
+
+        Returns None when delivered or discarded, or the reason the message must wait in the
+        transmission queue (it is then inserted there, unless it came from there).
+        """
+        if self._tq_any is None:
+            self._tq_any = self.conn.transmission_exists()
+        if self._tq_any and self.conn.transmission_waiting(sender.conversation_id, sender.is_initiator):
+            return self._hold(sender, out, arrival, "waiting behind earlier messages of the conversation")
+        reason = self._deliver_now(sender, out, arrival)
+        if reason is not None:
+            return self._hold(sender, out, arrival, reason)
+        return None
+
+    def _deliver_now(self, sender: EndpointRow, out: Outgoing, arrival: Arrival) -> str | None:
+        far = self.far_of(sender)
+        if far is None:
+            if not sender.is_initiator:
+                return None
+            target = self.catalog.services.get(sender.far_service)
+            if target is None:
+                return f"the target service {sender.far_service!r} does not exist"
+            queue = self.catalog.queues_by_id[target.queue_id]
+            if not queue.status:
+                return f"the target queue {queue.name!r} is disabled"
+            if out.sequence != 0:
+                self._error_back(sender, TARGET_GONE_CODE, "The target conversation endpoint no longer exists.")
+                return None
+            if sender.service_contract_id not in target.contract_ids:
+                contract = self.catalog.contracts_by_id[sender.service_contract_id].name
+                self._error_back(
+                    sender, CONTRACT_REFUSED_CODE,
+                    f"Target service {target.name!r} does not support contract {contract!r}.",
+                )
+                return None
+            from_service = self.catalog.services_by_id[sender.service_id].name
+            far = self.insert_endpoint(
+                EndpointRow(
+                    0, uuid.uuid4().bytes, sender.conversation_id, False,
+                    sender.service_contract_id, uuid.uuid4().bytes, target.service_id,
+                    target.queue_id, from_service, sender.lifetime, "CO", None, 0, 0,
+                    DEFAULT_PRIORITY,
+                )
+            )
+        else:
+            queue = self.catalog.queues_by_id.get(far.queue_id)
+            if queue is not None and not queue.status and far.state not in ("CD", "DO"):
+                return f"the target queue {queue.name!r} is disabled"
+        new_state = on_arrival(far.state, arrival)
+        if new_state is None:
+            return None
+        if new_state != far.state:
+            far.state = new_state
+            self.touch(far)
+        self._enqueue(far, out)
+        return None
+
+    def _enqueue(self, row: EndpointRow, out: Outgoing, status: int = 1) -> None:
+        self._pending.append(
+            (
+                row.queue_id, status, row.priority, row.conversation_group_id,
+                row.conversation_handle, row.endpoint_id, receive_rank(out.message_type_name),
+                out.sequence, row.service_id, row.service_contract_id, out.message_type_id,
+                out.validation, out.body, out.message_id,
+            )
+        )
+        if status == 1:
+            self.woken_queues.add(row.queue_id)
+
+    def _retain_sent(self, row: EndpointRow, out: Outgoing) -> None:
+        queue = self.catalog.queues_by_id.get(row.queue_id)
+        if queue is not None and queue.retention:
+            self._enqueue(row, out, status=3)
+
+    def _error_back(self, sender: EndpointRow, code: int, text: str) -> None:
+        sender.state = "ER"
+        self.touch(sender)
+        self._enqueue(sender, self._system(sender, ERROR, error_body(code, text), sequence=-1))
+
+    def _hold(self, sender: EndpointRow, out: Outgoing, arrival: Arrival, reason: str) -> str:
+        from_service = self.catalog.services_by_id[sender.service_id].name
+        self.conn.insert_transmission(
+            (
+                sender.conversation_handle, sender.conversation_id, int(sender.is_initiator),
+                sender.far_service, from_service, sender.service_contract_id, self.now,
+                out.sequence, out.message_type_id, out.validation, out.body, out.message_id,
+                arrival.value, reason, sender.priority, sender.lifetime,
+            )
+        )
+        self._tq_any = True
+        return reason
+
+    def _system(self, row: EndpointRow, name: str, body: bytes, sequence: int | None = None) -> Outgoing:
+        mt = self.catalog.message_types[name]
+        if sequence is None:
+            sequence = row.send_sequence
+            row.send_sequence += 1
+        return Outgoing(mt.message_type_id, name, mt.validation_code, body, uuid.uuid4().bytes, sequence)
+
+    def _delete_endpoint(self, row: EndpointRow) -> None:
+        self.flush_messages()
+        self.conn.delete_conversation_messages(row.conversation_handle)
+        self.conn.delete_endpoint(row.endpoint_id)
+        self._rows[row.conversation_handle] = None
+        self._sides[(row.conversation_id, row.is_initiator)] = None
+        self._dirty.pop(row.conversation_handle, None)
+
+    def _close_if_done(self, row: EndpointRow) -> None:
+        """Delete a conversation once every endpoint it still has is closed (CD)."""
+        mine = self._rows.get(row.conversation_handle)
+        if mine is not None and mine.state != "CD":
+            return
+        far = self.far_of(row)
+        if far is not None and far.state != "CD":
+            return
+        for end in (mine, far):
+            if end is not None:
+                self._delete_endpoint(end)
+
+    # -- transmission queue --------------------------------------------------------------
+    def drain_transmission(self, limit: int = 1000) -> int:
+        """Retry the transmission queue in send order (QUE-3); returns how many left it."""
+        moved = 0
+        blocked: set[tuple[bytes, int]] = set()
+        rows: Iterable[TransmissionRow] = self.conn.transmission_pending(limit)
+        for row in rows:
+            (tid, handle, conv_id, is_init, _to, _from, _contract, _t, seq, mt_id, validation,
+             body, message_id, arrival, status, _prio, _life) = row
+            key = (conv_id, is_init)
+            if key in blocked:
+                continue
+            sender = self.endpoint(handle)
+            if sender is None:
+                self.conn.delete_transmission(tid)
+                moved += 1
+                continue
+            name = self.catalog.message_types_by_id[mt_id].name
+            out = Outgoing(mt_id, name, validation, body, message_id, seq)
+            reason = self._deliver_now(sender, out, Arrival(arrival))
+            if reason is None:
+                self.conn.delete_transmission(tid)
+                moved += 1
+            else:
+                blocked.add(key)
+                if reason != status:
+                    self.conn.set_transmission_status(tid, reason)
+        self._tq_any = None
+        return moved

@@ -1,0 +1,103 @@
+"""Messages as a queue holds them (QUE-2) and message-body validation (DLG-3)."""
+
+from __future__ import annotations
+
+import json
+import uuid
+import xml.parsers.expat
+from dataclasses import dataclass
+
+from .errors import MessageValidationError
+
+__all__ = ["VALIDATIONS", "Message", "coerce_body", "validate_body"]
+
+VALIDATIONS = {"NONE": "N", "EMPTY": "E", "WELL_FORMED_XML": "X", "JSON": "J"}
+"""DLG-3: message type validation names and the one-letter code a queue row shows (QUE-2)."""
+
+
+@dataclass(frozen=True, slots=True)
+class Message:
+    """One row of a service queue, with the columns of SQL Server's queue (QUE-2).
+
+    ``status``: 0 retained received, 1 ready, 2 not yet complete, 3 retained sent.
+    ``priority``: the receiving endpoint's level, 1..10 (PRI-8). ``queuing_order``: grows with
+    each message put on the queue. ``message_sequence_number``: the message's place in its
+    conversation's send order. ``validation``: E, N, X or J (JSON). ``message_body``: bytes
+    (possibly empty, never None). Handles and group ids are :class:`uuid.UUID`.
+    """
+
+    status: int
+    priority: int
+    queuing_order: int
+    conversation_group_id: uuid.UUID
+    conversation_handle: uuid.UUID
+    message_sequence_number: int
+    service_name: str
+    service_id: int
+    service_contract_name: str
+    service_contract_id: int
+    message_type_name: str
+    message_type_id: int
+    validation: str
+    message_body: bytes
+    message_id: uuid.UUID
+    queue_name: str
+
+
+def coerce_body(body: object, *, where: str) -> bytes:
+    """The bytes of a message body given as bytes, bytearray, memoryview or str (UTF-8).
+
+    Raises:
+        MessageValidationError: the body is None (DLG-2: may be empty, never NULL) or of
+            another type; ``where`` names the conversation in the message.
+    """
+    if isinstance(body, bytes):
+        return body
+    if isinstance(body, bytearray | memoryview):
+        return bytes(body)
+    if isinstance(body, str):
+        return body.encode("utf-8")
+    if body is None:
+        raise MessageValidationError(f"SEND on {where}: the message body may be empty but not None")
+    raise MessageValidationError(
+        f"SEND on {where}: the message body must be bytes or str, not {type(body).__name__}"
+    )
+
+
+def validate_body(validation: str, body: bytes, *, message_type_name: str) -> None:
+    """Check ``body`` against a message type's validation (DLG-3).
+
+    ``validation`` is one of NONE, EMPTY, WELL_FORMED_XML, JSON.
+
+    Raises:
+        MessageValidationError: the body fails; the message names the message type.
+    """
+    if validation == "NONE":
+        return
+    if validation == "EMPTY":
+        if body:
+            raise MessageValidationError(
+                f"message type {message_type_name!r} has VALIDATION = EMPTY but the body has "
+                f"{len(body)} bytes"
+            )
+        return
+    if validation == "WELL_FORMED_XML":
+        if not body:
+            return
+        parser = xml.parsers.expat.ParserCreate()
+        try:
+            parser.Parse(body, True)
+        except xml.parsers.expat.ExpatError as exc:
+            raise MessageValidationError(
+                f"message type {message_type_name!r} requires well-formed XML: {exc}"
+            ) from None
+        return
+    if validation == "JSON":
+        try:
+            json.loads(body)
+        except (ValueError, UnicodeDecodeError) as exc:
+            raise MessageValidationError(
+                f"message type {message_type_name!r} requires a JSON body: {exc}"
+            ) from None
+        return
+    raise MessageValidationError(f"message type {message_type_name!r} has unknown validation {validation!r}")

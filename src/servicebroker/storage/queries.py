@@ -1,0 +1,49 @@
+"""Loads the named queries of a backend from its ``queries.sql`` (blocks headed
+``-- name: NAME``), so the engine and the storage code never build SQL inline."""
+
+from __future__ import annotations
+
+import re
+from importlib import resources
+
+__all__ = ["load_queries", "split_statements"]
+
+_HEADER = re.compile(r"^-- name: (\w+)\s*$", re.MULTILINE)
+
+
+def load_queries(package: str, filename: str = "queries.sql") -> dict[str, str]:
+    """Map each query name to its SQL text, read from ``filename`` in ``package``.
+
+    Raises:
+        ValueError: a name is defined twice or a block is empty.
+    """
+    text = resources.files(package).joinpath(filename).read_text(encoding="utf-8")
+    parts = _HEADER.split(text)
+    queries: dict[str, str] = {}
+    for name, body in zip(parts[1::2], parts[2::2], strict=True):
+        sql = "\n".join(
+            line for line in body.strip().splitlines() if not line.lstrip().startswith("--")
+        ).strip()
+        if not sql or name in queries:
+            raise ValueError(f"{package}/{filename}: query {name!r} is empty or defined twice")
+        queries[name] = sql.rstrip(";")
+    return queries
+
+
+def split_statements(script: str) -> list[str]:
+    """Split an SQL script into statements at semicolons that end a line (migration files keep
+    one statement per such terminator and no semicolons inside string literals at line ends)."""
+    statements, current = [], []
+    for line in script.splitlines():
+        if line.lstrip().startswith("--"):
+            continue
+        current.append(line)
+        if line.rstrip().endswith(";"):
+            stmt = "\n".join(current).strip()
+            if stmt.strip(";").strip():
+                statements.append(stmt)
+            current = []
+    tail = "\n".join(current).strip()
+    if tail:
+        statements.append(tail)
+    return statements

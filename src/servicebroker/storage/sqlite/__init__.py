@@ -1,0 +1,458 @@
+"""The SQLite backend: one database file in WAL mode, the embedded default.
+
+SQLite has one writer per file, so the broker keeps its writes short: a RECEIVE writes nothing
+(its conversation-group lock is an open-file-description lock, see :mod:`.locks`, and what it
+received is remembered by the transaction); every change of a transaction (sends, deletions of
+received messages, endpoint states, the application's rows written through ``tx.execute``) is
+written at commit in one ``BEGIN IMMEDIATE`` transaction. Readers in other processes see new
+messages by polling every :attr:`SqliteStorage.poll_interval` seconds (0.05 by default).
+"""
+
+from __future__ import annotations
+
+import sqlite3
+import threading
+from collections.abc import Iterable, Sequence
+from importlib import resources
+from typing import Any
+
+from ...errors import StorageError
+from ..base import CatalogRows, EndpointRow, MessageRow, QueueInsert, TransmissionRow
+from ..queries import load_queries, split_statements
+from .locks import GroupLocks, check_platform
+
+__all__ = ["SqliteConnection", "SqliteStorage"]
+
+_Q = load_queries(__name__)
+_SCHEMA_VERSION_TABLE = (
+    "CREATE TABLE IF NOT EXISTS schema_migrations (version INTEGER PRIMARY KEY, name TEXT NOT NULL)"
+)
+
+
+def _migrations() -> list[tuple[int, str, str]]:
+    folder = resources.files(__name__).joinpath("migrations")
+    found = []
+    for entry in folder.iterdir():
+        if entry.name.endswith(".sql"):
+            found.append((int(entry.name.split("_", 1)[0]), entry.name, entry.read_text("utf-8")))
+    return sorted(found)
+
+
+class SqliteConnection:
+    """One broker transaction's SQLite connection and its group locks (see
+    :class:`servicebroker.storage.base.StorageConnection` for the contract)."""
+
+    def __init__(self, conn: sqlite3.Connection, lock_path: str, poll_interval: float) -> None:
+        self._conn = conn
+        self._locks = GroupLocks(lock_path)
+        self._in_write = False
+        self.poll_interval = poll_interval
+
+    # -- transaction control -------------------------------------------------------------
+    @property
+    def in_write(self) -> bool:
+        """True between :meth:`begin_write` and the end of that database transaction."""
+        return self._in_write
+
+    def begin_write(self) -> None:
+        """Start the write transaction (``BEGIN IMMEDIATE``: takes SQLite's single write lock,
+        waiting up to the busy time-out)."""
+        if not self._in_write:
+            self._conn.execute("BEGIN IMMEDIATE")
+            self._in_write = True
+
+    def commit(self) -> None:
+        """Commit the write transaction, if any."""
+        if self._in_write:
+            self._in_write = False
+            self._conn.execute("COMMIT")
+
+    def rollback(self) -> None:
+        """Roll the write transaction back, if any."""
+        if self._in_write:
+            self._in_write = False
+            self._conn.execute("ROLLBACK")
+
+    def execute_app(
+        self, sql: str, params: Sequence[Any] | dict[str, Any]
+    ) -> list[tuple[Any, ...]]:
+        """Run the application's SQL inside this transaction's write transaction."""
+        self.begin_write()
+        return self._conn.execute(sql, params).fetchall()
+
+    def close(self) -> None:
+        """Release locks and close the SQLite connection."""
+        self.release_locks()
+        self._conn.close()
+
+    # -- helpers -------------------------------------------------------------------------
+    def _one(self, name: str, params: Sequence[Any] = ()) -> Any:
+        row = self._conn.execute(_Q[name], params).fetchone()
+        return None if row is None else row[0]
+
+    def _all(self, name: str, params: Sequence[Any] = ()) -> list[Any]:
+        return self._conn.execute(_Q[name], params).fetchall()
+
+    # -- catalog -------------------------------------------------------------------------
+    def catalog_version(self) -> int:
+        """The catalog's version number (bumped by every catalog change)."""
+        return int(self._one("get_setting", ("catalog_version",)))
+
+    def load_catalog(self) -> CatalogRows:
+        """Every catalog row, read in one read transaction."""
+        started = not self._in_write and not self._conn.in_transaction
+        if started:
+            self._conn.execute("BEGIN")
+        try:
+            return CatalogRows(
+                version=self.catalog_version(),
+                message_types=self._all("catalog_message_types"),
+                contracts=self._all("catalog_contracts"),
+                contract_usages=self._all("catalog_contract_usages"),
+                queues=self._all("catalog_queues"),
+                services=self._all("catalog_services"),
+                service_contracts=self._all("catalog_service_contracts"),
+            )
+        finally:
+            if started:
+                self._conn.execute("COMMIT")
+
+    def catalog_write(self, name: str, params: Sequence[Any]) -> int:
+        """Run the catalog statement ``name``; returns the new row id for inserts."""
+        cur = self._conn.execute(_Q[name], params)
+        return int(cur.lastrowid or 0)
+
+    def catalog_count(self, name: str, params: Sequence[Any]) -> int:
+        """Run the counting query ``name`` and return its number."""
+        return int(self._one(name, params) or 0)
+
+    def bump_catalog_version(self) -> None:
+        """Mark the catalog changed, so every process reloads it."""
+        self._conn.execute(_Q["bump_catalog_version"])
+
+    def add_rollback(self, queue_id: int) -> int:
+        """Count one more consecutive rolled-back receive on the queue (POI-1); returns it."""
+        return int(self._one("add_rollback", (queue_id,)) or 0)
+
+    def reset_rollbacks(self, queue_id: int) -> None:
+        """A receive on the queue committed: the run of rollbacks is broken (POI-1)."""
+        self._conn.execute(_Q["reset_rollbacks"], (queue_id,))
+
+    def disable_queue(self, queue_id: int, now: float) -> None:
+        """Turn the queue's STATUS OFF (POI-1)."""
+        self._conn.execute(_Q["disable_queue"], (now, queue_id))
+        self.bump_catalog_version()
+
+    # -- endpoints -----------------------------------------------------------------------
+    def get_endpoint(self, handle: bytes) -> EndpointRow | None:
+        """The endpoint with this conversation handle, or None."""
+        row = self._conn.execute(_Q["get_endpoint"], (handle,)).fetchone()
+        return None if row is None else EndpointRow(*row)
+
+    def get_far_endpoint(self, conversation_id: bytes, far_is_initiator: bool) -> EndpointRow | None:
+        """The endpoint of ``conversation_id`` on the given side, or None."""
+        row = self._conn.execute(
+            _Q["get_far_endpoint"], (conversation_id, int(far_is_initiator))
+        ).fetchone()
+        return None if row is None else EndpointRow(*row)
+
+    def conversation_states(self, conversation_id: bytes) -> list[str]:
+        """The states of the (one or two) endpoints of a conversation."""
+        return [r[0] for r in self._all("conversation_endpoint_states", (conversation_id,))]
+
+    def insert_endpoint(self, row: EndpointRow) -> int:
+        """Insert an endpoint; returns its ``endpoint_id``."""
+        return int(
+            self._one(
+                "insert_endpoint",
+                (
+                    row.conversation_handle, row.conversation_id, int(row.is_initiator),
+                    row.service_contract_id, row.conversation_group_id, row.service_id,
+                    row.queue_id, row.far_service, row.lifetime, row.state, row.dialog_timer,
+                    row.send_sequence, row.receive_sequence, row.priority,
+                ),
+            )
+        )
+
+    def update_endpoint(self, row: EndpointRow) -> None:
+        """Write an endpoint's changeable columns (group, state, timer, sequences)."""
+        self._conn.execute(
+            _Q["update_endpoint"],
+            (
+                row.conversation_group_id, row.state, row.dialog_timer, row.send_sequence,
+                row.receive_sequence, row.endpoint_id,
+            ),
+        )
+
+    def delete_conversation(self, conversation_id: bytes) -> None:
+        """Delete both endpoints of a conversation."""
+        self._conn.execute(_Q["delete_conversation"], (conversation_id,))
+
+    def delete_endpoint(self, endpoint_id: int) -> None:
+        """Delete one endpoint."""
+        self._conn.execute(_Q["delete_endpoint"], (endpoint_id,))
+
+    def group_queue(self, group_id: bytes) -> int | None:
+        """The queue of an existing conversation group, or None if no endpoint is in it."""
+        value = self._one("group_queue", (group_id,))
+        return None if value is None else int(value)
+
+    def due_timers(self, now: float, limit: int) -> list[bytes]:
+        """Handles whose conversation timer is due at ``now`` (DLG-6)."""
+        return [r[0] for r in self._all("due_timers", (now, limit))]
+
+    def due_lifetimes(self, now: float, limit: int) -> list[bytes]:
+        """Handles of live endpoints whose LIFETIME has passed at ``now`` (DLG-5)."""
+        return [r[0] for r in self._all("due_lifetimes", (now, limit))]
+
+    def next_due_time(self) -> float | None:
+        """The earliest conversation timer or lifetime still to fire."""
+        value = self._one("next_due_time")
+        return None if value is None else float(value)
+
+    def list_endpoints(self) -> list[tuple[Any, ...]]:
+        """Rows for the ``conversation_endpoints`` view."""
+        return self._all("list_endpoints")
+
+    # -- queues --------------------------------------------------------------------------
+    def insert_messages(self, rows: Iterable[QueueInsert]) -> None:
+        """Put messages on their queues, in the given order."""
+        self._conn.executemany(_Q["insert_message"], rows)
+
+    def group_messages(self, group_id: bytes, limit: int) -> list[MessageRow]:
+        """Ready messages of a group in RECEIVE order (PRI-12, SYS-2), at most ``limit``."""
+        return self._all("group_messages", (group_id, limit))
+
+    def conversation_messages(self, handle: bytes, limit: int) -> list[MessageRow]:
+        """Ready messages of one conversation in RECEIVE order, at most ``limit``."""
+        return self._all("conversation_messages", (handle, limit))
+
+    def peek(self, queue_id: int, limit: int) -> list[MessageRow]:
+        """Every row of a queue (any status), at most ``limit``."""
+        return self._all("peek", (queue_id, limit))
+
+    def peek_after(self, queue_id: int, after: int, limit: int) -> list[MessageRow]:
+        """Rows of a queue with ``queuing_order > after``, in queuing order."""
+        return self._all("peek_after", (queue_id, after, limit))
+
+    def queue_has_ready(self, queue_id: int) -> bool:
+        """True when the queue holds a message with status 1."""
+        return bool(self._one("queue_has_ready", (queue_id,)))
+
+    def queue_counts(self) -> list[tuple[int, int, int]]:
+        """(queue_id, status, count) for every queue holding messages."""
+        return self._all("queue_counts")
+
+    def finish_received(self, queuing_orders: Iterable[int], *, retain: bool) -> None:
+        """Delete received messages, or mark them status 0 when the queue retains (RCV-3)."""
+        self._conn.executemany(
+            _Q["retain_message" if retain else "delete_message"], ((q,) for q in queuing_orders)
+        )
+
+    def delete_conversation_messages(self, handle: bytes) -> None:
+        """Delete every queue row of a conversation endpoint (END CONVERSATION)."""
+        self._conn.execute(_Q["delete_conversation_messages"], (handle,))
+
+    def delete_queue_messages(self, queue_id: int) -> None:
+        """Delete every row of a queue (DROP QUEUE)."""
+        self._conn.execute(_Q["delete_queue_messages"], (queue_id,))
+
+    def move_conversation_messages(self, handle: bytes, group_id: bytes) -> None:
+        """Move a conversation's queue rows to another group (DLG-7)."""
+        self._conn.execute(_Q["move_conversation_messages"], (group_id, handle))
+
+    # -- transmission queue --------------------------------------------------------------
+    def insert_transmission(self, row: tuple[Any, ...]) -> None:
+        """Hold a message in the transmission queue (row without its id)."""
+        self._conn.execute(_Q["insert_transmission"], row)
+
+    def transmission_pending(self, limit: int) -> list[TransmissionRow]:
+        """The oldest ``limit`` transmission-queue rows in send order."""
+        return self._all("transmission_pending", (limit,))
+
+    def transmission_exists(self) -> bool:
+        """True when the transmission queue holds anything."""
+        return bool(self._one("transmission_exists"))
+
+    def transmission_waiting(self, conversation_id: bytes, is_initiator: bool) -> bool:
+        """True when a message sent by that side of the conversation waits in the transmission
+        queue (later ones must wait behind it to keep the send order)."""
+        return bool(self._one("transmission_conversation_waiting", (conversation_id, int(is_initiator))))
+
+    def delete_transmission(self, transmission_id: int) -> None:
+        """Remove a delivered or dropped transmission-queue row."""
+        self._conn.execute(_Q["delete_transmission"], (transmission_id,))
+
+    def set_transmission_status(self, transmission_id: int, status: str) -> None:
+        """Record why a row is still waiting (``transmission_status``)."""
+        self._conn.execute(_Q["set_transmission_status"], (status, transmission_id))
+
+    def delete_transmission_of_endpoint(self, conversation_id: bytes, is_initiator: bool) -> None:
+        """Drop the unsent messages of one side of a conversation (DLG-4 WITH ERROR/CLEANUP)."""
+        self._conn.execute(_Q["delete_transmission_of_endpoint"], (conversation_id, int(is_initiator)))
+
+    def list_transmission(self) -> list[tuple[Any, ...]]:
+        """Rows for the ``transmission_queue`` view."""
+        return self._all("list_transmission")
+
+    # -- conversation-group locks --------------------------------------------------------
+    def try_lock_group(self, group_id: bytes) -> bool:
+        """Lock a group for this transaction without waiting; False if another holds it."""
+        return self._locks.try_lock(group_id)
+
+    def held_groups(self) -> frozenset[bytes]:
+        """The groups this transaction holds."""
+        return frozenset(self._locks.held)
+
+    def unlock_group(self, group_id: bytes) -> None:
+        """Release one group this transaction locked but did not use."""
+        self._locks.unlock(group_id)
+
+    def holds_group(self, group_id: bytes) -> bool:
+        """True when this transaction holds the group's lock."""
+        return group_id in self._locks.held
+
+    def group_locked_elsewhere(self, group_id: bytes) -> bool:
+        """True when another transaction (any process) holds the group."""
+        return self._locks.is_locked_elsewhere(group_id)
+
+    def lock_next_group(self, queue_id: int, skip: set[int]) -> bytes | None:
+        """Lock the highest-priority group of the queue that has a ready message not in
+        ``skip`` (queuing orders this transaction already received) and is not locked by
+        another transaction; a group this transaction holds qualifies (RCV-2, PRI-12, PRI-13).
+        Returns the group id, or None."""
+        cur = self._conn.execute(_Q["candidate_groups"], (queue_id,))
+        tried: set[bytes] = set()
+        try:
+            for group_id, queuing_order in cur:
+                if queuing_order in skip or group_id in tried:
+                    continue
+                if self._locks.try_lock(group_id):
+                    return bytes(group_id)
+                tried.add(group_id)
+            return None
+        finally:
+            cur.close()
+
+    def release_locks(self) -> None:
+        """Release every group lock this transaction holds."""
+        self._locks.release_all()
+
+
+class SqliteStorage:
+    """An SQLite database file opened for the broker.
+
+    Args:
+        path: the database file (created if missing).
+        synchronous: SQLite's ``synchronous`` setting, ``"FULL"`` (default: a committed
+            transaction survives power loss) or ``"NORMAL"``.
+        busy_timeout: seconds a writer waits for SQLite's write lock (default 60).
+        poll_interval: real seconds between checks for changes made by other processes
+            (default 0.05).
+
+    Raises:
+        StorageError: the platform lacks the lock primitive, or the file's schema is newer than
+            this version of servicebroker knows.
+    """
+
+    def __init__(
+        self,
+        path: str,
+        *,
+        synchronous: str = "FULL",
+        busy_timeout: float = 60.0,
+        poll_interval: float = 0.05,
+    ) -> None:
+        check_platform()
+        if synchronous not in ("FULL", "NORMAL", "OFF", "EXTRA"):
+            raise StorageError(f"unknown SQLite synchronous setting {synchronous!r}")
+        self.path = path
+        self.url = f"sqlite:///{path}"
+        self.lock_path = f"{path}-sblocks"
+        self.poll_interval = poll_interval
+        self._synchronous = synchronous
+        self._busy_timeout = busy_timeout
+        self._idle: list[SqliteConnection] = []
+        self._pool_lock = threading.Lock()
+        self._closed = False
+        self._migrate()
+
+    def _raw(self) -> sqlite3.Connection:
+        try:
+            conn = sqlite3.connect(
+                self.path, timeout=self._busy_timeout, isolation_level=None,
+                check_same_thread=False,
+            )
+        except sqlite3.Error as exc:
+            raise StorageError(f"cannot open SQLite database {self.path!r}: {exc}") from exc
+        conn.execute("PRAGMA journal_mode=WAL")
+        conn.execute(f"PRAGMA synchronous={self._synchronous}")
+        conn.execute("PRAGMA foreign_keys=ON")
+        return conn
+
+    def _migrate(self) -> None:
+        conn = self._raw()
+        try:
+            conn.execute(_SCHEMA_VERSION_TABLE)
+            known = _migrations()
+            conn.execute("BEGIN IMMEDIATE")
+            try:
+                applied = {r[0] for r in conn.execute("SELECT version FROM schema_migrations")}
+                newest = max((v for v, _, _ in known), default=0)
+                if applied and max(applied) > newest:
+                    raise StorageError(
+                        f"database {self.path!r} has schema version {max(applied)}, newer than "
+                        f"this servicebroker knows ({newest}); upgrade servicebroker"
+                    )
+                for version, name, script in known:
+                    if version in applied:
+                        continue
+                    for statement in split_statements(script):
+                        conn.execute(statement)
+                    conn.execute(
+                        "INSERT INTO schema_migrations (version, name) VALUES (?, ?)", (version, name)
+                    )
+                conn.execute("COMMIT")
+            except BaseException:
+                conn.execute("ROLLBACK")
+                raise
+        except sqlite3.DatabaseError as exc:
+            raise StorageError(f"{self.path!r} is not a usable servicebroker database: {exc}") from exc
+        finally:
+            conn.close()
+
+    def schema_version(self) -> int:
+        """The highest migration applied to the file."""
+        conn = self._raw()
+        try:
+            return int(conn.execute("SELECT max(version) FROM schema_migrations").fetchone()[0])
+        finally:
+            conn.close()
+
+    def connect(self) -> SqliteConnection:
+        """A connection from the pool (or a new one)."""
+        with self._pool_lock:
+            if self._closed:
+                raise StorageError(f"the storage {self.url} is closed")
+            if self._idle:
+                return self._idle.pop()
+        return SqliteConnection(self._raw(), self.lock_path, self.poll_interval)
+
+    def release(self, conn: Any) -> None:
+        """Return a connection to the pool after rolling back and releasing its locks."""
+        assert isinstance(conn, SqliteConnection)
+        conn.rollback()
+        conn.release_locks()
+        with self._pool_lock:
+            if not self._closed and len(self._idle) < 16:
+                self._idle.append(conn)
+                return
+        conn.close()
+
+    def close(self) -> None:
+        """Close every pooled connection."""
+        with self._pool_lock:
+            self._closed = True
+            idle, self._idle = self._idle, []
+        for conn in idle:
+            conn.close()

@@ -1,0 +1,150 @@
+"""The broker's timer (TICK-1) and the time-driven dialog work: conversation timers (DLG-6) and
+lifetimes (DLG-5).
+
+:class:`PeriodicTasks` is the one registry of work run on every Nth 5-second notification; its
+:meth:`PeriodicTasks.tick_to` is a pure step of (tick count, now) that tests call directly.
+:class:`BrokerTimer` fires due conversation timers and lifetimes and drives the ticks, from the
+broker's background thread or, with a :class:`~servicebroker.clock.ManualClock`, synchronously
+when the clock advances.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+import threading
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+from .delivery import Applier
+
+if TYPE_CHECKING:
+    from .broker import Broker
+
+__all__ = ["TICK_SECONDS", "BrokerTimer", "PeriodicTask", "PeriodicTasks", "TimerStatistics"]
+
+log = logging.getLogger(__name__)
+
+TICK_SECONDS = 5.0
+"""TICK-1: the timer notifies the broker every 5 seconds."""
+_BATCH = 500
+
+
+@dataclass(frozen=True)
+class PeriodicTask:
+    """Work run on every ``every``-th timer notification; ``run(now)`` takes the broker time."""
+
+    name: str
+    every: int
+    run: Callable[[float], None]
+
+
+@dataclass(frozen=True)
+class TimerStatistics:
+    """What the timer has done: notifications counted, timers fired, lifetimes expired."""
+
+    ticks: int
+    last_tick_time: float | None
+    conversation_timers_fired: int
+    lifetimes_expired: int
+
+
+class PeriodicTasks:
+    """The registry of periodic tasks and the notification counter (TICK-1)."""
+
+    def __init__(self, interval: float = TICK_SECONDS) -> None:
+        self.interval = interval
+        self.ticks = 0
+        self.last_tick_time: float | None = None
+        self._tasks: list[PeriodicTask] = []
+
+    def register(self, name: str, every: int, run: Callable[[float], None]) -> None:
+        """Run ``run(now)`` on every ``every``-th notification (``every`` >= 1)."""
+        if every < 1:
+            raise ValueError(f"periodic task {name!r}: every must be >= 1, got {every}")
+        self._tasks.append(PeriodicTask(name, every, run))
+
+    def due_ticks(self, start: float, now: float) -> int:
+        """How many notifications are due at ``now`` for a timer started at ``start``."""
+        return max(0, math.floor((now - start) / self.interval)) - self.ticks
+
+    def tick_to(self, count: int, now: float) -> list[str]:
+        """Count ``count`` more notifications at ``now`` and run each task once if any of them
+        is a multiple of its ``every``; a clock jump of many ticks runs each task once.
+        Returns the names of the tasks run."""
+        if count <= 0:
+            return []
+        first, last = self.ticks + 1, self.ticks + count
+        self.ticks = last
+        self.last_tick_time = now
+        ran = []
+        for task in self._tasks:
+            if last // task.every >= math.ceil(first / task.every):
+                try:
+                    task.run(now)
+                except Exception:
+                    log.exception("periodic task %s failed", task.name)
+                ran.append(task.name)
+        return ran
+
+
+class BrokerTimer:
+    """Fires conversation timers and lifetimes and counts the 5-second notifications."""
+
+    def __init__(self, broker: Broker, interval: float = TICK_SECONDS) -> None:
+        self._broker = broker
+        self.tasks = PeriodicTasks(interval)
+        self._start = broker.clock.now()
+        self._lock = threading.Lock()
+        self._timers_fired = 0
+        self._lifetimes_expired = 0
+
+    def statistics(self) -> TimerStatistics:
+        """A snapshot of the timer's counters."""
+        return TimerStatistics(
+            self.tasks.ticks, self.tasks.last_tick_time, self._timers_fired, self._lifetimes_expired
+        )
+
+    def run_due(self, now: float) -> None:
+        """Fire everything due at ``now``: conversation timers, lifetimes, timer ticks."""
+        with self._lock:
+            self.fire_dialog_timers(now)
+            self.tasks.tick_to(self.tasks.due_ticks(self._start, now), now)
+
+    def next_wakeup(self, now: float) -> float:
+        """The broker time of the next thing to do (next tick or next due timer)."""
+        next_tick = self._start + (self.tasks.ticks + 1) * self.tasks.interval
+        conn = self._broker._storage.connect()
+        try:
+            due = conn.next_due_time()
+        finally:
+            self._broker._storage.release(conn)
+        return min(next_tick, due) if due is not None else next_tick
+
+    def fire_dialog_timers(self, now: float) -> int:
+        """Put DialogTimer messages for due conversation timers (DLG-6) and Error messages for
+        passed lifetimes (DLG-5); returns how many fired."""
+        storage = self._broker._storage
+        fired = 0
+        while True:
+            conn = storage.connect()
+            try:
+                timers = conn.due_timers(now, _BATCH)
+                lifetimes = conn.due_lifetimes(now, _BATCH)
+                if not timers and not lifetimes:
+                    return fired
+                conn.begin_write()
+                applier = Applier(conn, self._broker._catalog_for(conn), now)
+                for handle in timers:
+                    applier.fire_timer(handle)
+                for handle in lifetimes:
+                    applier.expire_lifetime(handle)
+                applier.finish()
+                conn.commit()
+            finally:
+                storage.release(conn)
+            fired += len(timers) + len(lifetimes)
+            self._timers_fired += len(timers)
+            self._lifetimes_expired += len(lifetimes)
+            self._broker._after_commit(applier.woken_queues, set())

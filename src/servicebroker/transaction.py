@@ -1,0 +1,464 @@
+"""A broker transaction: the Service Broker statements, run as one unit with the application's
+own SQL (``tx.execute``), committed or rolled back together.
+
+Statements lock the conversation group they touch until the transaction ends (DLG-9) and check
+their arguments and the endpoint's state at once, raising a :class:`BrokerError`. Their effects
+are recorded and written at commit in one storage transaction (see :mod:`.delivery`), so an
+open transaction never holds SQLite's single write lock unless the application wrote through
+``tx.execute``.
+"""
+
+from __future__ import annotations
+
+import math
+import uuid
+from collections.abc import Iterable, Sequence
+from dataclasses import replace
+from typing import TYPE_CHECKING, Any
+
+from . import receive as _receive
+from .catalog import SYSTEM_MESSAGE_TYPES, CatalogSnapshot
+from .delivery import DEFAULT_PRIORITY, Applier, Outgoing
+from .dialogs import EndMode, after_local_end, after_send
+from .errors import (
+    BrokerError,
+    ConversationError,
+    LockTimeoutError,
+    MessageValidationError,
+    TransactionError,
+)
+from .messages import Message, coerce_body, validate_body
+from .storage.base import EndpointRow
+
+if TYPE_CHECKING:
+    from .broker import Broker
+
+__all__ = ["DEFAULT_LIFETIME", "Transaction"]
+
+DEFAULT_LIFETIME = 2**31 - 1
+"""DLG-1: LIFETIME defaults to the largest 32-bit integer, in seconds."""
+MAX_DESCRIPTION = 3000
+
+
+def to_handle(value: object, what: str = "conversation handle") -> uuid.UUID:
+    """A :class:`uuid.UUID` from a UUID or its string form.
+
+    Raises:
+        ConversationError: ``value`` is neither; the message names ``what``.
+    """
+    if isinstance(value, uuid.UUID):
+        return value
+    if isinstance(value, str):
+        try:
+            return uuid.UUID(value)
+        except ValueError:
+            pass
+    raise ConversationError(f"{what} must be a UUID, got {value!r}")
+
+
+def _seconds(value: object, what: str, *, allow_zero: bool = True) -> float:
+    if isinstance(value, bool) or not isinstance(value, int | float) or math.isnan(value):
+        raise BrokerError(f"{what} must be a number of seconds, got {value!r}")
+    if value < 0 or (value == 0 and not allow_zero) or math.isinf(value):
+        raise BrokerError(f"{what} must be a finite number of seconds {'>=' if allow_zero else '>'} 0, got {value!r}")
+    return float(value)
+
+
+class Transaction:
+    """One unit of work on a broker; get it from :meth:`Broker.transaction`.
+
+    It commits when the ``with`` block ends normally and rolls back on an exception. Not for use
+    by several threads at once; each thread opens its own.
+    """
+
+    def __init__(self, broker: Broker) -> None:
+        self._broker = broker
+        self._conn = broker._storage.connect()
+        self._catalog: CatalogSnapshot = broker._catalog_for(self._conn)
+        self._endpoints: dict[bytes, EndpointRow] = {}
+        self._new_groups: dict[bytes, int] = {}
+        self._ops: list[tuple[Any, ...]] = []
+        self._received: dict[int, list[int]] = {}
+        self._received_set: set[int] = set()
+        self._active = True
+
+    # -- context manager -----------------------------------------------------------------
+    def __enter__(self) -> Transaction:
+        return self
+
+    def __exit__(self, exc_type: object, exc: object, tb: object) -> None:
+        if not self._active:
+            return
+        if exc_type is None:
+            self.commit()
+        else:
+            self.rollback()
+
+    def _check_active(self) -> None:
+        if not self._active:
+            raise TransactionError("the transaction has already committed or rolled back")
+
+    @property
+    def catalog(self) -> CatalogSnapshot:
+        """The catalog snapshot this transaction works with."""
+        return self._catalog
+
+    def refresh_catalog(self) -> CatalogSnapshot:
+        """Reload the catalog if another transaction or process changed it."""
+        self._catalog = self._broker._catalog_for(self._conn)
+        return self._catalog
+
+    # -- locks ---------------------------------------------------------------------------
+    def _lock_group(self, group_id: bytes, what: str) -> None:
+        conn = self._conn
+        if conn.try_lock_group(group_id):
+            return
+        clock = self._broker.clock
+        deadline = clock.now() + self._broker.lock_timeout
+        got = self._broker._wait_for(lambda: True if conn.try_lock_group(group_id) else None, deadline)
+        if got is None:
+            raise LockTimeoutError(
+                f"{what}: conversation group {uuid.UUID(bytes=group_id)} stayed locked by another "
+                f"transaction for {self._broker.lock_timeout:g} s"
+            )
+
+    def _endpoint(self, handle: object, statement: str) -> EndpointRow:
+        """The working copy of a local endpoint, its group locked for this transaction."""
+        h = to_handle(handle)
+        key = h.bytes
+        row = self._endpoints.get(key)
+        if row is not None:
+            return row
+        for _ in range(10):
+            row = self._conn.get_endpoint(key)
+            if row is None or row.state == "CD":
+                raise ConversationError(f"{statement}: conversation handle {h} does not exist")
+            self._lock_group(row.conversation_group_id, f"{statement} on conversation {h}")
+            fresh = self._conn.get_endpoint(key)
+            if fresh is not None and fresh.conversation_group_id == row.conversation_group_id:
+                self._endpoints[key] = fresh
+                return fresh
+        raise LockTimeoutError(f"{statement}: conversation {h} kept changing group")
+
+    def _group_queue(self, group_id: bytes) -> int | None:
+        if group_id in self._new_groups:
+            return self._new_groups[group_id]
+        for row in self._endpoints.values():
+            if row.conversation_group_id == group_id:
+                return row.queue_id
+        return self._conn.group_queue(group_id)
+
+    # -- statements ----------------------------------------------------------------------
+    def begin_dialog(
+        self,
+        from_service: str,
+        to_service: str,
+        *,
+        contract: str = "DEFAULT",
+        related_conversation: uuid.UUID | str | None = None,
+        related_conversation_group: uuid.UUID | str | None = None,
+        lifetime: float | None = None,
+    ) -> uuid.UUID:
+        """BEGIN DIALOG FROM SERVICE ``from_service`` TO SERVICE ``to_service`` ON CONTRACT
+        ``contract`` (DLG-1). Returns the new conversation handle.
+
+        ``related_conversation`` joins that conversation's group; ``related_conversation_group``
+        joins (or creates) that group; ``lifetime`` is in seconds (default 2**31-1). Service names
+        match byte for byte. The target service need not exist yet: messages wait in the
+        transmission queue until it does. Locks the conversation group (DLG-9).
+
+        Raises:
+            CatalogError: unknown FROM service or contract.
+            ConversationError: both related options given, an unknown related conversation, or
+                a related group on another queue.
+            BrokerError: a bad lifetime or TO service name.
+        """
+        self._check_active()
+        cat = self._catalog
+        service = cat.service(from_service)
+        contract_def = cat.contract(contract)
+        if not isinstance(to_service, str) or not to_service.strip():
+            raise ConversationError(f"BEGIN DIALOG: TO SERVICE must be a service name, got {to_service!r}")
+        life = DEFAULT_LIFETIME if lifetime is None else _seconds(lifetime, "BEGIN DIALOG LIFETIME", allow_zero=False)
+        if related_conversation is not None and related_conversation_group is not None:
+            raise ConversationError(
+                "BEGIN DIALOG takes RELATED_CONVERSATION or RELATED_CONVERSATION_GROUP, not both"
+            )
+        if related_conversation is not None:
+            related = self._endpoint(related_conversation, "BEGIN DIALOG WITH RELATED_CONVERSATION")
+            group = related.conversation_group_id
+            if related.queue_id != service.queue_id:
+                raise ConversationError(
+                    f"BEGIN DIALOG: related conversation {to_handle(related_conversation)} is on another "
+                    f"queue than service {from_service!r}"
+                )
+        elif related_conversation_group is not None:
+            group = to_handle(related_conversation_group, "RELATED_CONVERSATION_GROUP").bytes
+            self._lock_group(group, "BEGIN DIALOG")
+            queue_id = self._group_queue(group)
+            if queue_id is None:
+                self._new_groups[group] = service.queue_id
+            elif queue_id != service.queue_id:
+                raise ConversationError(
+                    f"BEGIN DIALOG: conversation group {uuid.UUID(bytes=group)} belongs to another "
+                    f"queue than service {from_service!r}"
+                )
+        else:
+            group = uuid.uuid4().bytes
+            self._new_groups[group] = service.queue_id
+        self._lock_group(group, "BEGIN DIALOG")
+        handle = uuid.uuid4()
+        row = EndpointRow(
+            0, handle.bytes, uuid.uuid4().bytes, True, contract_def.service_contract_id, group,
+            service.service_id, service.queue_id, to_service,
+            self._broker.clock.now() + life, "SO", None, 0, 0, DEFAULT_PRIORITY,
+        )
+        self._endpoints[handle.bytes] = row
+        self._ops.append(("begin", handle.bytes))
+        return handle
+
+    def send(
+        self,
+        handle_or_handles: uuid.UUID | str | Iterable[uuid.UUID | str],
+        message_type: str = "DEFAULT",
+        body: bytes | str = b"",
+    ) -> None:
+        """SEND ON CONVERSATION (DLG-2): one message on each conversation given, all or nothing.
+
+        ``body`` is bytes (str is UTF-8 encoded); it may be empty but not None.
+
+        Raises:
+            ConversationError: an unknown handle, or a state that forbids SEND (DO, CD, DI, ER)
+                or an expired LIFETIME (DLG-5).
+            CatalogError: an unknown message type.
+            MessageValidationError: the type is not in the contract for this side, is a system
+                type, or the body fails its validation (DLG-3).
+        """
+        self._check_active()
+        if isinstance(handle_or_handles, uuid.UUID | str):
+            handles = [handle_or_handles]
+        else:
+            handles = list(handle_or_handles)
+            if not handles:
+                raise ConversationError("SEND needs at least one conversation handle")
+        where = ", ".join(str(h) for h in handles)
+        mt = self._catalog.message_type(message_type)
+        if mt.name in SYSTEM_MESSAGE_TYPES:
+            raise MessageValidationError(f"SEND on {where}: system message type {mt.name!r} cannot be sent")
+        data = coerce_body(body, where=where)
+        validate_body(mt.validation, data, message_type_name=mt.name)
+        now = self._broker.clock.now()
+        rows = [self._endpoint(h, "SEND") for h in handles]
+        for row in rows:
+            h = uuid.UUID(bytes=row.conversation_handle)
+            contract = self._catalog.contracts_by_id[row.service_contract_id]
+            if not contract.allows(mt.message_type_id, initiator=row.is_initiator):
+                side = "initiator" if row.is_initiator else "target"
+                raise MessageValidationError(
+                    f"SEND on conversation {h}: message type {mt.name!r} is not sent by the {side} "
+                    f"in contract {contract.name!r}"
+                )
+            after_send(row.state, h)
+            if row.lifetime <= now:
+                raise ConversationError(f"SEND on conversation {h}: its LIFETIME has expired")
+        for row in rows:
+            row.state = after_send(row.state, row.conversation_handle)
+            seq = row.send_sequence
+            row.send_sequence += 1
+            out = Outgoing(mt.message_type_id, mt.name, mt.validation_code, data, uuid.uuid4().bytes, seq)
+            self._ops.append(("send", row.conversation_handle, out))
+
+    def end_conversation(
+        self,
+        handle: uuid.UUID | str,
+        *,
+        error: int | None = None,
+        description: str | None = None,
+        cleanup: bool = False,
+    ) -> None:
+        """END CONVERSATION (DLG-4): plain (EndDialog to the far side, after its pending
+        messages), WITH ERROR = ``error`` (> 0) DESCRIPTION = ``description`` (<= 3000
+        characters: the far side gets an Error message and unsent messages are dropped), or WITH
+        CLEANUP (the local endpoint and its messages go, the far side is not told). Removes the
+        endpoint's messages from the local queue.
+
+        Raises:
+            ConversationError: unknown handle, already ended, or bad ERROR/DESCRIPTION/CLEANUP
+                arguments.
+        """
+        self._check_active()
+        if cleanup and (error is not None or description is not None):
+            raise ConversationError("END CONVERSATION WITH CLEANUP takes no ERROR or DESCRIPTION")
+        if error is not None or description is not None:
+            if isinstance(error, bool) or not isinstance(error, int) or error <= 0:
+                raise ConversationError(f"END CONVERSATION WITH ERROR needs an integer code > 0, got {error!r}")
+            if not isinstance(description, str):
+                raise ConversationError("END CONVERSATION WITH ERROR needs a DESCRIPTION string")
+            if len(description) > MAX_DESCRIPTION:
+                raise ConversationError(
+                    f"END CONVERSATION DESCRIPTION is {len(description)} characters; the limit is {MAX_DESCRIPTION}"
+                )
+            mode = EndMode.ERROR
+        else:
+            mode = EndMode.CLEANUP if cleanup else EndMode.PLAIN
+        row = self._endpoint(handle, "END CONVERSATION")
+        new_state, _ = after_local_end(row.state, mode, to_handle(handle))
+        row.state = new_state
+        row.dialog_timer = None
+        self._ops.append(("end", row.conversation_handle, mode, error, description))
+
+    def begin_conversation_timer(self, handle: uuid.UUID | str, timeout: float) -> None:
+        """BEGIN CONVERSATION TIMER (h) TIMEOUT = ``timeout`` seconds (DLG-6): replaces the
+        conversation's timer on this side; when it fires a DialogTimer message is put on the
+        local queue.
+
+        Raises:
+            ConversationError: unknown or closed conversation.
+            BrokerError: a negative or non-numeric timeout.
+        """
+        self._check_active()
+        seconds = _seconds(timeout, "BEGIN CONVERSATION TIMER TIMEOUT")
+        row = self._endpoint(handle, "BEGIN CONVERSATION TIMER")
+        if row.state in ("DO", "CD"):
+            raise ConversationError(
+                f"BEGIN CONVERSATION TIMER: conversation {to_handle(handle)} has ended (state {row.state})"
+            )
+        row.dialog_timer = self._broker.clock.now() + seconds
+        self._ops.append(("timer", row.conversation_handle, row.dialog_timer))
+
+    def move_conversation(self, handle: uuid.UUID | str, conversation_group_id: uuid.UUID | str) -> None:
+        """MOVE CONVERSATION ``handle`` TO ``conversation_group_id`` (DLG-7): only to an existing
+        group of the same queue; locks both groups.
+
+        Raises:
+            ConversationError: unknown handle or group, or a group of another queue.
+        """
+        self._check_active()
+        target = to_handle(conversation_group_id, "conversation group id").bytes
+        row = self._endpoint(handle, "MOVE CONVERSATION")
+        queue_id = self._group_queue(target)
+        if queue_id is None:
+            raise ConversationError(f"MOVE CONVERSATION: conversation group {uuid.UUID(bytes=target)} does not exist")
+        if queue_id != row.queue_id:
+            raise ConversationError(
+                f"MOVE CONVERSATION: group {uuid.UUID(bytes=target)} is on another queue than conversation "
+                f"{to_handle(handle)}"
+            )
+        self._lock_group(target, "MOVE CONVERSATION")
+        row.conversation_group_id = target
+        self._ops.append(("move", row.conversation_handle, target))
+
+    def receive(
+        self,
+        queue: str,
+        *,
+        top: int | None = None,
+        conversation_handle: uuid.UUID | str | None = None,
+        conversation_group_id: uuid.UUID | str | None = None,
+        timeout: float | None = 0.0,
+    ) -> list[Message]:
+        """RECEIVE [TOP (``top``)] FROM ``queue`` [WHERE ...] (RCV-1..5, PRI-12, SYS-2).
+
+        Returns the messages of one conversation group (the highest-priority unlocked group
+        with messages, or the one named), locking it until the transaction ends; an empty list
+        when nothing arrives within ``timeout`` seconds (0: do not wait; None: wait without
+        limit). With RETENTION the messages stay, marked status 0, after commit.
+
+        Raises:
+            CatalogError: unknown queue.
+            QueueDisabledError: the queue is OFF, or is turned OFF or dropped while waiting.
+            ConversationError: a WHERE handle or group unknown on this queue, or both given.
+            BrokerError: a bad ``top`` or ``timeout``.
+        """
+        self._check_active()
+        return _receive.receive(
+            self, queue, top=top, conversation_handle=conversation_handle,
+            conversation_group_id=conversation_group_id, timeout=timeout,
+        )
+
+    def get_conversation_group(self, queue: str, *, timeout: float | None = 0.0) -> uuid.UUID | None:
+        """GET CONVERSATION GROUP FROM ``queue`` (RCV-5, PRI-13): lock and return the next
+        group with messages, or None when none comes within ``timeout`` seconds.
+
+        Raises:
+            CatalogError: unknown queue.
+            QueueDisabledError: the queue is OFF.
+        """
+        self._check_active()
+        return _receive.get_conversation_group(self, queue, timeout=timeout)
+
+    def execute(self, sql: str, params: Sequence[Any] | dict[str, Any] = ()) -> list[tuple[Any, ...]]:
+        """Run the application's own SQL in this transaction's database transaction, so its
+        changes commit or roll back with the messages. Returns the rows (empty for DML).
+
+        On SQLite the first call takes the database's single write lock until the transaction
+        ends: do application writes late in the unit of work.
+        """
+        self._check_active()
+        return self._conn.execute_app(sql, params)
+
+    # -- end of the transaction ----------------------------------------------------------
+    def commit(self) -> None:
+        """Write everything and release the group locks.
+
+        Raises:
+            TransactionError: already ended. Storage errors roll everything back and propagate.
+        """
+        self._check_active()
+        conn = self._conn
+        woken: set[int] = set()
+        try:
+            if self._ops or self._received or conn.in_write:
+                conn.begin_write()
+                applier = Applier(conn, self._catalog, self._broker.clock.now())
+                for queue_id, orders in self._received.items():
+                    q = self._catalog.queues_by_id.get(queue_id)
+                    conn.finish_received(orders, retain=bool(q and q.retention))
+                    conn.reset_rollbacks(queue_id)
+                self._apply(applier)
+                applier.finish()
+                conn.commit()
+                woken = applier.woken_queues
+        except BaseException:
+            self._end(rolled_back=True)
+            raise
+        self._end(rolled_back=False)
+        self._broker._after_commit(woken, set(self._received))
+
+    def _apply(self, applier: Applier) -> None:
+        for op in self._ops:
+            kind, handle = op[0], op[1]
+            if kind == "send":
+                applier.send(handle, op[2])
+            elif kind == "begin":
+                applier.insert_endpoint(replace(self._endpoints[handle]))
+            elif kind == "end":
+                applier.end(handle, op[2], op[3], op[4])
+            elif kind == "timer":
+                applier.set_timer(handle, op[2])
+            elif kind == "move":
+                applier.move(handle, op[2])
+
+    def rollback(self) -> None:
+        """Undo everything: received messages return to their queues (RCV-3), group locks are
+        released, and each queue received from counts one more rollback (POI-1)."""
+        if not self._active:
+            return
+        self._end(rolled_back=True)
+
+    def _end(self, *, rolled_back: bool) -> None:
+        self._active = False
+        conn = self._conn
+        try:
+            if rolled_back:
+                conn.rollback()
+        finally:
+            conn.release_locks()
+            self._broker._storage.release(conn)
+        if rolled_back:
+            self._broker._after_rollback(set(self._received))
+
+    # -- used by receive -----------------------------------------------------------------
+    def _record_received(self, queue_id: int, orders: list[int]) -> None:
+        self._received.setdefault(queue_id, []).extend(orders)
+        self._received_set.update(orders)

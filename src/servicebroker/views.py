@@ -1,0 +1,220 @@
+"""The views (DMVs and catalog views) as frozen dataclass rows, named as SQL Server names them,
+built from storage rows and the background services' ``statistics()``-style snapshots.
+
+Times are timezone-aware UTC datetimes on the broker's clock. Where SQL Server has only a
+numeric id, a ``queue_name`` or ``service_name`` column is added.
+"""
+
+from __future__ import annotations
+
+import uuid
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from typing import TYPE_CHECKING
+
+from .dialogs import STATE_DESC
+from .storage.base import StorageConnection
+
+if TYPE_CHECKING:
+    from .broker import Broker
+
+__all__ = [
+    "ActivatedTaskRow",
+    "ConversationEndpointRow",
+    "QueueMonitorRow",
+    "ServiceQueueRow",
+    "TransmissionQueueRow",
+    "Views",
+]
+
+
+def _dt(seconds: float | None) -> datetime | None:
+    if seconds is None:
+        return None
+    try:
+        return datetime.fromtimestamp(seconds, tz=UTC)
+    except (OverflowError, ValueError, OSError):
+        return datetime.max.replace(tzinfo=UTC)
+
+
+@dataclass(frozen=True)
+class ConversationEndpointRow:
+    """A row of ``sys.conversation_endpoints`` (DLG-8)."""
+
+    conversation_handle: uuid.UUID
+    conversation_id: uuid.UUID
+    is_initiator: bool
+    service_contract_id: int
+    service_contract_name: str
+    conversation_group_id: uuid.UUID
+    service_id: int
+    service_name: str
+    queue_name: str
+    lifetime: datetime | None
+    state: str
+    state_desc: str
+    far_service: str
+    dialog_timer: datetime | None
+    send_sequence: int
+    receive_sequence: int
+    priority: int
+
+
+@dataclass(frozen=True)
+class TransmissionQueueRow:
+    """A row of ``sys.transmission_queue`` (QUE-3, PRI-16)."""
+
+    conversation_handle: uuid.UUID
+    to_service_name: str
+    to_broker_instance: str | None
+    from_service_name: str
+    service_contract_name: str
+    enqueue_time: datetime | None
+    message_sequence_number: int
+    message_type_name: str
+    is_conversation_error: bool
+    is_end_of_dialog: bool
+    message_body: bytes
+    transmission_status: str
+    priority: int
+
+
+@dataclass(frozen=True)
+class ServiceQueueRow:
+    """A row of ``sys.service_queues`` (QUE-1), with the queue's message counts."""
+
+    name: str
+    object_id: int
+    max_readers: int
+    activation_procedure: str | None
+    is_activation_enabled: bool
+    is_receive_enabled: bool
+    is_enqueue_enabled: bool
+    is_retention_enabled: bool
+    is_poison_message_handling_enabled: bool
+    modify_date: datetime | None
+    ready_messages: int
+    retained_messages: int
+
+
+@dataclass(frozen=True)
+class QueueMonitorRow:
+    """A row of ``sys.dm_broker_queue_monitors`` (ACT-2, ACT-3)."""
+
+    queue_id: int
+    queue_name: str
+    state: str
+    last_empty_rowset_time: datetime | None
+    last_activated_time: datetime | None
+    tasks_waiting: int
+    running_tasks: int
+    peak_running_tasks: int
+
+
+@dataclass(frozen=True)
+class ActivatedTaskRow:
+    """A row of ``sys.dm_broker_activated_tasks`` (ACT-7)."""
+
+    spid: int
+    queue_id: int
+    queue_name: str
+    procedure_name: str
+    execute_as: str | None
+
+
+class Views:
+    """``broker.views``: each method returns the current rows of one view."""
+
+    def __init__(self, broker: Broker) -> None:
+        self._broker = broker
+
+    def _read(self) -> StorageConnection:
+        return self._broker._storage.connect()
+
+    def conversation_endpoints(self) -> list[ConversationEndpointRow]:
+        """Every conversation endpoint of the database (DLG-8)."""
+        conn = self._read()
+        try:
+            cat = self._broker._catalog_for(conn)
+            rows = conn.list_endpoints()
+        finally:
+            self._broker._storage.release(conn)
+        out = []
+        for (handle, conv_id, is_init, contract_id, group, service_id, far, lifetime, state,
+             timer, send_seq, recv_seq, priority, queue_id) in rows:
+            contract = cat.contracts_by_id.get(contract_id)
+            service = cat.services_by_id.get(service_id)
+            queue = cat.queues_by_id.get(queue_id)
+            out.append(
+                ConversationEndpointRow(
+                    uuid.UUID(bytes=handle), uuid.UUID(bytes=conv_id), bool(is_init), contract_id,
+                    contract.name if contract else "", uuid.UUID(bytes=group), service_id,
+                    service.name if service else "", queue.name if queue else "", _dt(lifetime),
+                    state, STATE_DESC.get(state, state), far, _dt(timer), send_seq, recv_seq,
+                    priority,
+                )
+            )
+        return out
+
+    def transmission_queue(self) -> list[TransmissionQueueRow]:
+        """Messages waiting to be put on their target queue (QUE-3)."""
+        conn = self._read()
+        try:
+            cat = self._broker._catalog_for(conn)
+            rows = conn.list_transmission()
+        finally:
+            self._broker._storage.release(conn)
+        out = []
+        for (handle, to_name, from_name, contract_id, enqueued, seq, mt_id, arrival, body, status,
+             priority) in rows:
+            contract = cat.contracts_by_id.get(contract_id)
+            mt = cat.message_types_by_id.get(mt_id)
+            out.append(
+                TransmissionQueueRow(
+                    uuid.UUID(bytes=handle), to_name, None, from_name,
+                    contract.name if contract else "", _dt(enqueued), seq, mt.name if mt else "",
+                    arrival == "error", arrival == "end_dialog", body, status, priority,
+                )
+            )
+        return out
+
+    def service_queues(self) -> list[ServiceQueueRow]:
+        """Every queue and its settings (QUE-1)."""
+        conn = self._read()
+        try:
+            cat = self._broker._catalog_for(conn)
+            counts = conn.queue_counts()
+        finally:
+            self._broker._storage.release(conn)
+        ready: dict[int, int] = {}
+        retained: dict[int, int] = {}
+        for queue_id, status, n in counts:
+            if status == 1:
+                ready[queue_id] = n
+            elif status in (0, 3):
+                retained[queue_id] = retained.get(queue_id, 0) + n
+        return [
+            ServiceQueueRow(
+                q.name, q.queue_id, q.max_queue_readers, q.activation_procedure,
+                q.activation_enabled, q.status, True, q.retention, q.poison_message_handling,
+                _dt(q.modify_date), ready.get(q.queue_id, 0), retained.get(q.queue_id, 0),
+            )
+            for q in cat.queues_by_id.values()
+        ]
+
+    def dm_broker_queue_monitors(self) -> list[QueueMonitorRow]:
+        """The queue monitors of this process's broker (ACT-2, ACT-3)."""
+        return [
+            QueueMonitorRow(
+                m.queue_id, m.queue_name, m.state, _dt(m.last_empty_rowset_time),
+                _dt(m.last_activated_time), m.tasks_waiting, m.running, m.peak_running,
+            )
+            for m in self._broker.activation.monitors()
+        ]
+
+    def dm_broker_activated_tasks(self) -> list[ActivatedTaskRow]:
+        """The activated procedures running in this process (ACT-7)."""
+        return [
+            ActivatedTaskRow(t.spid, t.queue_id, t.queue_name, t.procedure_name, None)
+            for t in self._broker.activation.tasks()
+        ]
