@@ -173,7 +173,7 @@ def get_conversation_group(tx: Transaction, queue_name: str, *, timeout: float |
 
     def attempt() -> bytes | None:
         _live_queue(tx, queue_name, statement)
-        return conn.lock_next_group(queue.queue_id, tx._received_set)
+        return conn.lock_next_group(queue.queue_id, tx._received_set, exclude_held=True)
 
     group = tx._broker._wait_for(attempt, deadline, queue_id=queue.queue_id)
     if group is None:

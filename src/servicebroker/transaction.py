@@ -214,7 +214,7 @@ class Transaction:
             self._broker.clock.now() + life, "SO", None, 0, 0, DEFAULT_PRIORITY,
         )
         self._endpoints[handle.bytes] = row
-        self._ops.append(("begin", handle.bytes))
+        self._ops.append(("begin", handle.bytes, replace(row)))
         return handle
 
     def send(
@@ -431,7 +431,7 @@ class Transaction:
             if kind == "send":
                 applier.send(handle, op[2])
             elif kind == "begin":
-                applier.insert_endpoint(replace(self._endpoints[handle]))
+                applier.insert_endpoint(replace(op[2]))
             elif kind == "end":
                 applier.end(handle, op[2], op[3], op[4])
             elif kind == "timer":

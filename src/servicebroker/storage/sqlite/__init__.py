@@ -316,13 +316,15 @@ class SqliteConnection:
         """True when another transaction (any process) holds the group."""
         return self._locks.is_locked_elsewhere(group_id)
 
-    def lock_next_group(self, queue_id: int, skip: set[int]) -> bytes | None:
+    def lock_next_group(
+        self, queue_id: int, skip: set[int], *, exclude_held: bool = False
+    ) -> bytes | None:
         """Lock the highest-priority group of the queue that has a ready message not in
         ``skip`` (queuing orders this transaction already received) and is not locked by
-        another transaction; a group this transaction holds qualifies (RCV-2, PRI-12, PRI-13).
-        Returns the group id, or None."""
+        another transaction; a group this transaction holds qualifies (RCV-2, PRI-12, PRI-13)
+        unless ``exclude_held`` (GET CONVERSATION GROUP, RCV-5). Returns the group id, or None."""
         cur = self._conn.execute(_Q["candidate_groups"], (queue_id,))
-        tried: set[bytes] = set()
+        tried: set[bytes] = set(self._locks.held) if exclude_held else set()
         try:
             for group_id, queuing_order in cur:
                 if queuing_order in skip or group_id in tried:

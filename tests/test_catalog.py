@@ -1,0 +1,95 @@
+"""Catalog statements and their errors (QUE-1, DLG-1, DLG-2, DLG-3, SYS-1)."""
+
+from __future__ import annotations
+
+import pytest
+
+from servicebroker import DIALOG_TIMER, END_DIALOG, ERROR, Activation, Broker, CatalogError
+
+
+def test_built_ins_exist(broker: Broker) -> None:
+    # rule SYS-1
+    cat = broker.catalog
+    for name in ("DEFAULT", END_DIALOG, ERROR, DIALOG_TIMER):
+        assert name in cat.message_types
+    assert END_DIALOG == "http://schemas.microsoft.com/SQL/ServiceBroker/EndDialog"
+    assert "DEFAULT" in cat.contracts
+    with pytest.raises(CatalogError, match="built in"):
+        broker.drop_message_type(END_DIALOG)
+    with pytest.raises(CatalogError, match="built in"):
+        broker.drop_contract("DEFAULT")
+
+
+def test_queue_defaults(broker: Broker) -> None:
+    # rule QUE-1
+    broker.create_queue("q")
+    (row,) = [r for r in broker.views.service_queues() if r.name == "q"]
+    assert row.is_receive_enabled and not row.is_retention_enabled
+    assert row.is_poison_message_handling_enabled and not row.is_activation_enabled
+
+
+@pytest.mark.parametrize("bad", ["", "   ", 7, None, "x" * 300, "a\x00b"])
+def test_bad_names_are_refused(broker: Broker, bad: object) -> None:
+    with pytest.raises(CatalogError, match="name"):
+        broker.create_message_type(bad)  # type: ignore[arg-type]
+
+
+def test_duplicates_and_unknowns_are_named(broker: Broker) -> None:
+    broker.create_message_type("M")
+    with pytest.raises(CatalogError, match="'M' already exists"):
+        broker.create_message_type("M")
+    with pytest.raises(CatalogError, match="VALIDATION"):
+        broker.create_message_type("N", validation="YAML")
+    with pytest.raises(CatalogError, match="message type 'Nope' does not exist"):
+        broker.create_contract("C", {"Nope": "ANY"})
+    with pytest.raises(CatalogError, match="SENT BY"):
+        broker.create_contract("C", {"M": "BOTH"})
+    with pytest.raises(CatalogError, match="initiator send"):
+        broker.create_contract("C", {"M": "TARGET"})
+    with pytest.raises(CatalogError, match="queue 'nq' does not exist"):
+        broker.create_service("S", queue="nq")
+
+
+def test_in_use_objects_cannot_be_dropped(broker: Broker) -> None:
+    broker.create_message_type("M")
+    broker.create_contract("C", {"M": "ANY"})
+    broker.create_queue("q")
+    broker.create_service("S", queue="q", contracts=["C"])
+    with pytest.raises(CatalogError, match="used by contract"):
+        broker.drop_message_type("M")
+    with pytest.raises(CatalogError, match="used by service"):
+        broker.drop_contract("C")
+    with pytest.raises(CatalogError, match="used by service"):
+        broker.drop_queue("q")
+    broker.drop_service("S")
+    broker.drop_queue("q")
+    broker.drop_contract("C")
+    broker.drop_message_type("M")
+    assert "M" not in broker.catalog.message_types
+
+
+def test_activation_validation(broker: Broker) -> None:
+    # rule QUE-1: MAX_QUEUE_READERS from 0 to 32767
+    Activation("mod:fn", max_queue_readers=32767)
+    with pytest.raises(CatalogError, match="MAX_QUEUE_READERS"):
+        Activation("mod:fn", max_queue_readers=32768)
+    with pytest.raises(CatalogError, match="package.module:function"):
+        Activation("nocolon")
+    broker.create_queue("q", activation=Activation("json:dumps", max_queue_readers=3))
+    (row,) = broker.views.service_queues()
+    assert row.is_activation_enabled and row.max_readers == 3 and row.activation_procedure == "json:dumps"
+    broker.alter_queue("q", status=False)
+    (row,) = broker.views.service_queues()
+    assert not row.is_receive_enabled and row.max_readers == 3
+
+
+def test_catalog_is_durable_and_shared(db_path: str, broker: Broker) -> None:
+    broker.create_queue("q")
+    with Broker.open(db_path) as other:
+        assert "q" in other.catalog.queues
+        other.create_queue("q2")
+    assert "q2" in broker.catalog.queues
+
+
+def test_schema_is_versioned(db_path: str, broker: Broker) -> None:
+    assert broker._storage.schema_version() == 1  # type: ignore[attr-defined]
