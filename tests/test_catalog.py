@@ -73,11 +73,15 @@ def test_activation_validation(broker: Broker) -> None:
     Activation("mod:fn", max_queue_readers=32767)
     with pytest.raises(CatalogError, match="MAX_QUEUE_READERS"):
         Activation("mod:fn", max_queue_readers=32768)
-    with pytest.raises(CatalogError, match="package.module:function"):
+    with pytest.raises(CatalogError, match=r"package\.module:function"):
         Activation("nocolon")
     broker.create_queue("q", activation=Activation("json:dumps", max_queue_readers=3))
     (row,) = broker.views.service_queues()
-    assert row.is_activation_enabled and row.max_readers == 3 and row.activation_procedure == "json:dumps"
+    assert (
+        row.is_activation_enabled
+        and row.max_readers == 3
+        and row.activation_procedure == "json:dumps"
+    )
     broker.alter_queue("q", status=False)
     (row,) = broker.views.service_queues()
     assert not row.is_receive_enabled and row.max_readers == 3

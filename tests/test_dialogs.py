@@ -21,7 +21,9 @@ from .conftest import Pair
 
 
 def endpoint_states(broker: Broker) -> dict[tuple[str, bool], str]:
-    return {(e.service_name, e.is_initiator): e.state for e in broker.views.conversation_endpoints()}
+    return {
+        (e.service_name, e.is_initiator): e.state for e in broker.views.conversation_endpoints()
+    }
 
 
 def test_messages_arrive_once_in_send_order(broker: Broker, pair: Pair) -> None:
@@ -190,9 +192,8 @@ def test_send_to_several_conversations_is_all_or_nothing(broker: Broker, pair: P
     assert len(broker.peek(pair.tq)) == 2
     with broker.transaction() as tx:
         tx.end_conversation(b)
-    with broker.transaction() as tx:
-        with pytest.raises(ConversationError):
-            tx.send([a, b], "Req", b"again")
+    with broker.transaction() as tx, pytest.raises(ConversationError):
+        tx.send([a, b], "Req", b"again")
     assert len(broker.peek(pair.tq)) == 3  # 2 + EndDialog of b; nothing from the failed send
 
 
@@ -219,14 +220,24 @@ def test_related_conversation_and_group(broker: Broker, pair: Pair) -> None:
     # rule DLG-1
     group = uuid.uuid4()
     with broker.transaction() as tx:
-        a = tx.begin_dialog(pair.initiator, pair.target, contract="C", related_conversation_group=group)
+        a = tx.begin_dialog(
+            pair.initiator, pair.target, contract="C", related_conversation_group=group
+        )
         b = tx.begin_dialog(pair.initiator, pair.target, contract="C", related_conversation=a)
         c = tx.begin_dialog(pair.initiator, pair.target, contract="C")
         with pytest.raises(ConversationError, match="not both"):
-            tx.begin_dialog(pair.initiator, pair.target, related_conversation=a, related_conversation_group=group)
+            tx.begin_dialog(
+                pair.initiator,
+                pair.target,
+                related_conversation=a,
+                related_conversation_group=group,
+            )
         with pytest.raises(ConversationError, match="does not exist"):
             tx.begin_dialog(pair.initiator, pair.target, related_conversation=uuid.uuid4())
-    groups = {e.conversation_handle: e.conversation_group_id for e in broker.views.conversation_endpoints()}
+    groups = {
+        e.conversation_handle: e.conversation_group_id
+        for e in broker.views.conversation_endpoints()
+    }
     assert groups[a] == groups[b] == group
     assert groups[c] != group
 
@@ -247,7 +258,9 @@ def test_target_side_starts_a_new_group_per_dialog(broker: Broker, pair: Pair) -
     group = uuid.uuid4()
     with broker.transaction() as tx:
         for _ in range(3):
-            h = tx.begin_dialog(pair.initiator, pair.target, contract="C", related_conversation_group=group)
+            h = tx.begin_dialog(
+                pair.initiator, pair.target, contract="C", related_conversation_group=group
+            )
             tx.send(h, "Req", b"x")
     target_groups = {m.conversation_group_id for m in broker.peek(pair.tq)}
     assert len(target_groups) == 3 and group not in target_groups

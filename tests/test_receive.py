@@ -116,7 +116,9 @@ def test_where_clauses(broker: Broker, pair: Pair) -> None:
         with pytest.raises(ConversationError, match="not on this queue"):
             tx.receive(pair.tq, conversation_group_id=uuid.uuid4())
         with pytest.raises(ConversationError, match="not both"):
-            tx.receive(pair.tq, conversation_handle=uuid.uuid4(), conversation_group_id=uuid.uuid4())
+            tx.receive(
+                pair.tq, conversation_handle=uuid.uuid4(), conversation_group_id=uuid.uuid4()
+            )
 
 
 def test_get_conversation_group(broker: Broker, pair: Pair) -> None:
@@ -214,7 +216,9 @@ def test_turning_queue_off_ends_a_waiting_receive(broker: Broker, pair: Pair) ->
     assert len(errors) == 1 and "disabled" in str(errors[0])
 
 
-def test_messages_for_an_off_queue_wait_in_the_transmission_queue(broker: Broker, pair: Pair) -> None:
+def test_messages_for_an_off_queue_wait_in_the_transmission_queue(
+    broker: Broker, pair: Pair
+) -> None:
     # rule QUE-3
     broker.alter_queue(pair.tq, status=False)
     with broker.transaction() as tx:

@@ -112,7 +112,9 @@ class ActivationService:
             return
         broker = self._broker
         catalog = broker._catalog_now()
-        queues = [q for q in catalog.queues_by_id.values() if queue_ids is None or q.queue_id in queue_ids]
+        queues = [
+            q for q in catalog.queues_by_id.values() if queue_ids is None or q.queue_id in queue_ids
+        ]
         for queue in queues:
             if not (queue.activation_enabled and queue.status and queue.activation_procedure):
                 continue
@@ -122,8 +124,10 @@ class ActivationService:
             if running >= queue.max_queue_readers or waiting:
                 continue
             if activation_needed(
-                has_ready=broker._queue_has_ready(queue.queue_id), running=running,
-                waiting=waiting, max_readers=queue.max_queue_readers,
+                has_ready=broker._queue_has_ready(queue.queue_id),
+                running=running,
+                waiting=waiting,
+                max_readers=queue.max_queue_readers,
             ):
                 self._start(queue)
 
@@ -167,7 +171,9 @@ class ActivationService:
         try:
             proc(ActivationContext(self._broker, queue.name))
         except Exception:
-            log.exception("activated procedure %s on queue %s failed", queue.activation_procedure, queue.name)
+            log.exception(
+                "activated procedure %s on queue %s failed", queue.activation_procedure, queue.name
+            )
         finally:
             with self._lock:
                 self._tasks.pop(ident, None)
@@ -195,8 +201,15 @@ class ActivationService:
                 state = "RECEIVES_OCCURRING" if mon.running else "INACTIVE"
                 out.append(
                     QueueMonitor(
-                        queue.queue_id, queue.name, state, mon.last_empty, mon.last_activated,
-                        mon.waiting, mon.running, mon.peak, mon.activations,
+                        queue.queue_id,
+                        queue.name,
+                        state,
+                        mon.last_empty,
+                        mon.last_activated,
+                        mon.waiting,
+                        mon.running,
+                        mon.peak,
+                        mon.activations,
                     )
                 )
         return out

@@ -58,7 +58,7 @@ class Broker:
         self.activation = ActivationService(self)
         self.timer = BrokerTimer(self, TICK_SECONDS)
         self.timer.tasks.register("activation", 1, lambda now: self.activation.check())
-        self.timer.tasks.register("transmission", 1, lambda now: self._drain_transmission())
+        self.timer.tasks.register("transmission", 1, self._retry_transmission)
         self._thread: threading.Thread | None = None
         self.clock.subscribe(self._on_clock)
         from .views import Views
@@ -118,7 +118,9 @@ class Broker:
             return
         self._stopping = False
         self.activation.enabled = True
-        self._thread = threading.Thread(target=self._background, name="servicebroker-timer", daemon=True)
+        self._thread = threading.Thread(
+            target=self._background, name="servicebroker-timer", daemon=True
+        )
         self._thread.start()
         self.activation.check()
 
@@ -239,8 +241,12 @@ class Broker:
             CatalogError: a bad or taken name or bad settings.
         """
         self._change(
-            _catalog.create_queue, name, status=status, retention=retention,
-            poison_message_handling=poison_message_handling, activation=activation,
+            _catalog.create_queue,
+            name,
+            status=status,
+            retention=retention,
+            poison_message_handling=poison_message_handling,
+            activation=activation,
             now=self.clock.now(),
         )
         self._register_procedure(name, activation)
@@ -263,8 +269,12 @@ class Broker:
             CatalogError: unknown queue or bad settings.
         """
         self._change(
-            _catalog.alter_queue, name, status=status, retention=retention,
-            poison_message_handling=poison_message_handling, activation=activation,
+            _catalog.alter_queue,
+            name,
+            status=status,
+            retention=retention,
+            poison_message_handling=poison_message_handling,
+            activation=activation,
             now=self.clock.now(),
         )
         if activation is not None:
@@ -315,7 +325,9 @@ class Broker:
             raise BrokerError(f"the broker on {self.url} is closed")
         return Transaction(self)
 
-    def execute(self, sql: str, params: Sequence[Any] | dict[str, Any] = ()) -> list[tuple[Any, ...]]:
+    def execute(
+        self, sql: str, params: Sequence[Any] | dict[str, Any] = ()
+    ) -> list[tuple[Any, ...]]:
         """Run application SQL in a transaction of its own and commit; returns the rows."""
         with self.transaction() as tx:
             return tx.execute(sql, params)
@@ -345,6 +357,10 @@ class Broker:
         finally:
             self._storage.release(conn)
 
+    def _retry_transmission(self, now: float) -> None:
+        """Periodic task: retry the transmission queue (QUE-3)."""
+        self._drain_transmission()
+
     def _drain_transmission(self) -> int:
         conn = self._storage.connect()
         try:
@@ -367,7 +383,11 @@ class Broker:
             self._cond.notify_all()
 
     def _wait_for(
-        self, attempt: Callable[[], T | None], deadline: float | None, *, queue_id: int | None = None
+        self,
+        attempt: Callable[[], T | None],
+        deadline: float | None,
+        *,
+        queue_id: int | None = None,
     ) -> T | None:
         """Call ``attempt`` until it returns a value, the broker-clock ``deadline`` passes
         (None: never) or the broker stops; waits between tries on in-process notifications,
@@ -430,7 +450,11 @@ class Broker:
         finally:
             self._storage.release(conn)
         for name in disabled:
-            log.warning("queue %s disabled after %d rollbacks in a row (BROKER_QUEUE_DISABLED)", name, POISON_ROLLBACKS)
+            log.warning(
+                "queue %s disabled after %d rollbacks in a row (BROKER_QUEUE_DISABLED)",
+                name,
+                POISON_ROLLBACKS,
+            )
             self._disabled_events.append((name, self.clock.now()))
 
     @property

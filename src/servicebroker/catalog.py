@@ -70,8 +70,10 @@ class Activation:
     status: bool = True
 
     def __post_init__(self) -> None:
-        if isinstance(self.max_queue_readers, bool) or not isinstance(self.max_queue_readers, int) or not (
-            0 <= self.max_queue_readers <= MAX_QUEUE_READERS
+        if (
+            isinstance(self.max_queue_readers, bool)
+            or not isinstance(self.max_queue_readers, int)
+            or not (0 <= self.max_queue_readers <= MAX_QUEUE_READERS)
         ):
             raise CatalogError(
                 f"MAX_QUEUE_READERS must be an integer from 0 to {MAX_QUEUE_READERS}, "
@@ -84,7 +86,9 @@ class Activation:
                     f"activation procedure {self.procedure!r} must be 'package.module:function'"
                 )
         elif not callable(self.procedure):
-            raise CatalogError(f"activation procedure must be a string or a callable, got {self.procedure!r}")
+            raise CatalogError(
+                f"activation procedure must be a string or a callable, got {self.procedure!r}"
+            )
         if not isinstance(self.status, bool):
             raise CatalogError(f"activation status must be True or False, got {self.status!r}")
 
@@ -219,7 +223,9 @@ class CatalogSnapshot:
             snap.contracts[name] = contract
             snap.contracts_by_id[c_id] = contract
         for q in rows.queues:
-            queue = QueueDef(q[0], q[1], bool(q[2]), bool(q[3]), bool(q[4]), bool(q[5]), q[6], q[7], q[8])
+            queue = QueueDef(
+                q[0], q[1], bool(q[2]), bool(q[3]), bool(q[4]), bool(q[5]), q[6], q[7], q[8]
+            )
             snap.queues[queue.name] = queue
             snap.queues_by_id[queue.queue_id] = queue
         contracts_of: dict[int, set[int]] = {}
@@ -262,7 +268,10 @@ class CatalogSnapshot:
 
 # -- catalog statements: each runs inside an open write transaction of ``conn`` ----------------
 
-def create_message_type(conn: StorageConnection, snap: CatalogSnapshot, name: str, validation: str) -> None:
+
+def create_message_type(
+    conn: StorageConnection, snap: CatalogSnapshot, name: str, validation: str
+) -> None:
     """CREATE MESSAGE TYPE (DLG-3). Raises :class:`CatalogError` on a bad or taken name or an
     unknown validation."""
     check_name("message type", name)
@@ -283,7 +292,9 @@ def drop_message_type(conn: StorageConnection, snap: CatalogSnapshot, name: str)
         raise CatalogError(f"message type {name!r} is built in and cannot be dropped")
     users = [c.name for c in snap.contracts.values() if mt.message_type_id in c.sent_by]
     if users:
-        raise CatalogError(f"message type {name!r} is used by contract(s) {', '.join(sorted(users))}")
+        raise CatalogError(
+            f"message type {name!r} is used by contract(s) {', '.join(sorted(users))}"
+        )
     if conn.catalog_count("messages_using_message_type", (mt.message_type_id,)):
         raise CatalogError(f"message type {name!r} is carried by messages still queued")
     conn.catalog_write("delete_message_type", (mt.message_type_id,))
@@ -302,12 +313,16 @@ def create_contract(
     if name in snap.contracts:
         raise CatalogError(f"contract {name!r} already exists")
     if not isinstance(messages, Mapping) or not messages:
-        raise CatalogError(f"contract {name!r} needs a mapping of message types to INITIATOR, TARGET or ANY")
+        raise CatalogError(
+            f"contract {name!r} needs a mapping of message types to INITIATOR, TARGET or ANY"
+        )
     resolved: list[tuple[int, str]] = []
     for mt_name, sent_by in messages.items():
         mt = snap.message_type(mt_name)
         if mt.name in SYSTEM_MESSAGE_TYPES:
-            raise CatalogError(f"contract {name!r}: system message type {mt_name!r} belongs to every contract already")
+            raise CatalogError(
+                f"contract {name!r}: system message type {mt_name!r} belongs to every contract already"
+            )
         who = sent_by.upper() if isinstance(sent_by, str) else sent_by
         if who not in SENT_BY:
             raise CatalogError(
@@ -315,7 +330,9 @@ def create_contract(
             )
         resolved.append((mt.message_type_id, who))
     if not any(who in ("INITIATOR", "ANY") for _, who in resolved):
-        raise CatalogError(f"contract {name!r} must let the initiator send at least one message type")
+        raise CatalogError(
+            f"contract {name!r} must let the initiator send at least one message type"
+        )
     contract_id = conn.catalog_write("insert_contract", (name,))
     for mt_id, who in resolved:
         conn.catalog_write("insert_contract_usage", (contract_id, mt_id, who))
@@ -327,7 +344,9 @@ def drop_contract(conn: StorageConnection, snap: CatalogSnapshot, name: str) -> 
     contract = snap.contract(name)
     if contract.is_system:
         raise CatalogError(f"contract {name!r} is built in and cannot be dropped")
-    users = [s.name for s in snap.services.values() if contract.service_contract_id in s.contract_ids]
+    users = [
+        s.name for s in snap.services.values() if contract.service_contract_id in s.contract_ids
+    ]
     if users:
         raise CatalogError(f"contract {name!r} is used by service(s) {', '.join(sorted(users))}")
     if conn.catalog_count("endpoints_using_contract", (contract.service_contract_id,)):
@@ -338,11 +357,17 @@ def drop_contract(conn: StorageConnection, snap: CatalogSnapshot, name: str) -> 
 def _queue_values(
     name: str, status: object, retention: object, poison: object, activation: Activation | None
 ) -> tuple[bool, bool, bool, bool, str | None, int]:
-    for label, value in (("STATUS", status), ("RETENTION", retention), ("POISON_MESSAGE_HANDLING", poison)):
+    for label, value in (
+        ("STATUS", status),
+        ("RETENTION", retention),
+        ("POISON_MESSAGE_HANDLING", poison),
+    ):
         if not isinstance(value, bool):
             raise CatalogError(f"queue {name!r}: {label} must be True or False, got {value!r}")
     if activation is not None and not isinstance(activation, Activation):
-        raise CatalogError(f"queue {name!r}: activation must be an Activation(...), got {activation!r}")
+        raise CatalogError(
+            f"queue {name!r}: activation must be an Activation(...), got {activation!r}"
+        )
     act_on = activation is not None and activation.status
     proc = activation.procedure_name if activation is not None else None
     readers = activation.max_queue_readers if activation is not None else 0
@@ -350,8 +375,15 @@ def _queue_values(
 
 
 def create_queue(
-    conn: StorageConnection, snap: CatalogSnapshot, name: str, *, status: bool, retention: bool,
-    poison_message_handling: bool, activation: Activation | None, now: float,
+    conn: StorageConnection,
+    snap: CatalogSnapshot,
+    name: str,
+    *,
+    status: bool,
+    retention: bool,
+    poison_message_handling: bool,
+    activation: Activation | None,
+    now: float,
 ) -> None:
     """CREATE QUEUE (QUE-1). Raises :class:`CatalogError` on a bad or taken name or bad values."""
     check_name("queue", name, limit=128)
@@ -362,8 +394,14 @@ def create_queue(
 
 
 def alter_queue(
-    conn: StorageConnection, snap: CatalogSnapshot, name: str, *, status: bool | None,
-    retention: bool | None, poison_message_handling: bool | None, activation: Activation | None,
+    conn: StorageConnection,
+    snap: CatalogSnapshot,
+    name: str,
+    *,
+    status: bool | None,
+    retention: bool | None,
+    poison_message_handling: bool | None,
+    activation: Activation | None,
     now: float,
 ) -> QueueDef:
     """ALTER QUEUE (QUE-1): ``None`` keeps a setting. Returns the queue as it was before.
@@ -387,14 +425,20 @@ def drop_queue(conn: StorageConnection, snap: CatalogSnapshot, name: str) -> Que
     q = snap.queue(name)
     users = [s.name for s in snap.services.values() if s.queue_id == q.queue_id]
     if users:
-        raise CatalogError(f"queue {name!r} is used by service(s) {', '.join(sorted(users))}; drop them first")
+        raise CatalogError(
+            f"queue {name!r} is used by service(s) {', '.join(sorted(users))}; drop them first"
+        )
     conn.delete_queue_messages(q.queue_id)
     conn.catalog_write("delete_queue", (q.queue_id,))
     return q
 
 
 def create_service(
-    conn: StorageConnection, snap: CatalogSnapshot, name: str, queue: str, contracts: tuple[str, ...]
+    conn: StorageConnection,
+    snap: CatalogSnapshot,
+    name: str,
+    queue: str,
+    contracts: tuple[str, ...],
 ) -> None:
     """CREATE SERVICE ON QUEUE (contracts). Raises :class:`CatalogError` for a bad or taken name,
     an unknown queue or contract."""
@@ -402,7 +446,9 @@ def create_service(
     if name in snap.services:
         raise CatalogError(f"service {name!r} already exists")
     if isinstance(contracts, str):
-        raise CatalogError(f"service {name!r}: contracts must be a list of names, not the string {contracts!r}")
+        raise CatalogError(
+            f"service {name!r}: contracts must be a list of names, not the string {contracts!r}"
+        )
     q = snap.queue(queue)
     contract_ids = {snap.contract(c).service_contract_id for c in contracts}
     service_id = conn.catalog_write("insert_service", (name, q.queue_id))

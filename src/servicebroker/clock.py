@@ -77,7 +77,9 @@ class ManualClock:
         Returns the new time. Raises ``ValueError`` for a negative or non-finite amount.
         """
         if not seconds >= 0 or seconds == float("inf"):
-            raise ValueError(f"ManualClock.advance needs a finite number of seconds >= 0, got {seconds!r}")
+            raise ValueError(
+                f"ManualClock.advance needs a finite number of seconds >= 0, got {seconds!r}"
+            )
         return self.set(self._now + seconds)
 
     def set(self, when: float) -> float:

@@ -212,8 +212,12 @@ class Applier:
         """
         if self._tq_any is None:
             self._tq_any = self.conn.transmission_exists()
-        if self._tq_any and self.conn.transmission_waiting(sender.conversation_id, sender.is_initiator):
-            return self._hold(sender, out, arrival, "waiting behind earlier messages of the conversation")
+        if self._tq_any and self.conn.transmission_waiting(
+            sender.conversation_id, sender.is_initiator
+        ):
+            return self._hold(
+                sender, out, arrival, "waiting behind earlier messages of the conversation"
+            )
         reason = self._deliver_now(sender, out, arrival)
         if reason is not None:
             return self._hold(sender, out, arrival, reason)
@@ -231,28 +235,42 @@ class Applier:
             if not queue.status:
                 return f"the target queue {queue.name!r} is disabled"
             if out.sequence != 0:
-                self._error_back(sender, TARGET_GONE_CODE, "The target conversation endpoint no longer exists.")
+                self._error_back(
+                    sender, TARGET_GONE_CODE, "The target conversation endpoint no longer exists."
+                )
                 return None
             if sender.service_contract_id not in target.contract_ids:
                 contract = self.catalog.contracts_by_id[sender.service_contract_id].name
                 self._error_back(
-                    sender, CONTRACT_REFUSED_CODE,
+                    sender,
+                    CONTRACT_REFUSED_CODE,
                     f"Target service {target.name!r} does not support contract {contract!r}.",
                 )
                 return None
             from_service = self.catalog.services_by_id[sender.service_id].name
             far = self.insert_endpoint(
                 EndpointRow(
-                    0, uuid.uuid4().bytes, sender.conversation_id, False,
-                    sender.service_contract_id, uuid.uuid4().bytes, target.service_id,
-                    target.queue_id, from_service, sender.lifetime, "CO", None, 0, 0,
+                    0,
+                    uuid.uuid4().bytes,
+                    sender.conversation_id,
+                    False,
+                    sender.service_contract_id,
+                    uuid.uuid4().bytes,
+                    target.service_id,
+                    target.queue_id,
+                    from_service,
+                    sender.lifetime,
+                    "CO",
+                    None,
+                    0,
+                    0,
                     DEFAULT_PRIORITY,
                 )
             )
         else:
-            queue = self.catalog.queues_by_id.get(far.queue_id)
-            if queue is not None and not queue.status and far.state not in ("CD", "DO"):
-                return f"the target queue {queue.name!r} is disabled"
+            far_queue = self.catalog.queues_by_id.get(far.queue_id)
+            if far_queue is not None and not far_queue.status and far.state not in ("CD", "DO"):
+                return f"the target queue {far_queue.name!r} is disabled"
         new_state = on_arrival(far.state, arrival)
         if new_state is None:
             return None
@@ -265,10 +283,20 @@ class Applier:
     def _enqueue(self, row: EndpointRow, out: Outgoing, status: int = 1) -> None:
         self._pending.append(
             (
-                row.queue_id, status, row.priority, row.conversation_group_id,
-                row.conversation_handle, row.endpoint_id, receive_rank(out.message_type_name),
-                out.sequence, row.service_id, row.service_contract_id, out.message_type_id,
-                out.validation, out.body, out.message_id,
+                row.queue_id,
+                status,
+                row.priority,
+                row.conversation_group_id,
+                row.conversation_handle,
+                row.endpoint_id,
+                receive_rank(out.message_type_name),
+                out.sequence,
+                row.service_id,
+                row.service_contract_id,
+                out.message_type_id,
+                out.validation,
+                out.body,
+                out.message_id,
             )
         )
         if status == 1:
@@ -288,21 +316,37 @@ class Applier:
         from_service = self.catalog.services_by_id[sender.service_id].name
         self.conn.insert_transmission(
             (
-                sender.conversation_handle, sender.conversation_id, int(sender.is_initiator),
-                sender.far_service, from_service, sender.service_contract_id, self.now,
-                out.sequence, out.message_type_id, out.validation, out.body, out.message_id,
-                arrival.value, reason, sender.priority, sender.lifetime,
+                sender.conversation_handle,
+                sender.conversation_id,
+                int(sender.is_initiator),
+                sender.far_service,
+                from_service,
+                sender.service_contract_id,
+                self.now,
+                out.sequence,
+                out.message_type_id,
+                out.validation,
+                out.body,
+                out.message_id,
+                arrival.value,
+                reason,
+                sender.priority,
+                sender.lifetime,
             )
         )
         self._tq_any = True
         return reason
 
-    def _system(self, row: EndpointRow, name: str, body: bytes, sequence: int | None = None) -> Outgoing:
+    def _system(
+        self, row: EndpointRow, name: str, body: bytes, sequence: int | None = None
+    ) -> Outgoing:
         mt = self.catalog.message_types[name]
         if sequence is None:
             sequence = row.send_sequence
             row.send_sequence += 1
-        return Outgoing(mt.message_type_id, name, mt.validation_code, body, uuid.uuid4().bytes, sequence)
+        return Outgoing(
+            mt.message_type_id, name, mt.validation_code, body, uuid.uuid4().bytes, sequence
+        )
 
     def _delete_endpoint(self, row: EndpointRow) -> None:
         self.flush_messages()
@@ -331,8 +375,25 @@ class Applier:
         blocked: set[tuple[bytes, int]] = set()
         rows: Iterable[TransmissionRow] = self.conn.transmission_pending(limit)
         for row in rows:
-            (tid, handle, conv_id, is_init, _to, _from, _contract, _t, seq, mt_id, validation,
-             body, message_id, arrival, status, _prio, _life) = row
+            (
+                tid,
+                handle,
+                conv_id,
+                is_init,
+                _to,
+                _from,
+                _contract,
+                _t,
+                seq,
+                mt_id,
+                validation,
+                body,
+                message_id,
+                arrival,
+                status,
+                _prio,
+                _life,
+            ) = row
             key = (conv_id, is_init)
             if key in blocked:
                 continue

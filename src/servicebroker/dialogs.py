@@ -99,9 +99,7 @@ def after_send(state: str, handle: object) -> str:
         "CD": "the conversation is closed",
         "ER": "the conversation is in error (an Error message arrived or its LIFETIME expired)",
     }.get(state, f"its state is {state!r}")
-    raise ConversationError(
-        f"cannot SEND on conversation {handle}: {reason} (state {state})"
-    )
+    raise ConversationError(f"cannot SEND on conversation {handle}: {reason} (state {state})")
 
 
 def after_local_end(state: str, mode: EndMode, handle: object) -> tuple[str, EndAction]:
@@ -172,13 +170,14 @@ def receive_rank(message_type_name: str) -> int:
 def error_body(code: int, description: str) -> bytes:
     """The body of a Service Broker Error message (SYS-1), UTF-8 encoded XML::
 
-        <Error xmlns="http://schemas.microsoft.com/SQL/ServiceBroker/Error">
-          <Code>50000</Code><Description>…</Description></Error>
+    <Error xmlns="http://schemas.microsoft.com/SQL/ServiceBroker/Error">
+      <Code>50000</Code><Description>…</Description></Error>
     """
     root = ET.Element("Error", xmlns=ERROR_NAMESPACE)
     ET.SubElement(root, "Code").text = str(code)
     ET.SubElement(root, "Description").text = description
-    return b'<?xml version="1.0" encoding="utf-8"?>' + ET.tostring(root, encoding="utf-8", xml_declaration=False)
+    text: bytes = ET.tostring(root, encoding="utf-8", xml_declaration=False)
+    return b'<?xml version="1.0" encoding="utf-8"?>' + text
 
 
 def parse_error_body(body: bytes) -> tuple[int, str]:

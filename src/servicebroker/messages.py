@@ -100,4 +100,6 @@ def validate_body(validation: str, body: bytes, *, message_type_name: str) -> No
                 f"message type {message_type_name!r} requires a JSON body: {exc}"
             ) from None
         return
-    raise MessageValidationError(f"message type {message_type_name!r} has unknown validation {validation!r}")
+    raise MessageValidationError(
+        f"message type {message_type_name!r} has unknown validation {validation!r}"
+    )

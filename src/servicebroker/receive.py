@@ -56,16 +56,41 @@ def to_messages(cat: CatalogSnapshot, rows: list[MessageRow], queue_name: str) -
     contracts = cat.contracts_by_id
     types = cat.message_types_by_id
     out = []
-    for (status, priority, order, group, handle, seq, service_id, contract_id, mt_id, validation,
-         body, message_id, _queue_id) in rows:
+    for (
+        status,
+        priority,
+        order,
+        group,
+        handle,
+        seq,
+        service_id,
+        contract_id,
+        mt_id,
+        validation,
+        body,
+        message_id,
+        _queue_id,
+    ) in rows:
         service = services.get(service_id)
         contract = contracts.get(contract_id)
         mt = types[mt_id]
         out.append(
             Message(
-                status, priority, order, uuid.UUID(bytes=group), uuid.UUID(bytes=handle), seq,
-                service.name if service else "", service_id, contract.name if contract else "",
-                contract_id, mt.name, mt_id, validation, body, uuid.UUID(bytes=message_id),
+                status,
+                priority,
+                order,
+                uuid.UUID(bytes=group),
+                uuid.UUID(bytes=handle),
+                seq,
+                service.name if service else "",
+                service_id,
+                contract.name if contract else "",
+                contract_id,
+                mt.name,
+                mt_id,
+                validation,
+                body,
+                uuid.UUID(bytes=message_id),
                 queue_name,
             )
         )
@@ -94,7 +119,9 @@ def receive(
     limit = _check_top(top)
     statement = f"RECEIVE FROM {queue_name!r}"
     if conversation_handle is not None and conversation_group_id is not None:
-        raise ConversationError(f"{statement}: WHERE takes conversation_handle or conversation_group_id, not both")
+        raise ConversationError(
+            f"{statement}: WHERE takes conversation_handle or conversation_group_id, not both"
+        )
     queue = _live_queue(tx, queue_name, statement)
     deadline = _deadline(tx, timeout, statement)
     conn = tx._conn
@@ -106,7 +133,9 @@ def receive(
         handle = to_handle(conversation_handle)
         row = tx._endpoints.get(handle.bytes) or conn.get_endpoint(handle.bytes)
         if row is None or row.queue_id != queue.queue_id or row.state == "CD":
-            raise ConversationError(f"{statement}: conversation handle {handle} is not on this queue")
+            raise ConversationError(
+                f"{statement}: conversation handle {handle} is not on this queue"
+            )
         group = row.conversation_group_id
 
         def by_handle() -> list[MessageRow] | None:
@@ -164,7 +193,9 @@ def receive(
     return to_messages(tx.catalog, rows, queue.name)
 
 
-def get_conversation_group(tx: Transaction, queue_name: str, *, timeout: float | None) -> uuid.UUID | None:
+def get_conversation_group(
+    tx: Transaction, queue_name: str, *, timeout: float | None
+) -> uuid.UUID | None:
     """GET CONVERSATION GROUP for :meth:`Transaction.get_conversation_group`."""
     statement = f"GET CONVERSATION GROUP FROM {queue_name!r}"
     queue = _live_queue(tx, queue_name, statement)

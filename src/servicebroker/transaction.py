@@ -60,7 +60,9 @@ def _seconds(value: object, what: str, *, allow_zero: bool = True) -> float:
     if isinstance(value, bool) or not isinstance(value, int | float) or math.isnan(value):
         raise BrokerError(f"{what} must be a number of seconds, got {value!r}")
     if value < 0 or (value == 0 and not allow_zero) or math.isinf(value):
-        raise BrokerError(f"{what} must be a finite number of seconds {'>=' if allow_zero else '>'} 0, got {value!r}")
+        raise BrokerError(
+            f"{what} must be a finite number of seconds {'>=' if allow_zero else '>'} 0, got {value!r}"
+        )
     return float(value)
 
 
@@ -115,7 +117,9 @@ class Transaction:
             return
         clock = self._broker.clock
         deadline = clock.now() + self._broker.lock_timeout
-        got = self._broker._wait_for(lambda: True if conn.try_lock_group(group_id) else None, deadline)
+        got = self._broker._wait_for(
+            lambda: True if conn.try_lock_group(group_id) else None, deadline
+        )
         if got is None:
             raise LockTimeoutError(
                 f"{what}: conversation group {uuid.UUID(bytes=group_id)} stayed locked by another "
@@ -178,8 +182,14 @@ class Transaction:
         service = cat.service(from_service)
         contract_def = cat.contract(contract)
         if not isinstance(to_service, str) or not to_service.strip():
-            raise ConversationError(f"BEGIN DIALOG: TO SERVICE must be a service name, got {to_service!r}")
-        life = DEFAULT_LIFETIME if lifetime is None else _seconds(lifetime, "BEGIN DIALOG LIFETIME", allow_zero=False)
+            raise ConversationError(
+                f"BEGIN DIALOG: TO SERVICE must be a service name, got {to_service!r}"
+            )
+        life = (
+            DEFAULT_LIFETIME
+            if lifetime is None
+            else _seconds(lifetime, "BEGIN DIALOG LIFETIME", allow_zero=False)
+        )
         if related_conversation is not None and related_conversation_group is not None:
             raise ConversationError(
                 "BEGIN DIALOG takes RELATED_CONVERSATION or RELATED_CONVERSATION_GROUP, not both"
@@ -209,9 +219,21 @@ class Transaction:
         self._lock_group(group, "BEGIN DIALOG")
         handle = uuid.uuid4()
         row = EndpointRow(
-            0, handle.bytes, uuid.uuid4().bytes, True, contract_def.service_contract_id, group,
-            service.service_id, service.queue_id, to_service,
-            self._broker.clock.now() + life, "SO", None, 0, 0, DEFAULT_PRIORITY,
+            0,
+            handle.bytes,
+            uuid.uuid4().bytes,
+            True,
+            contract_def.service_contract_id,
+            group,
+            service.service_id,
+            service.queue_id,
+            to_service,
+            self._broker.clock.now() + life,
+            "SO",
+            None,
+            0,
+            0,
+            DEFAULT_PRIORITY,
         )
         self._endpoints[handle.bytes] = row
         self._ops.append(("begin", handle.bytes, replace(row)))
@@ -244,7 +266,9 @@ class Transaction:
         where = ", ".join(str(h) for h in handles)
         mt = self._catalog.message_type(message_type)
         if mt.name in SYSTEM_MESSAGE_TYPES:
-            raise MessageValidationError(f"SEND on {where}: system message type {mt.name!r} cannot be sent")
+            raise MessageValidationError(
+                f"SEND on {where}: system message type {mt.name!r} cannot be sent"
+            )
         data = coerce_body(body, where=where)
         validate_body(mt.validation, data, message_type_name=mt.name)
         now = self._broker.clock.now()
@@ -265,7 +289,9 @@ class Transaction:
             row.state = after_send(row.state, row.conversation_handle)
             seq = row.send_sequence
             row.send_sequence += 1
-            out = Outgoing(mt.message_type_id, mt.name, mt.validation_code, data, uuid.uuid4().bytes, seq)
+            out = Outgoing(
+                mt.message_type_id, mt.name, mt.validation_code, data, uuid.uuid4().bytes, seq
+            )
             self._ops.append(("send", row.conversation_handle, out))
 
     def end_conversation(
@@ -291,7 +317,9 @@ class Transaction:
             raise ConversationError("END CONVERSATION WITH CLEANUP takes no ERROR or DESCRIPTION")
         if error is not None or description is not None:
             if isinstance(error, bool) or not isinstance(error, int) or error <= 0:
-                raise ConversationError(f"END CONVERSATION WITH ERROR needs an integer code > 0, got {error!r}")
+                raise ConversationError(
+                    f"END CONVERSATION WITH ERROR needs an integer code > 0, got {error!r}"
+                )
             if not isinstance(description, str):
                 raise ConversationError("END CONVERSATION WITH ERROR needs a DESCRIPTION string")
             if len(description) > MAX_DESCRIPTION:
@@ -326,7 +354,9 @@ class Transaction:
         row.dialog_timer = self._broker.clock.now() + seconds
         self._ops.append(("timer", row.conversation_handle, row.dialog_timer))
 
-    def move_conversation(self, handle: uuid.UUID | str, conversation_group_id: uuid.UUID | str) -> None:
+    def move_conversation(
+        self, handle: uuid.UUID | str, conversation_group_id: uuid.UUID | str
+    ) -> None:
         """MOVE CONVERSATION ``handle`` TO ``conversation_group_id`` (DLG-7): only to an existing
         group of the same queue; locks both groups.
 
@@ -338,7 +368,9 @@ class Transaction:
         row = self._endpoint(handle, "MOVE CONVERSATION")
         queue_id = self._group_queue(target)
         if queue_id is None:
-            raise ConversationError(f"MOVE CONVERSATION: conversation group {uuid.UUID(bytes=target)} does not exist")
+            raise ConversationError(
+                f"MOVE CONVERSATION: conversation group {uuid.UUID(bytes=target)} does not exist"
+            )
         if queue_id != row.queue_id:
             raise ConversationError(
                 f"MOVE CONVERSATION: group {uuid.UUID(bytes=target)} is on another queue than conversation "
@@ -372,11 +404,17 @@ class Transaction:
         """
         self._check_active()
         return _receive.receive(
-            self, queue, top=top, conversation_handle=conversation_handle,
-            conversation_group_id=conversation_group_id, timeout=timeout,
+            self,
+            queue,
+            top=top,
+            conversation_handle=conversation_handle,
+            conversation_group_id=conversation_group_id,
+            timeout=timeout,
         )
 
-    def get_conversation_group(self, queue: str, *, timeout: float | None = 0.0) -> uuid.UUID | None:
+    def get_conversation_group(
+        self, queue: str, *, timeout: float | None = 0.0
+    ) -> uuid.UUID | None:
         """GET CONVERSATION GROUP FROM ``queue`` (RCV-5, PRI-13): lock and return the next
         group with messages, or None when none comes within ``timeout`` seconds.
 
@@ -387,7 +425,9 @@ class Transaction:
         self._check_active()
         return _receive.get_conversation_group(self, queue, timeout=timeout)
 
-    def execute(self, sql: str, params: Sequence[Any] | dict[str, Any] = ()) -> list[tuple[Any, ...]]:
+    def execute(
+        self, sql: str, params: Sequence[Any] | dict[str, Any] = ()
+    ) -> list[tuple[Any, ...]]:
         """Run the application's own SQL in this transaction's database transaction, so its
         changes commit or roll back with the messages. Returns the rows (empty for DML).
 

@@ -140,17 +140,43 @@ class Views:
         finally:
             self._broker._storage.release(conn)
         out = []
-        for (handle, conv_id, is_init, contract_id, group, service_id, far, lifetime, state,
-             timer, send_seq, recv_seq, priority, queue_id) in rows:
+        for (
+            handle,
+            conv_id,
+            is_init,
+            contract_id,
+            group,
+            service_id,
+            far,
+            lifetime,
+            state,
+            timer,
+            send_seq,
+            recv_seq,
+            priority,
+            queue_id,
+        ) in rows:
             contract = cat.contracts_by_id.get(contract_id)
             service = cat.services_by_id.get(service_id)
             queue = cat.queues_by_id.get(queue_id)
             out.append(
                 ConversationEndpointRow(
-                    uuid.UUID(bytes=handle), uuid.UUID(bytes=conv_id), bool(is_init), contract_id,
-                    contract.name if contract else "", uuid.UUID(bytes=group), service_id,
-                    service.name if service else "", queue.name if queue else "", _dt(lifetime),
-                    state, STATE_DESC.get(state, state), far, _dt(timer), send_seq, recv_seq,
+                    uuid.UUID(bytes=handle),
+                    uuid.UUID(bytes=conv_id),
+                    bool(is_init),
+                    contract_id,
+                    contract.name if contract else "",
+                    uuid.UUID(bytes=group),
+                    service_id,
+                    service.name if service else "",
+                    queue.name if queue else "",
+                    _dt(lifetime),
+                    state,
+                    STATE_DESC.get(state, state),
+                    far,
+                    _dt(timer),
+                    send_seq,
+                    recv_seq,
                     priority,
                 )
             )
@@ -165,15 +191,36 @@ class Views:
         finally:
             self._broker._storage.release(conn)
         out = []
-        for (handle, to_name, from_name, contract_id, enqueued, seq, mt_id, arrival, body, status,
-             priority) in rows:
+        for (
+            handle,
+            to_name,
+            from_name,
+            contract_id,
+            enqueued,
+            seq,
+            mt_id,
+            arrival,
+            body,
+            status,
+            priority,
+        ) in rows:
             contract = cat.contracts_by_id.get(contract_id)
             mt = cat.message_types_by_id.get(mt_id)
             out.append(
                 TransmissionQueueRow(
-                    uuid.UUID(bytes=handle), to_name, None, from_name,
-                    contract.name if contract else "", _dt(enqueued), seq, mt.name if mt else "",
-                    arrival == "error", arrival == "end_dialog", body, status, priority,
+                    uuid.UUID(bytes=handle),
+                    to_name,
+                    None,
+                    from_name,
+                    contract.name if contract else "",
+                    _dt(enqueued),
+                    seq,
+                    mt.name if mt else "",
+                    arrival == "error",
+                    arrival == "end_dialog",
+                    body,
+                    status,
+                    priority,
                 )
             )
         return out
@@ -195,9 +242,18 @@ class Views:
                 retained[queue_id] = retained.get(queue_id, 0) + n
         return [
             ServiceQueueRow(
-                q.name, q.queue_id, q.max_queue_readers, q.activation_procedure,
-                q.activation_enabled, q.status, True, q.retention, q.poison_message_handling,
-                _dt(q.modify_date), ready.get(q.queue_id, 0), retained.get(q.queue_id, 0),
+                q.name,
+                q.queue_id,
+                q.max_queue_readers,
+                q.activation_procedure,
+                q.activation_enabled,
+                q.status,
+                True,
+                q.retention,
+                q.poison_message_handling,
+                _dt(q.modify_date),
+                ready.get(q.queue_id, 0),
+                retained.get(q.queue_id, 0),
             )
             for q in cat.queues_by_id.values()
         ]
@@ -206,8 +262,14 @@ class Views:
         """The queue monitors of this process's broker (ACT-2, ACT-3)."""
         return [
             QueueMonitorRow(
-                m.queue_id, m.queue_name, m.state, _dt(m.last_empty_rowset_time),
-                _dt(m.last_activated_time), m.tasks_waiting, m.running, m.peak_running,
+                m.queue_id,
+                m.queue_name,
+                m.state,
+                _dt(m.last_empty_rowset_time),
+                _dt(m.last_activated_time),
+                m.tasks_waiting,
+                m.running,
+                m.peak_running,
             )
             for m in self._broker.activation.monitors()
         ]

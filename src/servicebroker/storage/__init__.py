@@ -15,7 +15,7 @@ __all__ = ["open_storage", "sqlite_path"]
 def sqlite_path(url: str) -> str | None:
     """The file path of an SQLite URL or plain path, or None for another scheme."""
     if url.startswith("sqlite:///"):
-        return url[len("sqlite:///"):]
+        return url[len("sqlite:///") :]
     if url.startswith("sqlite://"):
         raise StorageError(f"SQLite URL {url!r} needs three slashes: sqlite:///path/to/file.db")
     if "://" in url:
@@ -38,7 +38,9 @@ def open_storage(url: str, **options: object) -> Storage:
             f"unsupported storage URL scheme {scheme!r} in {url!r}: use sqlite:///path.db or a file path"
         )
     if path in ("", ":memory:"):
-        raise StorageError("the SQLite storage needs a file path (':memory:' cannot be shared by transactions)")
+        raise StorageError(
+            "the SQLite storage needs a file path (':memory:' cannot be shared by transactions)"
+        )
     folder = os.path.dirname(os.path.abspath(path))
     if not os.path.isdir(folder):
         raise StorageError(f"folder {folder!r} for database {path!r} does not exist")

@@ -149,7 +149,9 @@ class SqliteConnection:
         row = self._conn.execute(_Q["get_endpoint"], (handle,)).fetchone()
         return None if row is None else EndpointRow(*row)
 
-    def get_far_endpoint(self, conversation_id: bytes, far_is_initiator: bool) -> EndpointRow | None:
+    def get_far_endpoint(
+        self, conversation_id: bytes, far_is_initiator: bool
+    ) -> EndpointRow | None:
         """The endpoint of ``conversation_id`` on the given side, or None."""
         row = self._conn.execute(
             _Q["get_far_endpoint"], (conversation_id, int(far_is_initiator))
@@ -166,10 +168,20 @@ class SqliteConnection:
             self._one(
                 "insert_endpoint",
                 (
-                    row.conversation_handle, row.conversation_id, int(row.is_initiator),
-                    row.service_contract_id, row.conversation_group_id, row.service_id,
-                    row.queue_id, row.far_service, row.lifetime, row.state, row.dialog_timer,
-                    row.send_sequence, row.receive_sequence, row.priority,
+                    row.conversation_handle,
+                    row.conversation_id,
+                    int(row.is_initiator),
+                    row.service_contract_id,
+                    row.conversation_group_id,
+                    row.service_id,
+                    row.queue_id,
+                    row.far_service,
+                    row.lifetime,
+                    row.state,
+                    row.dialog_timer,
+                    row.send_sequence,
+                    row.receive_sequence,
+                    row.priority,
                 ),
             )
         )
@@ -179,8 +191,12 @@ class SqliteConnection:
         self._conn.execute(
             _Q["update_endpoint"],
             (
-                row.conversation_group_id, row.state, row.dialog_timer, row.send_sequence,
-                row.receive_sequence, row.endpoint_id,
+                row.conversation_group_id,
+                row.state,
+                row.dialog_timer,
+                row.send_sequence,
+                row.receive_sequence,
+                row.endpoint_id,
             ),
         )
 
@@ -277,7 +293,9 @@ class SqliteConnection:
     def transmission_waiting(self, conversation_id: bytes, is_initiator: bool) -> bool:
         """True when a message sent by that side of the conversation waits in the transmission
         queue (later ones must wait behind it to keep the send order)."""
-        return bool(self._one("transmission_conversation_waiting", (conversation_id, int(is_initiator))))
+        return bool(
+            self._one("transmission_conversation_waiting", (conversation_id, int(is_initiator)))
+        )
 
     def delete_transmission(self, transmission_id: int) -> None:
         """Remove a delivered or dropped transmission-queue row."""
@@ -289,7 +307,9 @@ class SqliteConnection:
 
     def delete_transmission_of_endpoint(self, conversation_id: bytes, is_initiator: bool) -> None:
         """Drop the unsent messages of one side of a conversation (DLG-4 WITH ERROR/CLEANUP)."""
-        self._conn.execute(_Q["delete_transmission_of_endpoint"], (conversation_id, int(is_initiator)))
+        self._conn.execute(
+            _Q["delete_transmission_of_endpoint"], (conversation_id, int(is_initiator))
+        )
 
     def list_transmission(self) -> list[tuple[Any, ...]]:
         """Rows for the ``transmission_queue`` view."""
@@ -382,7 +402,9 @@ class SqliteStorage:
     def _raw(self) -> sqlite3.Connection:
         try:
             conn = sqlite3.connect(
-                self.path, timeout=self._busy_timeout, isolation_level=None,
+                self.path,
+                timeout=self._busy_timeout,
+                isolation_level=None,
                 check_same_thread=False,
             )
         except sqlite3.Error as exc:
@@ -412,14 +434,17 @@ class SqliteStorage:
                     for statement in split_statements(script):
                         conn.execute(statement)
                     conn.execute(
-                        "INSERT INTO schema_migrations (version, name) VALUES (?, ?)", (version, name)
+                        "INSERT INTO schema_migrations (version, name) VALUES (?, ?)",
+                        (version, name),
                     )
                 conn.execute("COMMIT")
             except BaseException:
                 conn.execute("ROLLBACK")
                 raise
         except sqlite3.DatabaseError as exc:
-            raise StorageError(f"{self.path!r} is not a usable servicebroker database: {exc}") from exc
+            raise StorageError(
+                f"{self.path!r} is not a usable servicebroker database: {exc}"
+            ) from exc
         finally:
             conn.close()
 

@@ -1,0 +1,71 @@
+"""Functions run in child processes by the multi-process tests (spawned, so importable)."""
+
+from __future__ import annotations
+
+import os
+import signal
+import time
+from typing import Any
+
+from servicebroker import Broker
+
+
+def hold_a_group(path: str, queue: str, ready: Any, release: Any, out: Any) -> None:
+    """Receive one group and keep the transaction open until told to commit."""
+    with Broker.open(path, poll_interval=0.01) as broker, broker.transaction() as tx:
+        msgs = tx.receive(queue)
+        out.put([m.message_body for m in msgs])
+        ready.set()
+        release.wait(30)
+
+
+def receive_then_die(path: str, queue: str, ready: Any) -> None:
+    """Receive a group, then get killed with SIGKILL in the middle of the transaction."""
+    broker = Broker.open(path, poll_interval=0.01)
+    tx = broker.transaction()
+    tx.receive(queue)
+    ready.set()
+    os.kill(os.getpid(), signal.SIGKILL)
+
+
+def reader(path: str, queue: str, out: Any, idle_limit: float) -> None:
+    """Receive until the queue stays empty for ``idle_limit`` real seconds; report what was
+    received, in order, with the real-time interval each group was held."""
+    got: list[tuple[bytes, bytes, int, float, float]] = []
+    with Broker.open(path, poll_interval=0.005) as broker:
+        idle_since = time.monotonic()
+        while time.monotonic() - idle_since < idle_limit:
+            with broker.transaction() as tx:
+                msgs = tx.receive(queue, top=7)
+                start = time.monotonic()
+                if not msgs:
+                    continue
+                time.sleep(0.001)
+                end = time.monotonic()
+                for m in msgs:
+                    got.append(
+                        (
+                            m.conversation_group_id.bytes,
+                            m.message_body,
+                            m.message_sequence_number,
+                            start,
+                            end,
+                        )
+                    )
+            idle_since = time.monotonic()
+    out.put(got)
+
+
+def sender(
+    path: str, initiator: str, target: str, conversations: int, per_conversation: int, tag: str
+) -> None:
+    """Send ``per_conversation`` messages on each of ``conversations`` dialogs, a few per transaction."""
+    with Broker.open(path, poll_interval=0.005) as broker:
+        with broker.transaction() as tx:
+            handles = [
+                tx.begin_dialog(initiator, target, contract="C") for _ in range(conversations)
+            ]
+        for i in range(per_conversation):
+            with broker.transaction() as tx:
+                for n, h in enumerate(handles):
+                    tx.send(h, "Req", f"{tag}-{n}:{i}".encode())
