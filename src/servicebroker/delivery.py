@@ -31,6 +31,7 @@ from .dialogs import (
     on_lifetime_expired,
     receive_rank,
 )
+from .messages import new_id
 from .storage.base import EndpointRow, QueueInsert, StorageConnection, TransmissionRow
 
 __all__ = ["DEFAULT_PRIORITY", "Applier", "Outgoing"]
@@ -41,7 +42,7 @@ DEFAULT_PRIORITY = 5
 TARGET_GONE_CODE = -8493
 CONTRACT_REFUSED_CODE = -8408
 
-_ARRIVAL_OF = {END_DIALOG: Arrival.END_DIALOG, ERROR: Arrival.ERROR}
+_SYSTEM = frozenset({END_DIALOG, ERROR, DIALOG_TIMER})
 
 
 @dataclass(slots=True)
@@ -74,6 +75,7 @@ class Applier:
         self._dirty: dict[bytes, EndpointRow] = {}
         self._pending: list[QueueInsert] = []
         self._tq_any: bool | None = None
+        self._routes: dict[bytes, EndpointRow] = {}
         self.woken_queues: set[int] = set()
 
     # -- rows ----------------------------------------------------------------------------
@@ -125,6 +127,31 @@ class Applier:
     # -- operations ----------------------------------------------------------------------
     def send(self, handle: bytes, out: Outgoing) -> None:
         """SEND: advance the sender and deliver (DLG-2)."""
+        far = self._routes.get(handle)
+        if far is not None:
+            # fast path: this commit already delivered a plain message on this conversation
+            row = self._rows[handle]
+            assert row is not None
+            row.send_sequence = out.sequence + 1
+            self._pending.append(
+                (
+                    far.queue_id,
+                    1,
+                    far.priority,
+                    far.conversation_group_id,
+                    far.conversation_handle,
+                    far.endpoint_id,
+                    2,
+                    out.sequence,
+                    far.service_id,
+                    far.service_contract_id,
+                    out.message_type_id,
+                    out.validation,
+                    out.body,
+                    out.message_id,
+                )
+            )
+            return
         row = self.endpoint(handle)
         if row is None:
             return
@@ -132,17 +159,21 @@ class Applier:
         if row.state in ("SO", "SI"):
             row.state = "CO"
         self.touch(row)
-        self._retain_sent(row, out)
-        self.deliver(row, out, Arrival.MESSAGE)
+        retained = self._retain_sent(row, out)
+        if self.deliver(row, out, Arrival.MESSAGE) is None and not retained:
+            far = self.far_of(row)
+            if far is not None and far.state == "CO" and out.message_type_name not in _SYSTEM:
+                self._routes[handle] = far
 
     def end(self, handle: bytes, mode: EndMode, code: int | None, description: str | None) -> None:
         """END CONVERSATION (DLG-4), re-decided on the endpoint's state at commit."""
+        self._routes.clear()
         row = self.endpoint(handle)
         if row is None:
             return
         new_state, action = after_local_end(row.state, mode, uuid.UUID(bytes=handle))
         self.flush_messages()
-        self.conn.delete_conversation_messages(handle)
+        self.conn.delete_conversation_messages(row.conversation_group_id, handle)
         if mode is not EndMode.PLAIN:
             self.conn.delete_transmission_of_endpoint(row.conversation_id, row.is_initiator)
         row.state = new_state
@@ -173,12 +204,13 @@ class Applier:
 
     def move(self, handle: bytes, group_id: bytes) -> None:
         """MOVE CONVERSATION (DLG-7): the endpoint and its queued messages change group."""
+        self._routes.clear()
         row = self.endpoint(handle)
         if row is None:
             return
         self.flush_messages()
+        self.conn.move_conversation_messages(handle, row.conversation_group_id, group_id)
         row.conversation_group_id = group_id
-        self.conn.move_conversation_messages(handle, group_id)
         self.touch(row)
 
     def fire_timer(self, handle: bytes) -> None:
@@ -193,6 +225,7 @@ class Applier:
 
     def expire_lifetime(self, handle: bytes) -> None:
         """A passed LIFETIME puts the endpoint in ER with an Error message (DLG-5)."""
+        self._routes.clear()
         row = self.endpoint(handle)
         if row is None or row.lifetime > self.now or row.state in ("ER", "CD"):
             return
@@ -251,11 +284,11 @@ class Applier:
             far = self.insert_endpoint(
                 EndpointRow(
                     0,
-                    uuid.uuid4().bytes,
+                    new_id(),
                     sender.conversation_id,
                     False,
                     sender.service_contract_id,
-                    uuid.uuid4().bytes,
+                    new_id(),
                     target.service_id,
                     target.queue_id,
                     from_service,
@@ -302,10 +335,12 @@ class Applier:
         if status == 1:
             self.woken_queues.add(row.queue_id)
 
-    def _retain_sent(self, row: EndpointRow, out: Outgoing) -> None:
+    def _retain_sent(self, row: EndpointRow, out: Outgoing) -> bool:
         queue = self.catalog.queues_by_id.get(row.queue_id)
         if queue is not None and queue.retention:
             self._enqueue(row, out, status=3)
+            return True
+        return False
 
     def _error_back(self, sender: EndpointRow, code: int, text: str) -> None:
         sender.state = "ER"
@@ -344,13 +379,11 @@ class Applier:
         if sequence is None:
             sequence = row.send_sequence
             row.send_sequence += 1
-        return Outgoing(
-            mt.message_type_id, name, mt.validation_code, body, uuid.uuid4().bytes, sequence
-        )
+        return Outgoing(mt.message_type_id, name, mt.validation_code, body, new_id(), sequence)
 
     def _delete_endpoint(self, row: EndpointRow) -> None:
         self.flush_messages()
-        self.conn.delete_conversation_messages(row.conversation_handle)
+        self.conn.delete_conversation_messages(row.conversation_group_id, row.conversation_handle)
         self.conn.delete_endpoint(row.endpoint_id)
         self._rows[row.conversation_handle] = None
         self._sides[(row.conversation_id, row.is_initiator)] = None

@@ -3,16 +3,50 @@
 from __future__ import annotations
 
 import json
+import os
+import threading
 import uuid
 import xml.parsers.expat
 from dataclasses import dataclass
 
 from .errors import MessageValidationError
 
-__all__ = ["VALIDATIONS", "Message", "coerce_body", "validate_body"]
+__all__ = ["VALIDATIONS", "Message", "coerce_body", "fast_uuid", "new_id", "validate_body"]
 
 VALIDATIONS = {"NONE": "N", "EMPTY": "E", "WELL_FORMED_XML": "X", "JSON": "J"}
 """DLG-3: message type validation names and the one-letter code a queue row shows (QUE-2)."""
+
+
+_POOL_SIZE = 4096
+_pool = threading.local()
+_new_object = object.__new__
+_set = object.__setattr__
+_UUID = uuid.UUID
+_SAFE_UNKNOWN = uuid.SafeUUID.unknown
+
+
+def new_id() -> bytes:
+    """16 random bytes laid out as a version-4 UUID (for message ids and handles), drawn from a
+    per-thread pool of ``os.urandom`` bytes so that a send costs no system call."""
+    pool = getattr(_pool, "data", None)
+    pos = getattr(_pool, "pos", _POOL_SIZE)
+    if pool is None or pos >= _POOL_SIZE:
+        pool = bytearray(os.urandom(16 * _POOL_SIZE))
+        for i in range(0, len(pool), 16):
+            pool[i + 6] = (pool[i + 6] & 0x0F) | 0x40
+            pool[i + 8] = (pool[i + 8] & 0x3F) | 0x80
+        _pool.data = pool = bytes(pool)
+        pos = 0
+    _pool.pos = pos + 1
+    return pool[16 * pos : 16 * pos + 16]
+
+
+def fast_uuid(value: bytes) -> uuid.UUID:
+    """``uuid.UUID(bytes=value)`` without the argument checks (value is 16 stored bytes)."""
+    u = _new_object(_UUID)
+    _set(u, "int", int.from_bytes(value, "big"))
+    _set(u, "is_safe", _SAFE_UNKNOWN)
+    return u
 
 
 @dataclass(frozen=True, slots=True)

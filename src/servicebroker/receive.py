@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING
 
 from .catalog import CatalogSnapshot, QueueDef
 from .errors import BrokerError, ConversationError, QueueDisabledError
-from .messages import Message
+from .messages import Message, fast_uuid
 from .storage.base import MessageRow
 
 if TYPE_CHECKING:
@@ -52,9 +52,8 @@ def _live_queue(tx: Transaction, name: str, statement: str) -> QueueDef:
 
 def to_messages(cat: CatalogSnapshot, rows: list[MessageRow], queue_name: str) -> list[Message]:
     """Queue rows as :class:`Message` objects, names resolved through the catalog."""
-    services = cat.services_by_id
-    contracts = cat.contracts_by_id
-    types = cat.message_types_by_id
+    names: dict[tuple[int, int, int], tuple[str, str, str]] = {}
+    ids: dict[bytes, uuid.UUID] = {}
     out = []
     for (
         status,
@@ -71,26 +70,39 @@ def to_messages(cat: CatalogSnapshot, rows: list[MessageRow], queue_name: str) -
         message_id,
         _queue_id,
     ) in rows:
-        service = services.get(service_id)
-        contract = contracts.get(contract_id)
-        mt = types[mt_id]
+        g = ids.get(group)
+        if g is None:
+            g = ids[group] = fast_uuid(group)
+        h = ids.get(handle)
+        if h is None:
+            h = ids[handle] = fast_uuid(handle)
+        key = (service_id, contract_id, mt_id)
+        named = names.get(key)
+        if named is None:
+            service = cat.services_by_id.get(service_id)
+            contract = cat.contracts_by_id.get(contract_id)
+            named = names[key] = (
+                service.name if service else "",
+                contract.name if contract else "",
+                cat.message_types_by_id[mt_id].name,
+            )
         out.append(
             Message(
                 status,
                 priority,
                 order,
-                uuid.UUID(bytes=group),
-                uuid.UUID(bytes=handle),
+                g,
+                h,
                 seq,
-                service.name if service else "",
+                named[0],
                 service_id,
-                contract.name if contract else "",
+                named[1],
                 contract_id,
-                mt.name,
+                named[2],
                 mt_id,
                 validation,
                 body,
-                uuid.UUID(bytes=message_id),
+                fast_uuid(message_id),
                 queue_name,
             )
         )
@@ -143,7 +155,7 @@ def receive(
             if not conn.try_lock_group(group):
                 return None
             fetch = -1 if limit < 0 else limit + len(tx._received_set)
-            rows = _take(tx, conn.conversation_messages(handle.bytes, fetch), limit)
+            rows = _take(tx, conn.conversation_messages(group, handle.bytes, fetch), limit)
             return rows or None
 
         attempt = by_handle

@@ -27,7 +27,7 @@ from .errors import (
     MessageValidationError,
     TransactionError,
 )
-from .messages import Message, coerce_body, validate_body
+from .messages import Message, coerce_body, fast_uuid, new_id, validate_body
 from .storage.base import EndpointRow
 
 if TYPE_CHECKING:
@@ -56,6 +56,10 @@ def to_handle(value: object, what: str = "conversation handle") -> uuid.UUID:
     raise ConversationError(f"{what} must be a UUID, got {value!r}")
 
 
+def _names(handles: list[Any]) -> str:
+    return ", ".join(str(h) for h in handles)
+
+
 def _seconds(value: object, what: str, *, allow_zero: bool = True) -> float:
     if isinstance(value, bool) or not isinstance(value, int | float) or math.isnan(value):
         raise BrokerError(f"{what} must be a number of seconds, got {value!r}")
@@ -78,6 +82,7 @@ class Transaction:
         self._conn = broker._storage.connect()
         self._catalog: CatalogSnapshot = broker._catalog_for(self._conn)
         self._endpoints: dict[bytes, EndpointRow] = {}
+        self._by_handle: dict[object, EndpointRow] = {}
         self._new_groups: dict[bytes, int] = {}
         self._ops: list[tuple[Any, ...]] = []
         self._received: dict[int, list[int]] = {}
@@ -128,6 +133,15 @@ class Transaction:
 
     def _endpoint(self, handle: object, statement: str) -> EndpointRow:
         """The working copy of a local endpoint, its group locked for this transaction."""
+        known = self._by_handle.get(handle)
+        if known is not None:
+            return known
+        row = self._load_endpoint(handle, statement)
+        if isinstance(handle, uuid.UUID):
+            self._by_handle[handle] = row
+        return row
+
+    def _load_endpoint(self, handle: object, statement: str) -> EndpointRow:
         h = to_handle(handle)
         key = h.bytes
         row = self._endpoints.get(key)
@@ -214,14 +228,14 @@ class Transaction:
                     f"queue than service {from_service!r}"
                 )
         else:
-            group = uuid.uuid4().bytes
+            group = new_id()
             self._new_groups[group] = service.queue_id
         self._lock_group(group, "BEGIN DIALOG")
-        handle = uuid.uuid4()
+        handle = fast_uuid(new_id())
         row = EndpointRow(
             0,
             handle.bytes,
-            uuid.uuid4().bytes,
+            new_id(),
             True,
             contract_def.service_contract_id,
             group,
@@ -263,36 +277,47 @@ class Transaction:
             handles = list(handle_or_handles)
             if not handles:
                 raise ConversationError("SEND needs at least one conversation handle")
-        where = ", ".join(str(h) for h in handles)
         mt = self._catalog.message_type(message_type)
         if mt.name in SYSTEM_MESSAGE_TYPES:
             raise MessageValidationError(
-                f"SEND on {where}: system message type {mt.name!r} cannot be sent"
+                f"SEND on {_names(handles)}: system message type {mt.name!r} cannot be sent"
             )
-        data = coerce_body(body, where=where)
-        validate_body(mt.validation, data, message_type_name=mt.name)
+        data = body if type(body) is bytes else coerce_body(body, where=_names(handles))
+        if mt.validation != "NONE":
+            validate_body(mt.validation, data, message_type_name=mt.name)
         now = self._broker.clock.now()
         rows = [self._endpoint(h, "SEND") for h in handles]
         for row in rows:
-            h = uuid.UUID(bytes=row.conversation_handle)
-            contract = self._catalog.contracts_by_id[row.service_contract_id]
-            if not contract.allows(mt.message_type_id, initiator=row.is_initiator):
-                side = "initiator" if row.is_initiator else "target"
-                raise MessageValidationError(
-                    f"SEND on conversation {h}: message type {mt.name!r} is not sent by the {side} "
-                    f"in contract {contract.name!r}"
+            state = row.state
+            if (
+                state != "CO"
+                or row.lifetime <= now
+                or not self._catalog.contracts_by_id[row.service_contract_id].allows(
+                    mt.message_type_id, initiator=row.is_initiator
                 )
-            after_send(row.state, h)
-            if row.lifetime <= now:
-                raise ConversationError(f"SEND on conversation {h}: its LIFETIME has expired")
+            ):
+                self._refuse_send(row, mt.message_type_id, mt.name, now)
+        ops = self._ops
         for row in rows:
-            row.state = after_send(row.state, row.conversation_handle)
+            row.state = "CO"
             seq = row.send_sequence
-            row.send_sequence += 1
-            out = Outgoing(
-                mt.message_type_id, mt.name, mt.validation_code, data, uuid.uuid4().bytes, seq
+            row.send_sequence = seq + 1
+            out = Outgoing(mt.message_type_id, mt.name, mt.validation_code, data, new_id(), seq)
+            ops.append(("send", row.conversation_handle, out))
+
+    def _refuse_send(self, row: EndpointRow, mt_id: int, mt_name: str, now: float) -> None:
+        """Raise the error for a SEND the fast path did not accept (or return if it is fine)."""
+        h = uuid.UUID(bytes=row.conversation_handle)
+        contract = self._catalog.contracts_by_id[row.service_contract_id]
+        if not contract.allows(mt_id, initiator=row.is_initiator):
+            side = "initiator" if row.is_initiator else "target"
+            raise MessageValidationError(
+                f"SEND on conversation {h}: message type {mt_name!r} is not sent by the {side} "
+                f"in contract {contract.name!r}"
             )
-            self._ops.append(("send", row.conversation_handle, out))
+        after_send(row.state, h)
+        if row.lifetime <= now:
+            raise ConversationError(f"SEND on conversation {h}: its LIFETIME has expired")
 
     def end_conversation(
         self,

@@ -10,6 +10,7 @@ messages by polling every :attr:`SqliteStorage.poll_interval` seconds (0.05 by d
 
 from __future__ import annotations
 
+import json
 import sqlite3
 import threading
 from collections.abc import Iterable, Sequence
@@ -239,9 +240,9 @@ class SqliteConnection:
         """Ready messages of a group in RECEIVE order (PRI-12, SYS-2), at most ``limit``."""
         return self._all("group_messages", (group_id, limit))
 
-    def conversation_messages(self, handle: bytes, limit: int) -> list[MessageRow]:
-        """Ready messages of one conversation in RECEIVE order, at most ``limit``."""
-        return self._all("conversation_messages", (handle, limit))
+    def conversation_messages(self, group_id: bytes, handle: bytes, limit: int) -> list[MessageRow]:
+        """Ready messages of one conversation (in group ``group_id``) in RECEIVE order."""
+        return self._all("conversation_messages", (group_id, handle, limit))
 
     def peek(self, queue_id: int, limit: int) -> list[MessageRow]:
         """Every row of a queue (any status), at most ``limit``."""
@@ -261,21 +262,22 @@ class SqliteConnection:
 
     def finish_received(self, queuing_orders: Iterable[int], *, retain: bool) -> None:
         """Delete received messages, or mark them status 0 when the queue retains (RCV-3)."""
-        self._conn.executemany(
-            _Q["retain_message" if retain else "delete_message"], ((q,) for q in queuing_orders)
-        )
+        orders = list(queuing_orders)
+        query = _Q["retain_received" if retain else "delete_received"]
+        for start in range(0, len(orders), 10_000):
+            self._conn.execute(query, (json.dumps(orders[start : start + 10_000]),))
 
-    def delete_conversation_messages(self, handle: bytes) -> None:
+    def delete_conversation_messages(self, group_id: bytes, handle: bytes) -> None:
         """Delete every queue row of a conversation endpoint (END CONVERSATION)."""
-        self._conn.execute(_Q["delete_conversation_messages"], (handle,))
+        self._conn.execute(_Q["delete_conversation_messages"], (group_id, handle))
 
     def delete_queue_messages(self, queue_id: int) -> None:
         """Delete every row of a queue (DROP QUEUE)."""
         self._conn.execute(_Q["delete_queue_messages"], (queue_id,))
 
-    def move_conversation_messages(self, handle: bytes, group_id: bytes) -> None:
-        """Move a conversation's queue rows to another group (DLG-7)."""
-        self._conn.execute(_Q["move_conversation_messages"], (group_id, handle))
+    def move_conversation_messages(self, handle: bytes, old_group: bytes, group_id: bytes) -> None:
+        """Move a conversation's queue rows from ``old_group`` to ``group_id`` (DLG-7)."""
+        self._conn.execute(_Q["move_conversation_messages"], (group_id, old_group, handle))
 
     # -- transmission queue --------------------------------------------------------------
     def insert_transmission(self, row: tuple[Any, ...]) -> None:

@@ -183,7 +183,7 @@ SELECT status, priority, queuing_order, conversation_group_id, conversation_hand
        message_sequence_number, service_id, service_contract_id, message_type_id, validation,
        message_body, message_id, queue_id
 FROM queue_messages
-WHERE conversation_handle = ? AND status = 1
+WHERE conversation_group_id = ? AND conversation_handle = ? AND status = 1
 ORDER BY rank, message_sequence_number
 LIMIT ?;
 
@@ -209,17 +209,18 @@ SELECT EXISTS (SELECT 1 FROM queue_messages WHERE queue_id = ? AND status = 1);
 -- name: queue_counts
 SELECT queue_id, status, count(*) FROM queue_messages GROUP BY queue_id, status;
 
--- name: delete_message
-DELETE FROM queue_messages WHERE queuing_order = ?;
+-- name: delete_received
+DELETE FROM queue_messages WHERE queuing_order IN (SELECT value FROM json_each(?));
 
--- name: retain_message
-UPDATE queue_messages SET status = 0 WHERE queuing_order = ?;
+-- name: retain_received
+UPDATE queue_messages SET status = 0 WHERE queuing_order IN (SELECT value FROM json_each(?));
 
 -- name: delete_conversation_messages
-DELETE FROM queue_messages WHERE conversation_handle = ?;
+DELETE FROM queue_messages WHERE conversation_group_id = ? AND conversation_handle = ?;
 
 -- name: move_conversation_messages
-UPDATE queue_messages SET conversation_group_id = ? WHERE conversation_handle = ?;
+UPDATE queue_messages SET conversation_group_id = ?
+WHERE conversation_group_id = ? AND conversation_handle = ?;
 
 -- name: insert_transmission
 INSERT INTO transmission_queue (conversation_handle, conversation_id, is_initiator,

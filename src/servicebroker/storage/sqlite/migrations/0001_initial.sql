@@ -102,7 +102,6 @@ CREATE INDEX queue_messages_ready ON queue_messages (queue_id, status, priority 
 -- Messages of one group in RECEIVE order.
 CREATE INDEX queue_messages_group ON queue_messages
     (conversation_group_id, status, priority DESC, conversation_order, rank, message_sequence_number);
-CREATE INDEX queue_messages_conversation ON queue_messages (conversation_handle);
 
 -- Messages that could not be put on their target queue yet (QUE-3: queue OFF; target service
 -- not created yet), in send order.
