@@ -30,6 +30,9 @@ __all__ = ["Broker"]
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")
+BACKGROUND_POLL = 0.25
+"""Real seconds between the background thread's looks at the database for work that other
+processes made due (messages to activate for, timers they set)."""
 POISON_ROLLBACKS = 5
 """POI-1: consecutive rollbacks of receiving transactions that disable a queue."""
 
@@ -145,11 +148,13 @@ class Broker:
             try:
                 now = self.clock.now()
                 self.timer.run_due(now)
+                # messages committed by other processes wake no one here: look for them (ACT-4a)
+                self.activation.check()
                 wake = self.timer.next_wakeup(now)
             except Exception:
                 log.exception("broker background step failed")
                 wake = self.clock.now() + TICK_SECONDS
-            real = min(self.clock.max_real_wait(wake - self.clock.now()), 1.0)
+            real = min(self.clock.max_real_wait(wake - self.clock.now()), BACKGROUND_POLL)
             with self._cond:
                 if not self._stopping:
                     self._cond.wait(max(real, 0.001))
@@ -347,6 +352,21 @@ class Broker:
             q = snap.queue(queue)
             rows = conn.peek(q.queue_id, -1 if top is None else top)
             return to_messages(snap, rows, q.name)
+        finally:
+            self._storage.release(conn)
+
+    def peek_after(self, queue: str, after: int, *, top: int) -> list[Message]:
+        """Messages of ``queue`` with ``queuing_order > after``, in queuing order, at most
+        ``top``: pages through a queue without loading it whole (the Spark reader uses it).
+
+        Raises:
+            CatalogError: unknown queue.
+        """
+        conn = self._storage.connect()
+        try:
+            snap = self._catalog_for(conn)
+            q = snap.queue(queue)
+            return to_messages(snap, conn.peek_after(q.queue_id, after, top), q.name)
         finally:
             self._storage.release(conn)
 

@@ -462,6 +462,13 @@ class Transaction:
         self._check_active()
         return self._conn.execute_app(sql, params)
 
+    def executemany(
+        self, sql: str, seq_of_params: Iterable[Sequence[Any] | dict[str, Any]]
+    ) -> None:
+        """Run one application statement for each parameter set, in this transaction."""
+        self._check_active()
+        self._conn.executemany_app(sql, seq_of_params)
+
     # -- end of the transaction ----------------------------------------------------------
     def commit(self) -> None:
         """Write everything and release the group locks.

@@ -225,6 +225,14 @@ class Views:
             )
         return out
 
+    def transmission_queue_count(self) -> int:
+        """How many messages wait in the transmission queue (without reading them)."""
+        conn = self._read()
+        try:
+            return conn.transmission_count()
+        finally:
+            self._broker._storage.release(conn)
+
     def service_queues(self) -> list[ServiceQueueRow]:
         """Every queue and its settings (QUE-1)."""
         conn = self._read()

@@ -81,6 +81,13 @@ class SqliteConnection:
         self.begin_write()
         return self._conn.execute(sql, params).fetchall()
 
+    def executemany_app(
+        self, sql: str, seq_of_params: Iterable[Sequence[Any] | dict[str, Any]]
+    ) -> None:
+        """Run the application's statement once per parameter set, in the write transaction."""
+        self.begin_write()
+        self._conn.executemany(sql, seq_of_params)
+
     def close(self) -> None:
         """Release locks and close the SQLite connection."""
         self.release_locks()
@@ -287,6 +294,10 @@ class SqliteConnection:
     def transmission_pending(self, limit: int) -> list[TransmissionRow]:
         """The oldest ``limit`` transmission-queue rows in send order."""
         return self._all("transmission_pending", (limit,))
+
+    def transmission_count(self) -> int:
+        """How many rows the transmission queue holds."""
+        return int(self._one("transmission_count") or 0)
 
     def transmission_exists(self) -> bool:
         """True when the transmission queue holds anything."""

@@ -256,3 +256,6 @@ SELECT conversation_handle, to_service_name, from_service_name, service_contract
        enqueue_time, message_sequence_number, message_type_id, arrival, message_body,
        transmission_status, priority
 FROM transmission_queue ORDER BY priority DESC, transmission_id;
+
+-- name: transmission_count
+SELECT count(*) FROM transmission_queue;

