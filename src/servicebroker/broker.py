@@ -25,11 +25,15 @@ from .storage import open_storage
 from .storage.base import Storage, StorageConnection
 from .timer import TICK_SECONDS, BrokerTimer
 from .transaction import Transaction
+from .waiting import LOCKS, Notifier
 
 __all__ = ["Broker"]
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")
+WAIT_SAFETY = 1.0
+"""Real seconds a waiting statement sleeps at most before it looks again on its own (a safety
+net: wake-ups and the poller normally come first)."""
 BACKGROUND_POLL = 0.25
 """Real seconds between the background thread's looks at the database for work that other
 processes made due (messages to activate for, timers they set)."""
@@ -52,8 +56,8 @@ class Broker:
         self.lock_timeout = float(lock_timeout)
         self._catalog_lock = threading.Lock()
         self._catalog: CatalogSnapshot | None = None
-        self._cond = threading.Condition()
-        self._generation = 0
+        self._cond = threading.Condition()  # wakes the background thread
+        self._notifier = Notifier(storage.watch_changes(), storage.poll_interval)
         self._stopping = False
         self._closed = False
         self._dropped_queue_names: set[str] = set()
@@ -111,6 +115,7 @@ class Broker:
         self.stop()
         self._closed = True
         self.clock.unsubscribe(self._on_clock)
+        self._notifier.close()
         self._storage.close()
 
     def start(self) -> None:
@@ -397,10 +402,12 @@ class Broker:
         return moved
 
     # -- waiting and events --------------------------------------------------------------
-    def _notify(self) -> None:
-        with self._cond:
-            self._generation += 1
-            self._cond.notify_all()
+    def _notify(self, keys: set[int] | None = None) -> None:
+        """Wake waiting statements: those of ``keys`` (queue ids, :data:`LOCKS`), or all."""
+        self._notifier.notify(keys)
+        if keys is None:
+            with self._cond:
+                self._cond.notify_all()
 
     def _wait_for(
         self,
@@ -410,13 +417,14 @@ class Broker:
         queue_id: int | None = None,
     ) -> T | None:
         """Call ``attempt`` until it returns a value, the broker-clock ``deadline`` passes
-        (None: never) or the broker stops; waits between tries on in-process notifications,
-        and at most the storage's poll interval for other processes."""
+        (None: never) or the broker stops. Between tries it sleeps until woken: by a commit
+        touching ``queue_id`` (or releasing locks, when ``queue_id`` is None), by a clock move,
+        or by the poller seeing another process's commit."""
+        key = LOCKS if queue_id is None else queue_id
         counted = False
         try:
             while True:
-                with self._cond:
-                    generation = self._generation
+                seen = self._notifier.generation(key)
                 result = attempt()
                 if result is not None:
                     return result
@@ -426,28 +434,30 @@ class Broker:
                 if queue_id is not None and not counted:
                     self.activation.waiting(queue_id, +1)
                     counted = True
-                real = self._storage.poll_interval
+                real = WAIT_SAFETY
                 if deadline is not None:
                     real = min(real, self.clock.max_real_wait(deadline - now))
-                with self._cond:
-                    if self._generation == generation:
-                        self._cond.wait(max(real, 0.0005))
+                self._notifier.wait(key, seen, max(real, 0.0005))
         finally:
             if counted and queue_id is not None:
                 self.activation.waiting(queue_id, -1)
 
-    def _after_commit(self, woken_queues: set[int], received_queues: set[int]) -> None:
-        if woken_queues or received_queues:
-            self._notify()
+    def _after_commit(self, woken_queues: set[int], locked_queues: set[int]) -> None:
+        """After a commit: wake waiters of queues that got messages or had groups unlocked,
+        and lock waiters; let the monitors of queues that got messages decide (ACT-4a)."""
+        if woken_queues or locked_queues:
+            self._notify(woken_queues | locked_queues | {LOCKS})
         if woken_queues and self.activation.enabled:
             self.activation.check(woken_queues)
 
-    def _after_rollback(self, received_queues: set[int]) -> None:
-        if not received_queues:
-            return
-        self._count_rollbacks(received_queues)
-        self._notify()
-        if self.activation.enabled:
+    def _after_rollback(self, received_queues: set[int], locked_queues: set[int]) -> None:
+        """After a rollback: received messages are back (RCV-3), count it (POI-1), wake
+        waiters, re-evaluate activation (ACT-4c)."""
+        if received_queues:
+            self._count_rollbacks(received_queues)
+        if received_queues or locked_queues:
+            self._notify(received_queues | locked_queues | {LOCKS})
+        if received_queues and self.activation.enabled:
             self.activation.check(received_queues)
 
     def _count_rollbacks(self, queue_ids: set[int]) -> None:

@@ -74,6 +74,7 @@ class Applier:
         self._sides: dict[tuple[bytes, bool], bytes | None] = {}
         self._dirty: dict[bytes, EndpointRow] = {}
         self._pending: list[QueueInsert] = []
+        self._pending_handles: set[bytes] = set()
         self._tq_any: bool | None = None
         self._routes: dict[bytes, EndpointRow] = {}
         self.woken_queues: set[int] = set()
@@ -110,11 +111,13 @@ class Applier:
         self._sides[(row.conversation_id, row.is_initiator)] = row.conversation_handle
         return row
 
-    def flush_messages(self) -> None:
-        """Write the queued inserts (before any statement that deletes or moves rows)."""
-        if self._pending:
+    def flush_messages(self, handle: bytes | None = None) -> None:
+        """Write the queued inserts: all of them, or only if some are for ``handle`` (before a
+        statement that deletes or moves that conversation's rows)."""
+        if self._pending and (handle is None or handle in self._pending_handles):
             self.conn.insert_messages(self._pending)
             self._pending = []
+            self._pending_handles.clear()
 
     def finish(self) -> None:
         """Write pending messages and changed endpoints."""
@@ -133,6 +136,7 @@ class Applier:
             row = self._rows[handle]
             assert row is not None
             row.send_sequence = out.sequence + 1
+            self._pending_handles.add(far.conversation_handle)
             self._pending.append(
                 (
                     far.queue_id,
@@ -172,7 +176,7 @@ class Applier:
         if row is None:
             return
         new_state, action = after_local_end(row.state, mode, uuid.UUID(bytes=handle))
-        self.flush_messages()
+        self.flush_messages(handle)
         self.conn.delete_conversation_messages(row.conversation_group_id, handle)
         if mode is not EndMode.PLAIN:
             self.conn.delete_transmission_of_endpoint(row.conversation_id, row.is_initiator)
@@ -208,7 +212,7 @@ class Applier:
         row = self.endpoint(handle)
         if row is None:
             return
-        self.flush_messages()
+        self.flush_messages(handle)
         self.conn.move_conversation_messages(handle, row.conversation_group_id, group_id)
         row.conversation_group_id = group_id
         self.touch(row)
@@ -314,6 +318,7 @@ class Applier:
         return None
 
     def _enqueue(self, row: EndpointRow, out: Outgoing, status: int = 1) -> None:
+        self._pending_handles.add(row.conversation_handle)
         self._pending.append(
             (
                 row.queue_id,
@@ -382,7 +387,7 @@ class Applier:
         return Outgoing(mt.message_type_id, name, mt.validation_code, body, new_id(), sequence)
 
     def _delete_endpoint(self, row: EndpointRow) -> None:
-        self.flush_messages()
+        self.flush_messages(row.conversation_handle)
         self.conn.delete_conversation_messages(row.conversation_group_id, row.conversation_handle)
         self.conn.delete_endpoint(row.endpoint_id)
         self._rows[row.conversation_handle] = None

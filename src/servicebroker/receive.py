@@ -181,7 +181,9 @@ def receive(
             _live_queue(tx, queue_name, statement)
             for _ in range(8):
                 held = conn.held_groups()
-                group = conn.lock_next_group(queue.queue_id, tx._received_set)
+                group = conn.lock_next_group(
+                    queue.queue_id, tx._received_set, known_locked=tx._known_locked()
+                )
                 if group is None:
                     return None
                 fetch = -1 if limit < 0 else limit + len(tx._received_set)
@@ -195,6 +197,7 @@ def receive(
 
         attempt = next_group
 
+    tx._locked_queues.add(queue.queue_id)
     rows = broker._wait_for(attempt, deadline, queue_id=queue.queue_id)
     if rows is None:
         if conversation_handle is None and conversation_group_id is None:
@@ -216,8 +219,11 @@ def get_conversation_group(
 
     def attempt() -> bytes | None:
         _live_queue(tx, queue_name, statement)
-        return conn.lock_next_group(queue.queue_id, tx._received_set, exclude_held=True)
+        return conn.lock_next_group(
+            queue.queue_id, tx._received_set, exclude_held=True, known_locked=tx._known_locked()
+        )
 
+    tx._locked_queues.add(queue.queue_id)
     group = tx._broker._wait_for(attempt, deadline, queue_id=queue.queue_id)
     if group is None:
         tx._broker._note_empty_receive(queue.queue_id)

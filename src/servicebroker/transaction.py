@@ -29,6 +29,7 @@ from .errors import (
 )
 from .messages import Message, coerce_body, fast_uuid, new_id, validate_body
 from .storage.base import EndpointRow
+from .waiting import LOCKS
 
 if TYPE_CHECKING:
     from .broker import Broker
@@ -87,6 +88,9 @@ class Transaction:
         self._ops: list[tuple[Any, ...]] = []
         self._received: dict[int, list[int]] = {}
         self._received_set: set[int] = set()
+        self._locked_queues: set[int] = set()
+        self._locked_elsewhere: set[bytes] = set()
+        self._locked_elsewhere_seen: tuple[int, int] | None = None
         self._active = True
 
     # -- context manager -----------------------------------------------------------------
@@ -116,8 +120,9 @@ class Transaction:
         return self._catalog
 
     # -- locks ---------------------------------------------------------------------------
-    def _lock_group(self, group_id: bytes, what: str) -> None:
+    def _lock_group(self, group_id: bytes, what: str, queue_id: int) -> None:
         conn = self._conn
+        self._locked_queues.add(queue_id)
         if conn.try_lock_group(group_id):
             return
         clock = self._broker.clock
@@ -151,7 +156,9 @@ class Transaction:
             row = self._conn.get_endpoint(key)
             if row is None or row.state == "CD":
                 raise ConversationError(f"{statement}: conversation handle {h} does not exist")
-            self._lock_group(row.conversation_group_id, f"{statement} on conversation {h}")
+            self._lock_group(
+                row.conversation_group_id, f"{statement} on conversation {h}", row.queue_id
+            )
             fresh = self._conn.get_endpoint(key)
             if fresh is not None and fresh.conversation_group_id == row.conversation_group_id:
                 self._endpoints[key] = fresh
@@ -218,7 +225,7 @@ class Transaction:
                 )
         elif related_conversation_group is not None:
             group = to_handle(related_conversation_group, "RELATED_CONVERSATION_GROUP").bytes
-            self._lock_group(group, "BEGIN DIALOG")
+            self._lock_group(group, "BEGIN DIALOG", service.queue_id)
             queue_id = self._group_queue(group)
             if queue_id is None:
                 self._new_groups[group] = service.queue_id
@@ -230,7 +237,7 @@ class Transaction:
         else:
             group = new_id()
             self._new_groups[group] = service.queue_id
-        self._lock_group(group, "BEGIN DIALOG")
+        self._lock_group(group, "BEGIN DIALOG", service.queue_id)
         handle = fast_uuid(new_id())
         row = EndpointRow(
             0,
@@ -401,7 +408,7 @@ class Transaction:
                 f"MOVE CONVERSATION: group {uuid.UUID(bytes=target)} is on another queue than conversation "
                 f"{to_handle(handle)}"
             )
-        self._lock_group(target, "MOVE CONVERSATION")
+        self._lock_group(target, "MOVE CONVERSATION", row.queue_id)
         row.conversation_group_id = target
         self._ops.append(("move", row.conversation_handle, target))
 
@@ -495,7 +502,7 @@ class Transaction:
             self._end(rolled_back=True)
             raise
         self._end(rolled_back=False)
-        self._broker._after_commit(woken, set(self._received))
+        self._broker._after_commit(woken, self._locked_queues)
 
     def _apply(self, applier: Applier) -> None:
         for op in self._ops:
@@ -528,9 +535,18 @@ class Transaction:
             conn.release_locks()
             self._broker._storage.release(conn)
         if rolled_back:
-            self._broker._after_rollback(set(self._received))
+            self._broker._after_rollback(set(self._received), self._locked_queues)
 
     # -- used by receive -----------------------------------------------------------------
+    def _known_locked(self) -> set[bytes]:
+        """Groups this transaction found locked by others, forgotten whenever some transaction
+        releases locks (so a RECEIVE does not knock on the same locked groups again)."""
+        seen = self._broker._notifier.generation(LOCKS)
+        if seen != self._locked_elsewhere_seen:
+            self._locked_elsewhere_seen = seen
+            self._locked_elsewhere.clear()
+        return self._locked_elsewhere
+
     def _record_received(self, queue_id: int, orders: list[int]) -> None:
         self._received.setdefault(queue_id, []).extend(orders)
         self._received_set.update(orders)

@@ -48,7 +48,8 @@ from .procedures import (
 __all__ = ["DemoResult", "run_demo"]
 
 YEAR_START = datetime(2013, 1, 1, tzinfo=UTC).timestamp()
-READERS_PER_QUEUE = 2
+AIRPORT_READERS = 2
+CARRIER_READERS = 1
 
 
 @dataclass(frozen=True)
@@ -109,7 +110,7 @@ def _setup_catalog(broker: Broker, flights: Any, state: DemoState) -> tuple[list
             f"airport_{code}",
             activation=Activation(
                 functools.partial(airport_procedure, state=state),
-                max_queue_readers=READERS_PER_QUEUE,
+                max_queue_readers=AIRPORT_READERS,
             ),
         )
         broker.create_service(airport_service(code), queue=f"airport_{code}")
@@ -118,7 +119,7 @@ def _setup_catalog(broker: Broker, flights: Any, state: DemoState) -> tuple[list
             f"carrier_{code}",
             activation=Activation(
                 functools.partial(carrier_procedure, state=state),
-                max_queue_readers=READERS_PER_QUEUE,
+                max_queue_readers=CARRIER_READERS,
             ),
         )
         broker.create_service(
@@ -253,7 +254,7 @@ def _quiet(
                 progress.update(
                     task, completed=c.execute("SELECT count(*) FROM flight_results").fetchone()[0]
                 )
-        time.sleep(0.05)
+        time.sleep(0.2)
 
 
 def run_demo(

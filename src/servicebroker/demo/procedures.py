@@ -35,7 +35,7 @@ FLIGHT_STATUS = "//flights/FlightStatus"
 ARRIVAL_GRACE = 2 * 3600.0
 """A departed flight whose Arrived has not come by scheduled arrival + 2 h is flagged."""
 
-GROUPS_PER_TRANSACTION = 200
+GROUPS_PER_TRANSACTION = 100
 READER_WAIT = 5.0
 """Seconds (broker clock) an activated procedure waits in RECEIVE before it exits (ACT-9)."""
 

@@ -9,7 +9,7 @@ natively by each backend).
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol
 
@@ -159,7 +159,12 @@ class StorageConnection(Protocol):
     def unlock_group(self, group_id: bytes) -> None: ...
     def group_locked_elsewhere(self, group_id: bytes) -> bool: ...
     def lock_next_group(
-        self, queue_id: int, skip: set[int], *, exclude_held: bool = False
+        self,
+        queue_id: int,
+        skip: set[int],
+        *,
+        exclude_held: bool = False,
+        known_locked: set[bytes] | None = None,
     ) -> bytes | None: ...
     def release_locks(self) -> None: ...
 
@@ -171,5 +176,6 @@ class Storage(Protocol):
     poll_interval: float
 
     def connect(self) -> StorageConnection: ...
+    def watch_changes(self) -> Callable[[], bool]: ...
     def release(self, conn: StorageConnection) -> None: ...
     def close(self) -> None: ...

@@ -13,7 +13,8 @@ from __future__ import annotations
 import json
 import sqlite3
 import threading
-from collections.abc import Iterable, Sequence
+import time
+from collections.abc import Callable, Iterable, Sequence
 from importlib import resources
 from typing import Any
 
@@ -43,10 +44,21 @@ class SqliteConnection:
     """One broker transaction's SQLite connection and its group locks (see
     :class:`servicebroker.storage.base.StorageConnection` for the contract)."""
 
-    def __init__(self, conn: sqlite3.Connection, lock_path: str, poll_interval: float) -> None:
+    def __init__(
+        self,
+        conn: sqlite3.Connection,
+        lock_path: str,
+        poll_interval: float,
+        writer: threading.Lock,
+        busy_timeout: float,
+        commits: list[int],
+    ) -> None:
         self._conn = conn
         self._locks = GroupLocks(lock_path)
         self._in_write = False
+        self._writer = writer
+        self._busy_timeout = busy_timeout
+        self._commits = commits
         self.poll_interval = poll_interval
 
     # -- transaction control -------------------------------------------------------------
@@ -56,23 +68,51 @@ class SqliteConnection:
         return self._in_write
 
     def begin_write(self) -> None:
-        """Start the write transaction (``BEGIN IMMEDIATE``: takes SQLite's single write lock,
-        waiting up to the busy time-out)."""
-        if not self._in_write:
+        """Start the write transaction (``BEGIN IMMEDIATE``: takes SQLite's single write lock).
+
+        Threads of this process first queue on an in-process lock, handed over at once when the
+        writer before them ends; only other processes are waited for with SQLite's busy handler
+        (up to the busy time-out), whose growing sleeps would otherwise leave the lock idle.
+
+        Raises:
+            StorageError: the write lock was not had within the busy time-out.
+        """
+        if self._in_write:
+            return
+        if not self._writer.acquire(timeout=self._busy_timeout):
+            raise StorageError(
+                f"no write lock on the database within {self._busy_timeout:g} s (another "
+                f"transaction of this process holds it)"
+            )
+        try:
             self._conn.execute("BEGIN IMMEDIATE")
-            self._in_write = True
+        except BaseException:
+            self._writer.release()
+            raise
+        self._in_write = True
 
     def commit(self) -> None:
         """Commit the write transaction, if any."""
         if self._in_write:
-            self._in_write = False
-            self._conn.execute("COMMIT")
+            try:
+                self._conn.execute("COMMIT")
+                self._commits[0] += 1
+            except BaseException:
+                if self._conn.in_transaction:
+                    self._conn.execute("ROLLBACK")
+                raise
+            finally:
+                self._in_write = False
+                self._writer.release()
 
     def rollback(self) -> None:
         """Roll the write transaction back, if any."""
         if self._in_write:
-            self._in_write = False
-            self._conn.execute("ROLLBACK")
+            try:
+                self._conn.execute("ROLLBACK")
+            finally:
+                self._in_write = False
+                self._writer.release()
 
     def execute_app(
         self, sql: str, params: Sequence[Any] | dict[str, Any]
@@ -350,21 +390,35 @@ class SqliteConnection:
         return self._locks.is_locked_elsewhere(group_id)
 
     def lock_next_group(
-        self, queue_id: int, skip: set[int], *, exclude_held: bool = False
+        self,
+        queue_id: int,
+        skip: set[int],
+        *,
+        exclude_held: bool = False,
+        known_locked: set[bytes] | None = None,
     ) -> bytes | None:
         """Lock the highest-priority group of the queue that has a ready message not in
         ``skip`` (queuing orders this transaction already received) and is not locked by
         another transaction; a group this transaction holds qualifies (RCV-2, PRI-12, PRI-13)
-        unless ``exclude_held`` (GET CONVERSATION GROUP, RCV-5). Returns the group id, or None."""
-        cur = self._conn.execute(_Q["candidate_groups"], (queue_id,))
-        tried: set[bytes] = set(self._locks.held) if exclude_held else set()
+        unless ``exclude_held`` (GET CONVERSATION GROUP, RCV-5). Groups found locked by others are
+        added to ``known_locked`` and skipped without asking again. Returns the group id, or None."""
+        if skip:
+            cur = self._conn.execute(
+                _Q["candidate_groups_skipping"], (queue_id, json.dumps(list(skip)))
+            )
+        else:
+            cur = self._conn.execute(_Q["candidate_groups"], (queue_id,))
+        locked = known_locked if known_locked is not None else set()
+        held = self._locks.held
         try:
-            for group_id, queuing_order in cur:
-                if queuing_order in skip or group_id in tried:
+            for group_id, _order in cur:
+                if group_id in locked:
+                    continue
+                if exclude_held and group_id in held:
                     continue
                 if self._locks.try_lock(group_id):
                     return bytes(group_id)
-                tried.add(group_id)
+                locked.add(group_id)
             return None
         finally:
             cur.close()
@@ -407,7 +461,10 @@ class SqliteStorage:
         self.poll_interval = poll_interval
         self._synchronous = synchronous
         self._busy_timeout = busy_timeout
+        self._writer = threading.Lock()
+        self.commits = [0]
         self._idle: list[SqliteConnection] = []
+        self._watchers: list[sqlite3.Connection] = []
         self._pool_lock = threading.Lock()
         self._closed = False
         self._migrate()
@@ -420,11 +477,13 @@ class SqliteStorage:
                 isolation_level=None,
                 check_same_thread=False,
             )
+            conn.execute("PRAGMA journal_mode=WAL")
+            conn.execute(f"PRAGMA synchronous={self._synchronous}")
+            conn.execute("PRAGMA foreign_keys=ON")
         except sqlite3.Error as exc:
-            raise StorageError(f"cannot open SQLite database {self.path!r}: {exc}") from exc
-        conn.execute("PRAGMA journal_mode=WAL")
-        conn.execute(f"PRAGMA synchronous={self._synchronous}")
-        conn.execute("PRAGMA foreign_keys=ON")
+            raise StorageError(
+                f"{self.path!r} is not a usable servicebroker database: {exc}"
+            ) from exc
         return conn
 
     def _migrate(self) -> None:
@@ -469,6 +528,45 @@ class SqliteStorage:
         finally:
             conn.close()
 
+    def watch_changes(self) -> Callable[[], bool]:
+        """A function telling whether another process (probably) committed since its last call.
+
+        It reads SQLite's ``PRAGMA data_version`` on a connection of its own. A change while this
+        storage committed nothing itself is another process's: True. A change while this process
+        committed too is ambiguous (its own commits already woke the right waiters): True at most
+        once per 10 poll intervals, so another process's messages are still seen within that.
+        Used by one poller thread.
+        """
+        conn = self._raw()
+        lock = threading.Lock()
+        state = {
+            "version": conn.execute("PRAGMA data_version").fetchone()[0],
+            "own": self.commits[0],
+        }
+        last_ambiguous = [time.monotonic()]
+        self._watchers.append(conn)
+
+        def changed() -> bool:
+            with lock:
+                if self._closed:
+                    return False
+                own = self.commits[0]
+                version = conn.execute("PRAGMA data_version").fetchone()[0]
+                moved = version != state["version"]
+                ours = own != state["own"]
+                state["version"], state["own"] = version, own
+                if not moved:
+                    return False
+                if not ours:
+                    return True
+                now = time.monotonic()
+                if now - last_ambiguous[0] >= 10 * self.poll_interval:
+                    last_ambiguous[0] = now
+                    return True
+                return False
+
+        return changed
+
     def connect(self) -> SqliteConnection:
         """A connection from the pool (or a new one)."""
         with self._pool_lock:
@@ -476,7 +574,14 @@ class SqliteStorage:
                 raise StorageError(f"the storage {self.url} is closed")
             if self._idle:
                 return self._idle.pop()
-        return SqliteConnection(self._raw(), self.lock_path, self.poll_interval)
+        return SqliteConnection(
+            self._raw(),
+            self.lock_path,
+            self.poll_interval,
+            self._writer,
+            self._busy_timeout,
+            self.commits,
+        )
 
     def release(self, conn: Any) -> None:
         """Return a connection to the pool after rolling back and releasing its locks."""
@@ -496,3 +601,5 @@ class SqliteStorage:
             idle, self._idle = self._idle, []
         for conn in idle:
             conn.close()
+        for watcher in self._watchers:
+            watcher.close()

@@ -169,6 +169,12 @@ SELECT conversation_group_id, queuing_order FROM queue_messages
 WHERE queue_id = ? AND status = 1
 ORDER BY priority DESC, queuing_order;
 
+-- name: candidate_groups_skipping
+SELECT conversation_group_id, queuing_order FROM queue_messages
+WHERE queue_id = ? AND status = 1
+  AND queuing_order NOT IN (SELECT value FROM json_each(?))
+ORDER BY priority DESC, queuing_order;
+
 -- name: group_messages
 SELECT status, priority, queuing_order, conversation_group_id, conversation_handle,
        message_sequence_number, service_id, service_contract_id, message_type_id, validation,

@@ -1,0 +1,61 @@
+"""Opening storage: URLs, errors, migrations."""
+
+from __future__ import annotations
+
+import sqlite3
+from pathlib import Path
+
+import pytest
+
+from servicebroker import Broker, BrokerError, StorageError
+
+
+def test_sqlite_url_and_plain_path_are_the_same_database(tmp_path: Path) -> None:
+    path = tmp_path / "b.db"
+    with Broker.open(f"sqlite:///{path}") as b:
+        b.create_queue("q")
+    with Broker.open(str(path)) as b:
+        assert "q" in b.catalog.queues
+
+
+@pytest.mark.parametrize(
+    ("url", "message"),
+    [
+        ("", "required"),
+        ("postgresql://localhost/x", "unsupported storage URL scheme 'postgresql'"),
+        ("sqlite://relative.db", "three slashes"),
+        (":memory:", "file path"),
+        ("/no/such/folder/b.db", "does not exist"),
+    ],
+)
+def test_bad_urls_are_named(url: str, message: str) -> None:
+    with pytest.raises(StorageError, match=message):
+        Broker.open(url)
+
+
+def test_unknown_setting(tmp_path: Path) -> None:
+    with pytest.raises(BrokerError, match="unknown broker setting"):
+        Broker.open(str(tmp_path / "b.db"), colour="blue")
+
+
+def test_newer_schema_is_refused(tmp_path: Path) -> None:
+    path = tmp_path / "b.db"
+    Broker.open(str(path)).close()
+    with sqlite3.connect(path) as c:
+        c.execute("INSERT INTO schema_migrations VALUES (999, '0999_future.sql')")
+    with pytest.raises(StorageError, match="schema version 999"):
+        Broker.open(str(path))
+
+
+def test_not_a_database(tmp_path: Path) -> None:
+    path = tmp_path / "junk.db"
+    path.write_bytes(b"this is not sqlite" * 100)
+    with pytest.raises(StorageError, match="not a usable servicebroker database"):
+        Broker.open(str(path))
+
+
+def test_closed_broker_refuses_transactions(tmp_path: Path) -> None:
+    b = Broker.open(str(tmp_path / "b.db"))
+    b.close()
+    with pytest.raises(BrokerError, match="closed"):
+        b.transaction()
