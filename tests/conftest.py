@@ -64,3 +64,28 @@ def pair(broker: Broker) -> Pair:
 
 def in_ci() -> bool:
     return os.environ.get("CI", "").lower() in ("1", "true", "yes")
+
+
+@pytest.fixture(scope="session")
+def spark(tmp_path_factory: pytest.TempPathFactory) -> Iterator[object]:
+    """One local SparkSession for the whole test run, with the servicebroker data source."""
+    import shutil
+
+    problem = None
+    try:
+        import pyspark  # noqa: F401
+    except ImportError as exc:
+        problem = f"PySpark is not installed: {exc}"
+    if problem is None and not (os.environ.get("JAVA_HOME") or shutil.which("java")):
+        problem = "no Java runtime (java on PATH or JAVA_HOME)"
+    if problem is not None:
+        if in_ci():
+            pytest.fail(f"Spark tests must run in CI: {problem}")
+        pytest.skip(problem)
+    from servicebroker.spark import session
+
+    s = session(
+        "local[2]", app_name="servicebroker-tests", temp_dir=str(tmp_path_factory.mktemp("spark"))
+    )
+    yield s
+    s.stop()

@@ -10,7 +10,9 @@ from servicebroker import Activation, ActivationContext, Broker, ManualClock
 from .conftest import Pair, make_pair
 
 
-def test_activation_starts_a_reader_that_drains_the_queue(broker: Broker, clock: ManualClock) -> None:
+def test_activation_starts_a_reader_that_drains_the_queue(
+    broker: Broker, clock: ManualClock
+) -> None:
     # rule ACT-7
     pair = make_pair(broker)
     seen: list[bytes] = []
@@ -35,6 +37,7 @@ def test_activation_starts_a_reader_that_drains_the_queue(broker: Broker, clock:
             h = tx.begin_dialog(pair.initiator, pair.target, contract="C")
             tx.send(h, "Req", f"{i}".encode())
     _until(lambda: len(seen) == 4)
+    # rule ACT-2: the queue with activation ON has a monitor, listed in dm_broker_queue_monitors
     (monitor,) = [m for m in broker.views.dm_broker_queue_monitors() if m.queue_name == pair.tq]
     assert 1 <= monitor.peak_running_tasks <= 3
 
@@ -77,7 +80,7 @@ def test_no_more_readers_than_max_queue_readers(broker: Broker, clock: ManualClo
 
 
 def test_activation_off_starts_nothing(broker: Broker, pair: Pair) -> None:
-    # rule ACT-7 (STATUS = OFF)
+    # rule ACT-7 (STATUS = OFF); rule ACT-2 (a monitor only for queues with activation ON)
     started = []
     broker.alter_queue(pair.tq, activation=Activation(lambda ctx: started.append(1), status=False))
     broker.start()

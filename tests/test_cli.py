@@ -24,18 +24,30 @@ def test_send_peek_receive_status(tmp_path: Path) -> None:
     runner = CliRunner()
     assert runner.invoke(main, ["init", db]).exit_code == 0
     setup(db)
-    sent = runner.invoke(main, ["send", "--url", db, "--from-service", "I", "--to-service", "T", "--body", "hello"])
+    sent = runner.invoke(
+        main, ["send", "--url", db, "--from-service", "I", "--to-service", "T", "--body", "hello"]
+    )
     assert sent.exit_code == 0, sent.output
     handle = sent.output.strip()
     again = runner.invoke(main, ["send", "--url", db, "--conversation", handle, "--body", "again"])
     assert again.exit_code == 0, again.output
     peeked = runner.invoke(main, ["peek", "tq", "--url", db, "--json"])
-    assert [json.loads(line)["message_body"] for line in peeked.output.splitlines()] == ["hello", "again"]
+    assert [json.loads(line)["message_body"] for line in peeked.output.splitlines()] == [
+        "hello",
+        "again",
+    ]
     got = runner.invoke(main, ["receive", "tq", "--url", db, "--json", "--end"])
     assert got.exit_code == 0
-    assert [json.loads(line)["message_body"] for line in got.output.splitlines()] == ["hello", "again"]
+    assert [json.loads(line)["message_body"] for line in got.output.splitlines()] == [
+        "hello",
+        "again",
+    ]
     status = runner.invoke(main, ["status", "--url", db])
-    assert status.exit_code == 0 and "service_queues" in status.output and "conversation_endpoints" in status.output
+    assert (
+        status.exit_code == 0
+        and "service_queues" in status.output
+        and "conversation_endpoints" in status.output
+    )
 
 
 def test_errors_exit_non_zero_with_a_message(tmp_path: Path) -> None:

@@ -325,3 +325,12 @@ def test_retention_keeps_sent_and_received_until_end(broker: Broker) -> None:
         assert tx.receive(p.tq) == []
         tx.end_conversation(m.conversation_handle)
     assert broker.peek(p.tq) == []
+
+
+def test_every_endpoint_has_level_5_without_priorities(broker: Broker, pair: Pair) -> None:
+    # rule PRI-10: with no conversation priority, every endpoint (and so every message) is at 5
+    with broker.transaction() as tx:
+        h = tx.begin_dialog(pair.initiator, pair.target, contract="C")
+        tx.send(h, "Req", b"x")
+    assert {e.priority for e in broker.views.conversation_endpoints()} == {5}
+    assert [m.priority for m in broker.peek(pair.tq)] == [5]

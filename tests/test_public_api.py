@@ -11,10 +11,26 @@ import servicebroker
 
 def test_all_names_the_public_surface() -> None:
     expected = {
-        "Broker", "Transaction", "Message", "Activation", "ActivationContext", "ManualClock",
-        "SystemClock", "Clock", "END_DIALOG", "ERROR", "DIALOG_TIMER", "BrokerError",
-        "CatalogError", "ConversationError", "MessageValidationError", "QueueDisabledError",
-        "LockTimeoutError", "StorageError", "TransactionError", "parse_error_body",
+        "Broker",
+        "Transaction",
+        "Message",
+        "Activation",
+        "ActivationContext",
+        "ManualClock",
+        "SystemClock",
+        "Clock",
+        "END_DIALOG",
+        "ERROR",
+        "DIALOG_TIMER",
+        "BrokerError",
+        "CatalogError",
+        "ConversationError",
+        "MessageValidationError",
+        "QueueDisabledError",
+        "LockTimeoutError",
+        "StorageError",
+        "TransactionError",
+        "parse_error_body",
     }
     assert set(servicebroker.__all__) == expected
     for name in servicebroker.__all__:

@@ -181,6 +181,11 @@ class ActivationService:
         if not self._broker._stopping:
             self.check({queue.queue_id})
 
+    def in_activated_task(self) -> bool:
+        """True when the calling thread runs an activated procedure."""
+        with self._lock:
+            return threading.get_ident() in self._tasks
+
     def join(self, timeout: float) -> None:
         """Wait up to ``timeout`` real seconds for running procedures to return."""
         with self._lock:

@@ -133,8 +133,9 @@ class Broker:
         self.activation.check()
 
     def stop(self, timeout: float = 10.0) -> None:
-        """Stop background work; waiting RECEIVEs return empty so activated procedures can exit;
-        waits up to ``timeout`` real seconds for them."""
+        """Stop background work. RECEIVEs waiting in activated procedures return empty so the
+        procedures exit; waits up to ``timeout`` real seconds for them. Other transactions are
+        not affected."""
         self._stopping = True
         self.activation.enabled = False
         self._notify()
@@ -429,8 +430,10 @@ class Broker:
                 if result is not None:
                     return result
                 now = self.clock.now()
-                if (deadline is not None and now >= deadline) or self._stopping or self._closed:
+                if (deadline is not None and now >= deadline) or self._closed:
                     return None
+                if self._stopping and self.activation.in_activated_task():
+                    return None  # stop(): activated procedures see an empty queue and exit
                 if queue_id is not None and not counted:
                     self.activation.waiting(queue_id, +1)
                     counted = True
@@ -494,6 +497,3 @@ class Broker:
 
     def _note_empty_receive(self, queue_id: int) -> None:
         self.activation.empty_receive(queue_id, self.clock.now())
-
-    def _note_receive(self, queue_id: int) -> None:
-        """A RECEIVE returned messages (ACT-4b); the monitor needs nothing more yet."""

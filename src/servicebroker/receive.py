@@ -204,7 +204,6 @@ def receive(
             broker._note_empty_receive(queue.queue_id)
         return []
     tx._record_received(queue.queue_id, [r[2] for r in rows])
-    broker._note_receive(queue.queue_id)
     return to_messages(tx.catalog, rows, queue.name)
 
 

@@ -264,6 +264,7 @@ def run_demo(
     output: str,
     master: str = "local[2]",
     console: Console | None = None,
+    spark: Any | None = None,
 ) -> DemoResult:
     """Run the flights demo; see the module docstring. Returns whether every count matched.
 
@@ -273,6 +274,7 @@ def run_demo(
         limit: the first ``limit`` flights only (default: the whole year).
         output: folder for the database and the Parquet results.
         master: the Spark master URL.
+        spark: a SparkSession to use (left running); default: one made here and stopped.
 
     Raises:
         BrokerError: ``url`` names an existing file, or the queues never drained.
@@ -300,15 +302,19 @@ def run_demo(
     flights.to_parquet(flights_path, index=False)
     months = sorted(int(m) for m in flights["month"].unique())
 
-    from ..spark import session
+    from ..spark import register, session
 
     console.print(
         f"{len(flights):,} flights, {flights['carrier'].nunique()} carriers, "
         f"{flights['origin'].nunique()} airports, {flights['tailnum'].nunique():,} aircraft; starting Spark ({master})"
     )
-    spark = session(
-        master, app_name="servicebroker-demo", temp_dir=os.path.join(output, "spark-tmp")
-    )
+    own_spark = spark is None
+    if spark is None:
+        spark = session(
+            master, app_name="servicebroker-demo", temp_dir=os.path.join(output, "spark-tmp")
+        )
+    else:
+        register(spark)
     clock = ManualClock(YEAR_START)
     state = DemoState()
     broker = Broker.open(url, clock=clock)
@@ -390,7 +396,8 @@ def run_demo(
         del F
     finally:
         broker.close()
-        spark.stop()
+        if own_spark:
+            spark.stop()
 
     total_flights = len(flights)
     table = Table(title="Per carrier (from the messages, checked against the raw flights)")

@@ -206,10 +206,6 @@ class SqliteConnection:
         ).fetchone()
         return None if row is None else EndpointRow(*row)
 
-    def conversation_states(self, conversation_id: bytes) -> list[str]:
-        """The states of the (one or two) endpoints of a conversation."""
-        return [r[0] for r in self._all("conversation_endpoint_states", (conversation_id,))]
-
     def insert_endpoint(self, row: EndpointRow) -> int:
         """Insert an endpoint; returns its ``endpoint_id``."""
         return int(
@@ -247,10 +243,6 @@ class SqliteConnection:
                 row.endpoint_id,
             ),
         )
-
-    def delete_conversation(self, conversation_id: bytes) -> None:
-        """Delete both endpoints of a conversation."""
-        self._conn.execute(_Q["delete_conversation"], (conversation_id,))
 
     def delete_endpoint(self, endpoint_id: int) -> None:
         """Delete one endpoint."""
@@ -380,14 +372,6 @@ class SqliteConnection:
     def unlock_group(self, group_id: bytes) -> None:
         """Release one group this transaction locked but did not use."""
         self._locks.unlock(group_id)
-
-    def holds_group(self, group_id: bytes) -> bool:
-        """True when this transaction holds the group's lock."""
-        return group_id in self._locks.held
-
-    def group_locked_elsewhere(self, group_id: bytes) -> bool:
-        """True when another transaction (any process) holds the group."""
-        return self._locks.is_locked_elsewhere(group_id)
 
     def lock_next_group(
         self,

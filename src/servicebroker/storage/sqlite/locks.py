@@ -72,17 +72,8 @@ class GroupLocks:
         self.held.add(group_id)
         return True
 
-    def is_locked_elsewhere(self, group_id: bytes) -> bool:
-        """True when another transaction holds ``group_id`` (tested by taking and dropping it)."""
-        if group_id in self.held:
-            return False
-        if not self.try_lock(group_id):
-            return True
-        self.unlock(group_id)
-        return False
-
     def unlock(self, group_id: bytes) -> None:
-        """Release one group early (only used by :meth:`is_locked_elsewhere`)."""
+        """Release one group before the transaction ends (a group locked but not used)."""
         if group_id not in self.held or self._fd is None:
             return
         request = _FLOCK.pack(fcntl.F_UNLCK, os.SEEK_SET, _offset(group_id), 1, 0)

@@ -114,9 +114,6 @@ SELECT endpoint_id, conversation_handle, conversation_id, is_initiator, service_
        send_sequence, receive_sequence, priority
 FROM conversation_endpoints WHERE conversation_id = ? AND is_initiator = ?;
 
--- name: conversation_endpoint_states
-SELECT state FROM conversation_endpoints WHERE conversation_id = ?;
-
 -- name: insert_endpoint
 INSERT INTO conversation_endpoints (conversation_handle, conversation_id, is_initiator,
     service_contract_id, conversation_group_id, service_id, queue_id, far_service, lifetime,
@@ -128,9 +125,6 @@ RETURNING endpoint_id;
 UPDATE conversation_endpoints SET conversation_group_id = ?, state = ?, dialog_timer = ?,
     send_sequence = ?, receive_sequence = ?
 WHERE endpoint_id = ?;
-
--- name: delete_conversation
-DELETE FROM conversation_endpoints WHERE conversation_id = ?;
 
 -- name: delete_endpoint
 DELETE FROM conversation_endpoints WHERE endpoint_id = ?;
