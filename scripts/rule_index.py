@@ -17,7 +17,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 RULE = re.compile(r"\b(ACT|TICK|PRI|QUE|RCV|DLG|SYS|POI|EVT)-(\d+[a-z]?)\b")
 DEFINED = re.compile(r"^- \*\*((?:ACT|TICK|PRI|QUE|RCV|DLG|SYS|POI|EVT)-\d+)\*\*\s*(.*)$")
-INDEXED = re.compile(r"^\| ((?:ACT|TICK|PRI|QUE|RCV|DLG|SYS|POI|EVT)-\d+) \| (.*?) \|")
+INDEXED = re.compile(r"^\| ((?:ACT|TICK|PRI|QUE|RCV|DLG|SYS|POI|EVT)-\d+) \| ((?:\\\||[^|])*) \|")
 
 
 def rule_titles() -> dict[str, str]:
@@ -34,7 +34,7 @@ def rule_titles() -> dict[str, str]:
         for line in (ROOT / "docs" / "rules.md").read_text(encoding="utf-8").splitlines():
             m = INDEXED.match(line)
             if m:
-                titles[m.group(1)] = m.group(2)
+                titles[m.group(1)] = m.group(2).replace("\\|", "|")
     return titles
 
 
@@ -82,7 +82,8 @@ def render() -> str:
     ]
     for rule in rules:
         names = "<br>".join(f"`{t}`" for t in sorted(tests.get(rule, ()))) or "—"
-        out.append(f"| {rule} | {titles.get(rule, '')} | {names} |")
+        title = titles.get(rule, "").replace("|", "\\|")
+        out.append(f"| {rule} | {title} | {names} |")
     return "\n".join(out) + "\n"
 
 
