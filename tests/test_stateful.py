@@ -129,7 +129,9 @@ class DialogMachine(RuleBasedStateMachine):
             assert conv in self.held[1 - slot]
             return
         except ConversationError:
+            # already ended: refused, but the statement locked the group first (DLG-9)
             assert conv in self.ended or conv in self.pending_end[slot]
+            self.held[slot].add(conv)
             return
         self.held[slot].add(conv)
         self.pending_end[slot].add(conv)

@@ -10,6 +10,7 @@ from __future__ import annotations
 import logging
 import sqlite3
 import threading
+import time
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any, TypeVar
 
@@ -56,6 +57,7 @@ class Broker:
         self.lock_timeout = float(lock_timeout)
         self._catalog_lock = threading.Lock()
         self._catalog: CatalogSnapshot | None = None
+        self._catalog_checked = float("-inf")
         self._cond = threading.Condition()  # wakes the background thread
         self._notifier = Notifier(storage.watch_changes(), storage.poll_interval)
         self._stopping = False
@@ -171,9 +173,21 @@ class Broker:
         self._notify()
 
     # -- catalog -------------------------------------------------------------------------
-    def _catalog_for(self, conn: StorageConnection) -> CatalogSnapshot:
+    def _catalog_for(self, conn: StorageConnection, *, fresh: bool = False) -> CatalogSnapshot:
+        """The catalog snapshot. Changes made through this broker are seen at once; those of
+        other processes within the storage's poll interval (the stored version is checked at
+        most that often, or always with ``fresh``)."""
+        now = time.monotonic()
+        with self._catalog_lock:
+            if (
+                not fresh
+                and self._catalog is not None
+                and now - self._catalog_checked < self._storage.poll_interval
+            ):
+                return self._catalog
         version = conn.catalog_version()
         with self._catalog_lock:
+            self._catalog_checked = now
             if self._catalog is not None and self._catalog.version == version:
                 return self._catalog
         snap = CatalogSnapshot.from_rows(conn.load_catalog())
@@ -198,7 +212,7 @@ class Broker:
         conn = self._storage.connect()
         try:
             conn.begin_write()
-            snap = self._catalog_for(conn)
+            snap = self._catalog_for(conn, fresh=True)
             result = fn(conn, snap, *args, **kwargs)
             conn.bump_catalog_version()
             conn.commit()
@@ -210,6 +224,7 @@ class Broker:
             raise
         finally:
             self._storage.release(conn)
+        self._catalog_checked = float("-inf")  # this broker's own change: seen at once
         self._notify()
         return result
 
@@ -470,7 +485,7 @@ class Broker:
         disabled: list[str] = []
         try:
             conn.begin_write()
-            snap = self._catalog_for(conn)
+            snap = self._catalog_for(conn, fresh=True)
             for queue_id in sorted(queue_ids):
                 queue = snap.queues_by_id.get(queue_id)
                 if queue is None:
@@ -482,6 +497,8 @@ class Broker:
             conn.commit()
         finally:
             self._storage.release(conn)
+        if disabled:
+            self._catalog_checked = float("-inf")
         for name in disabled:
             log.warning(
                 "queue %s disabled after %d rollbacks in a row (BROKER_QUEUE_DISABLED)",

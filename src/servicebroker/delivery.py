@@ -31,6 +31,7 @@ from .dialogs import (
     on_lifetime_expired,
     receive_rank,
 )
+from .errors import ConversationError
 from .messages import new_id
 from .storage.base import EndpointRow, QueueInsert, StorageConnection, TransmissionRow
 
@@ -80,14 +81,29 @@ class Applier:
         self.woken_queues: set[int] = set()
 
     # -- rows ----------------------------------------------------------------------------
-    def endpoint(self, handle: bytes) -> EndpointRow | None:
-        """The endpoint as it stands in this commit (read once, then cached)."""
+    def endpoint(self, handle: bytes, locked_group: bytes | None = None) -> EndpointRow | None:
+        """The endpoint as it stands in this commit (read once, then cached).
+
+        Raises:
+            ConversationError: ``locked_group`` (the group the statement locked) is no longer
+                the endpoint's group: a concurrent MOVE CONVERSATION won; the commit fails.
+        """
         if handle not in self._rows:
             row = self.conn.get_endpoint(handle)
             self._rows[handle] = row
             if row is not None:
                 self._sides[(row.conversation_id, row.is_initiator)] = handle
-        return self._rows[handle]
+        row = self._rows[handle]
+        if (
+            locked_group is not None
+            and row is not None
+            and row.conversation_group_id != locked_group
+        ):
+            raise ConversationError(
+                f"conversation {uuid.UUID(bytes=handle)} was moved to another group by a concurrent "
+                f"MOVE CONVERSATION; the transaction is rolled back, retry it"
+            )
+        return row
 
     def far_of(self, row: EndpointRow) -> EndpointRow | None:
         """The other endpoint of ``row``'s conversation, if it exists."""

@@ -39,8 +39,11 @@ def _deadline(tx: Transaction, timeout: object, statement: str) -> float | None:
     return tx._broker.clock.now() + float(timeout)
 
 
-def _live_queue(tx: Transaction, name: str, statement: str) -> QueueDef:
-    queue = tx.refresh_catalog().queues.get(name)
+def _live_queue(tx: Transaction, name: str, statement: str, *, refresh: bool = True) -> QueueDef:
+    """The queue, checked to exist and be ON (QUE-3). ``refresh`` re-reads the catalog version
+    first (on every wake-up of a waiting call; the first attempt uses the transaction's)."""
+    catalog = tx.refresh_catalog() if refresh else tx.catalog
+    queue = catalog.queues.get(name)
     if queue is None:
         if name in tx._broker._dropped_queue_names:
             raise QueueDisabledError(f"{statement}: queue {name!r} was dropped")
@@ -134,10 +137,18 @@ def receive(
         raise ConversationError(
             f"{statement}: WHERE takes conversation_handle or conversation_group_id, not both"
         )
-    queue = _live_queue(tx, queue_name, statement)
+    queue = _live_queue(tx, queue_name, statement, refresh=False)
     deadline = _deadline(tx, timeout, statement)
     conn = tx._conn
     broker = tx._broker
+    first = [True]
+
+    def check_queue() -> None:
+        if first[0]:
+            first[0] = False
+        else:
+            _live_queue(tx, queue_name, statement)
+
     if limit == 0:
         return []
 
@@ -151,7 +162,7 @@ def receive(
         group = row.conversation_group_id
 
         def by_handle() -> list[MessageRow] | None:
-            _live_queue(tx, queue_name, statement)
+            check_queue()
             if not conn.try_lock_group(group):
                 return None
             fetch = -1 if limit < 0 else limit + len(tx._received_set)
@@ -167,7 +178,7 @@ def receive(
             )
 
         def by_group() -> list[MessageRow] | None:
-            _live_queue(tx, queue_name, statement)
+            check_queue()
             if not conn.try_lock_group(group_id):
                 return None
             fetch = -1 if limit < 0 else limit + len(tx._received_set)
@@ -178,7 +189,7 @@ def receive(
     else:
 
         def next_group() -> list[MessageRow] | None:
-            _live_queue(tx, queue_name, statement)
+            check_queue()
             for _ in range(8):
                 held = conn.held_groups()
                 group = conn.lock_next_group(

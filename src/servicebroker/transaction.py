@@ -84,6 +84,7 @@ class Transaction:
         self._catalog: CatalogSnapshot = broker._catalog_for(self._conn)
         self._endpoints: dict[bytes, EndpointRow] = {}
         self._by_handle: dict[object, EndpointRow] = {}
+        self._locked_group_of: dict[bytes, bytes] = {}
         self._new_groups: dict[bytes, int] = {}
         self._ops: list[tuple[Any, ...]] = []
         self._received: dict[int, list[int]] = {}
@@ -148,22 +149,19 @@ class Transaction:
 
     def _load_endpoint(self, handle: object, statement: str) -> EndpointRow:
         h = to_handle(handle)
-        key = h.bytes
-        row = self._endpoints.get(key)
-        if row is not None:
-            return row
-        for _ in range(10):
-            row = self._conn.get_endpoint(key)
-            if row is None or row.state == "CD":
-                raise ConversationError(f"{statement}: conversation handle {h} does not exist")
-            self._lock_group(
-                row.conversation_group_id, f"{statement} on conversation {h}", row.queue_id
-            )
-            fresh = self._conn.get_endpoint(key)
-            if fresh is not None and fresh.conversation_group_id == row.conversation_group_id:
-                self._endpoints[key] = fresh
-                return fresh
-        raise LockTimeoutError(f"{statement}: conversation {h} kept changing group")
+        known = self._endpoints.get(h.bytes)
+        if known is not None:
+            return known
+        row = self._conn.get_endpoint(h.bytes)
+        if row is None or row.state == "CD":
+            raise ConversationError(f"{statement}: conversation handle {h} does not exist")
+        self._lock_group(
+            row.conversation_group_id, f"{statement} on conversation {h}", row.queue_id
+        )
+        self._locked_group_of[h.bytes] = row.conversation_group_id
+        # the commit re-reads the row and refuses it if a concurrent MOVE changed its group
+        self._endpoints[h.bytes] = row
+        return row
 
     def _group_queue(self, group_id: bytes) -> int | None:
         if group_id in self._new_groups:
@@ -505,6 +503,11 @@ class Transaction:
         self._broker._after_commit(woken, self._locked_queues)
 
     def _apply(self, applier: Applier) -> None:
+        for row in self._endpoints.values():
+            if row.endpoint_id:  # existing endpoints: still in the group this transaction locked?
+                applier.endpoint(
+                    row.conversation_handle, self._locked_group_of[row.conversation_handle]
+                )
         for op in self._ops:
             kind, handle = op[0], op[1]
             if kind == "send":
