@@ -58,6 +58,7 @@ class Broker:
         self._catalog_lock = threading.Lock()
         self._catalog: CatalogSnapshot | None = None
         self._catalog_checked = float("-inf")
+        self._catalog_epoch = 0
         self._cond = threading.Condition()  # wakes the background thread
         self._notifier = Notifier(storage.watch_changes(), storage.poll_interval)
         self._stopping = False
@@ -179,22 +180,30 @@ class Broker:
         most that often, or always with ``fresh``)."""
         now = time.monotonic()
         with self._catalog_lock:
+            epoch = self._catalog_epoch
+            cached = self._catalog
             if (
                 not fresh
-                and self._catalog is not None
+                and cached is not None
                 and now - self._catalog_checked < self._storage.poll_interval
             ):
-                return self._catalog
+                return cached
         version = conn.catalog_version()
+        if cached is None or cached.version != version:
+            cached = CatalogSnapshot.from_rows(conn.load_catalog())
         with self._catalog_lock:
-            self._catalog_checked = now
-            if self._catalog is not None and self._catalog.version == version:
-                return self._catalog
-        snap = CatalogSnapshot.from_rows(conn.load_catalog())
+            if self._catalog is None or cached.version >= self._catalog.version:
+                self._catalog = cached
+                # a change made here meanwhile (epoch moved) must not be hidden by this read
+                if self._catalog_epoch == epoch:
+                    self._catalog_checked = now
+        return cached
+
+    def _invalidate_catalog(self) -> None:
+        """This broker changed the catalog: the next reader checks the stored version."""
         with self._catalog_lock:
-            if self._catalog is None or snap.version >= self._catalog.version:
-                self._catalog = snap
-        return snap
+            self._catalog_epoch += 1
+            self._catalog_checked = float("-inf")
 
     def _catalog_now(self) -> CatalogSnapshot:
         conn = self._storage.connect()
@@ -224,7 +233,7 @@ class Broker:
             raise
         finally:
             self._storage.release(conn)
-        self._catalog_checked = float("-inf")  # this broker's own change: seen at once
+        self._invalidate_catalog()  # this broker's own change: seen at once
         self._notify()
         return result
 
@@ -498,7 +507,7 @@ class Broker:
         finally:
             self._storage.release(conn)
         if disabled:
-            self._catalog_checked = float("-inf")
+            self._invalidate_catalog()
         for name in disabled:
             log.warning(
                 "queue %s disabled after %d rollbacks in a row (BROKER_QUEUE_DISABLED)",

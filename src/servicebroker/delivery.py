@@ -81,6 +81,16 @@ class Applier:
         self.woken_queues: set[int] = set()
 
     # -- rows ----------------------------------------------------------------------------
+    def prefetch(self, conversation_id: bytes) -> None:
+        """Read both endpoints of a conversation in one query into the cache."""
+        rows = self.conn.get_conversation(conversation_id)
+        for side in (True, False):
+            self._sides.setdefault((conversation_id, side), None)
+        for row in rows:
+            if row.conversation_handle not in self._rows:
+                self._rows[row.conversation_handle] = row
+                self._sides[(conversation_id, row.is_initiator)] = row.conversation_handle
+
     def endpoint(self, handle: bytes, locked_group: bytes | None = None) -> EndpointRow | None:
         """The endpoint as it stands in this commit (read once, then cached).
 

@@ -505,6 +505,7 @@ class Transaction:
     def _apply(self, applier: Applier) -> None:
         for row in self._endpoints.values():
             if row.endpoint_id:  # existing endpoints: still in the group this transaction locked?
+                applier.prefetch(row.conversation_id)
                 applier.endpoint(
                     row.conversation_handle, self._locked_group_of[row.conversation_handle]
                 )

@@ -130,7 +130,7 @@ class SqliteConnection:
 
     def close(self) -> None:
         """Release locks and close the SQLite connection."""
-        self.release_locks()
+        self._locks.close()
         self._conn.close()
 
     # -- helpers -------------------------------------------------------------------------
@@ -205,6 +205,10 @@ class SqliteConnection:
             _Q["get_far_endpoint"], (conversation_id, int(far_is_initiator))
         ).fetchone()
         return None if row is None else EndpointRow(*row)
+
+    def get_conversation(self, conversation_id: bytes) -> list[EndpointRow]:
+        """Both endpoints of a conversation (one, or none, when the other does not exist)."""
+        return [EndpointRow(*r) for r in self._all("get_conversation", (conversation_id,))]
 
     def insert_endpoint(self, row: EndpointRow) -> int:
         """Insert an endpoint; returns its ``endpoint_id``."""

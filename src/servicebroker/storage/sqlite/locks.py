@@ -1,12 +1,14 @@
 """Conversation-group locks for the SQLite backend, held to the end of a transaction (RCV-2,
 DLG-9) across threads and processes without writing to the database.
 
-Each transaction opens its own descriptor of the lock file ``<database>-sblocks`` and takes a
-one-byte open-file-description lock (Linux ``F_OFD_SETLK``) at an offset derived from the group
-id. Such locks conflict between descriptors, whether in one process or in several, cost about a
-microsecond, never touch SQLite's single writer, and vanish when the descriptor is closed: at
-commit or rollback, and by the kernel when the process dies, so a crashed reader's groups are
-free again at once.
+Each connection (one transaction at a time) has its own descriptor of the lock file
+``<database>-sblocks`` and takes a one-byte open-file-description lock (Linux ``F_OFD_SETLK``) at
+an offset derived from the group id. Such locks conflict between descriptors, whether in one
+process or in several, cost about a microsecond and never touch SQLite's single writer. They are
+released at commit or rollback (unlocked one by one, or by closing the descriptor when there are
+many), and by the kernel when the process dies, so a crashed reader's groups are free again at
+once. (A process that forks while a transaction holds groups shares them with the child until
+either ends the descriptor: do not fork inside a transaction.)
 """
 
 from __future__ import annotations
@@ -23,6 +25,7 @@ __all__ = ["GroupLocks", "check_platform"]
 
 _F_OFD_SETLK: int | None = getattr(fcntl, "F_OFD_SETLK", None)
 _FLOCK = struct.Struct("hh4xqqi4x")
+_UNLOCK_ONE_BY_ONE = 8
 
 
 def check_platform() -> None:
@@ -81,7 +84,20 @@ class GroupLocks:
         self.held.discard(group_id)
 
     def release_all(self) -> None:
-        """Release every group this transaction holds (closing the descriptor drops them all)."""
+        """Release every group this transaction holds: one by one when they are few (the
+        descriptor stays open for the next transaction on this connection), else by closing
+        the descriptor, which drops them all at once."""
+        if self._fd is not None:
+            if len(self.held) <= _UNLOCK_ONE_BY_ONE:
+                for group_id in list(self.held):
+                    self.unlock(group_id)
+            else:
+                os.close(self._fd)
+                self._fd = None
+        self.held.clear()
+
+    def close(self) -> None:
+        """Release everything and close the descriptor."""
         if self._fd is not None:
             os.close(self._fd)
             self._fd = None

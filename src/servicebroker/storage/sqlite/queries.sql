@@ -114,6 +114,12 @@ SELECT endpoint_id, conversation_handle, conversation_id, is_initiator, service_
        send_sequence, receive_sequence, priority
 FROM conversation_endpoints WHERE conversation_id = ? AND is_initiator = ?;
 
+-- name: get_conversation
+SELECT endpoint_id, conversation_handle, conversation_id, is_initiator, service_contract_id,
+       conversation_group_id, service_id, queue_id, far_service, lifetime, state, dialog_timer,
+       send_sequence, receive_sequence, priority
+FROM conversation_endpoints WHERE conversation_id = ?;
+
 -- name: insert_endpoint
 INSERT INTO conversation_endpoints (conversation_handle, conversation_id, is_initiator,
     service_contract_id, conversation_group_id, service_id, queue_id, far_service, lifetime,
