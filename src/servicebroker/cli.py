@@ -32,6 +32,7 @@ console = Console()
 
 
 def url_option(fn: F) -> F:
+    """Add the ``--url`` option (default ``servicebroker.db``; ``$SERVICEBROKER_URL``)."""
     return click.option(
         "--url",
         envvar="SERVICEBROKER_URL",

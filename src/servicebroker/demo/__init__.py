@@ -63,12 +63,9 @@ class DemoResult:
     problems: tuple[str, ...]
 
 
-def airport_service(code: str) -> str:
-    return f"//flights/airport/{code}"
-
-
-def carrier_service(code: str) -> str:
-    return f"//flights/carrier/{code}"
+def service_name(kind: str, code: str) -> str:
+    """The demo's service for an airport or a carrier, e.g. ``//flights/airport/JFK``."""
+    return f"//flights/{kind}/{code}"
 
 
 def _load_flights(limit: int | None) -> Any:
@@ -105,26 +102,20 @@ def _setup_catalog(broker: Broker, flights: Any, state: DemoState) -> tuple[list
     )
     airports = sorted(flights["origin"].unique())
     carriers = sorted(flights["carrier"].unique())
-    for code in airports:
-        broker.create_queue(
-            f"airport_{code}",
-            activation=Activation(
-                functools.partial(airport_procedure, state=state),
-                max_queue_readers=AIRPORT_READERS,
-            ),
-        )
-        broker.create_service(airport_service(code), queue=f"airport_{code}")
-    for code in carriers:
-        broker.create_queue(
-            f"carrier_{code}",
-            activation=Activation(
-                functools.partial(carrier_procedure, state=state),
-                max_queue_readers=CARRIER_READERS,
-            ),
-        )
-        broker.create_service(
-            carrier_service(code), queue=f"carrier_{code}", contracts=[FLIGHT_STATUS]
-        )
+    sides: tuple[tuple[str, list[str], Any, int, list[str]], ...] = (
+        ("airport", airports, airport_procedure, AIRPORT_READERS, []),
+        ("carrier", carriers, carrier_procedure, CARRIER_READERS, [FLIGHT_STATUS]),
+    )
+    for kind, codes, procedure, readers, contracts in sides:
+        for code in codes:
+            queue = f"{kind}_{code}"
+            broker.create_queue(
+                queue,
+                activation=Activation(
+                    functools.partial(procedure, state=state), max_queue_readers=readers
+                ),
+            )
+            broker.create_service(service_name(kind, code), queue=queue, contracts=contracts)
     broker.execute(
         "CREATE TABLE flight_results (flight_id INTEGER NOT NULL, carrier TEXT NOT NULL, origin TEXT NOT NULL, "
         "status TEXT NOT NULL, dep_delay REAL, arr_delay REAL, processed_at REAL NOT NULL)"
@@ -161,8 +152,8 @@ def _messages_frame(spark: Any, flights_path: str) -> Any:
         F.coalesce(
             F.col("tailnum"), F.concat(F.lit("flight-"), F.col("flight_id").cast("string"))
         ).alias("group_key"),
-        F.concat(F.lit("//flights/airport/"), F.col("origin")).alias("from_service"),
-        F.concat(F.lit("//flights/carrier/"), F.col("carrier")).alias("to_service"),
+        F.concat(F.lit(service_name("airport", "")), F.col("origin")).alias("from_service"),
+        F.concat(F.lit(service_name("carrier", "")), F.col("carrier")).alias("to_service"),
         F.explode(
             F.array(
                 msg(

@@ -53,6 +53,7 @@ class DemoState:
     plane_overlaps: int = 0
 
     def count(self, n: int, *, carrier: bool) -> None:
+        """Count ``n`` received messages and one receiving transaction."""
         with self.lock:
             self.received += n
             if carrier:
@@ -61,6 +62,7 @@ class DemoState:
                 self.airport_transactions += 1
 
     def hold(self, groups: list[uuid.UUID]) -> None:
+        """Claim planes' groups for this thread; a group another thread claims is an overlap."""
         me = threading.get_ident()
         with self.lock:
             for g in groups:
@@ -69,6 +71,7 @@ class DemoState:
                 self.holding[g] = me
 
     def release(self, groups: list[uuid.UUID]) -> None:
+        """Give the planes' groups up (just before the commit releases their locks)."""
         with self.lock:
             for g in groups:
                 self.holding.pop(g, None)

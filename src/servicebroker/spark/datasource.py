@@ -161,15 +161,19 @@ class ServiceBrokerDataSource(DataSource):
 
     @classmethod
     def name(cls) -> str:
+        """The format name: ``servicebroker``."""
         return "servicebroker"
 
     def schema(self) -> str:
+        """The queue schema (QUE-2 columns plus ``queue_name``)."""
         return QUEUE_SCHEMA
 
     def reader(self, schema: Any) -> DataSourceReader:
+        """A batch reader that peeks the ``queue`` option's queue; options checked here."""
         return _QueueReader(parse_read_options(self.options))
 
     def writer(self, schema: Any, overwrite: bool) -> DataSourceWriter:
+        """A writer sending rows on dialogs; options and catalog names checked here, on the driver."""
         if overwrite:
             raise SparkOptionError(
                 "servicebroker data source: mode 'overwrite' is not supported; use 'append'"
@@ -195,9 +199,11 @@ class _QueueReader(DataSourceReader):
             broker.catalog.queue(opts.queue)
 
     def partitions(self) -> list[InputPartition]:
+        """One partition: a queue is read in queuing order by one task."""
         return [InputPartition(0)]
 
     def read(self, partition: InputPartition) -> Iterator[tuple[Any, ...]]:
+        """Page through the queue (10,000 rows a page), nothing consumed."""
         from ..broker import Broker
 
         remaining = self.opts.top
@@ -248,6 +254,7 @@ class _DialogWriter(DataSourceWriter):
         self.reports: list[SendReport] = []
 
     def write(self, iterator: Iterator[Any]) -> SendReport:
+        """Send one partition's rows in one transaction; skip a partition already written."""
         import sqlite3
 
         from pyspark import TaskContext
@@ -309,7 +316,9 @@ class _DialogWriter(DataSourceWriter):
         return SendReport(partition_id, len(dialogs), sent)
 
     def commit(self, messages: list[WriterCommitMessage | None]) -> None:
+        """Keep the partitions' reports (driver side)."""
         self.reports = [m for m in messages if isinstance(m, SendReport)]
 
     def abort(self, messages: list[WriterCommitMessage | None]) -> None:
+        """Nothing to undo: a failed partition's transaction rolled back."""
         self.reports = []
