@@ -28,19 +28,19 @@ def receive_then_die(path: str, queue: str, ready: Any) -> None:
     os.kill(os.getpid(), signal.SIGKILL)
 
 
-def reader(path: str, queue: str, out: Any, idle_limit: float) -> None:
-    """Receive until the queue stays empty for ``idle_limit`` real seconds; report what was
-    received, in order, with the real-time interval each group was held."""
+def reader(path: str, queue: str, out: Any, received: Any, total: int) -> None:
+    """Receive until all ``total`` messages have been received by the readers together
+    (``received`` is a shared counter); report what this reader received, in order, with the
+    real-time interval each group was held."""
     got: list[tuple[bytes, bytes, int, float, float]] = []
     with Broker.open(path, poll_interval=0.005) as broker:
-        idle_since = time.monotonic()
-        while time.monotonic() - idle_since < idle_limit:
+        while received.value < total:
             with broker.transaction() as tx:
-                msgs = tx.receive(queue, top=7)
+                msgs = tx.receive(queue, top=7, timeout=0.05)
                 start = time.monotonic()
                 if not msgs:
                     continue
-                time.sleep(0.001)
+                time.sleep(0.001)  # hold the group a moment, so overlaps would show
                 end = time.monotonic()
                 for m in msgs:
                     got.append(
@@ -52,7 +52,8 @@ def reader(path: str, queue: str, out: Any, idle_limit: float) -> None:
                             end,
                         )
                     )
-            idle_since = time.monotonic()
+            with received.get_lock():
+                received.value += len(msgs)
     out.put(got)
 
 

@@ -74,8 +74,11 @@ def test_readers_and_senders_in_processes_exactly_once_in_order(
         for tag in ("a", "b")
     ]
     out = ctx.Queue()
+    received = ctx.Value("i", 0)
+    total = 2 * conversations * per_conversation
     readers = [
-        ctx.Process(target=proc_workers.reader, args=(db_path, pair.tq, out, 3.0)) for _ in range(3)
+        ctx.Process(target=proc_workers.reader, args=(db_path, pair.tq, out, received, total))
+        for _ in range(3)
     ]
     for p in senders + readers:
         p.start()
@@ -85,7 +88,7 @@ def test_readers_and_senders_in_processes_exactly_once_in_order(
         assert p.exitcode == 0
     received = [r for result in results for r in result]
     bodies = [r[1] for r in received]
-    assert len(bodies) == 2 * conversations * per_conversation
+    assert len(bodies) == total
     assert len(set(bodies)) == len(bodies)
     per_conv: dict[bytes, list[int]] = defaultdict(list)
     for result in results:
