@@ -70,3 +70,10 @@ def sender(
             with broker.transaction() as tx:
                 for n, h in enumerate(handles):
                     tx.send(h, "Req", f"{tag}-{n}:{i}".encode())
+
+
+def wait_in_receive(path: str, queue: str, ready: Any) -> None:
+    """Wait in RECEIVE (without WHERE) until killed."""
+    with Broker.open(path, poll_interval=0.01) as broker, broker.transaction() as tx:
+        ready.set()
+        tx.receive(queue, timeout=None)

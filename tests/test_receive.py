@@ -178,7 +178,7 @@ def test_waiting_receive_times_out_on_the_broker_clock(
 
 def monitors_waiting(broker: Broker, queue: str) -> int:
     queue_id = broker.catalog.queue(queue).queue_id
-    return broker.activation._monitor(queue_id).waiting
+    return broker._storage.activity.waiting(queue_id)
 
 
 def _wait_until(cond: object, limit: float = 10.0) -> None:

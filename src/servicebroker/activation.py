@@ -1,14 +1,16 @@
-"""Queue monitors and internal activation (ACT-2, ACT-3, ACT-7), in the simple form of the first
-release: when messages are ready on a queue with activation ON and nobody waits in RECEIVE on it,
-start one more instance of its procedure while fewer than MAX_QUEUE_READERS run. The monitor
-checks on message arrival, on each timer tick, after a rollback and when a procedure exits.
+"""Queue monitors and activation (ACT-1..9, TICK-2a).
 
-:func:`activation_needed` is the pure decision; :class:`ActivationService` is the thin shell that
-keeps the counters and runs procedures on threads.
+Activation is two steps (ACT-1): :func:`activation_necessary` decides whether a new reader would
+have useful work (ACT-5), then :func:`internal_activation_occurs` (ACT-7, ACT-9) whether one is
+started. Both are pure functions of a :class:`MonitorInputs` snapshot and ``now``; the
+:class:`ActivationService` is the thin shell that gathers the inputs — waits and empty RECEIVEs
+from every process through the storage's activity store — on each ACT-4 event and each timer
+tick, and runs procedures on their own threads.
 """
 
 from __future__ import annotations
 
+import enum
 import logging
 import threading
 from dataclasses import dataclass
@@ -20,20 +22,122 @@ from .errors import BrokerError
 if TYPE_CHECKING:
     from .broker import Broker
 
-__all__ = ["ActivatedTask", "ActivationService", "QueueMonitor", "activation_needed"]
+__all__ = [
+    "EMPTY_RECEIVE_WINDOW",
+    "ActivatedTask",
+    "ActivationService",
+    "MonitorInputs",
+    "QueueMonitor",
+    "Reason",
+    "Trigger",
+    "activation_necessary",
+    "internal_activation_occurs",
+    "monitor_state",
+]
 
 log = logging.getLogger(__name__)
 
+EMPTY_RECEIVE_WINDOW = 5.0
+"""ACT-5b: seconds since a RECEIVE without WHERE last came back empty before messages count as
+accumulating ("a few seconds"; the broker setting ``empty_receive_window``)."""
 
-def activation_needed(*, has_ready: bool, running: int, waiting: int, max_readers: int) -> bool:
-    """Start one more reader? Yes when messages are ready, no session waits in RECEIVE on the
-    queue (a waiting reader would take them) and fewer than ``max_readers`` run (ACT-7)."""
-    return has_ready and waiting == 0 and running < max_readers
+
+class Trigger(enum.Enum):
+    """Why a queue monitor checks (ACT-4, TICK-2a)."""
+
+    MESSAGE_ARRIVED = "a new message arrived"  # ACT-4a
+    RECEIVE = "a RECEIVE ran"  # ACT-4b
+    ROLLBACK = "a receiving transaction rolled back"  # ACT-4c
+    PROCEDURES_EXITED = "all activated procedures exited"  # ACT-4d
+    QUEUE_ALTERED = "the queue was altered"  # ACT-4e
+    TICK = "timer tick"  # TICK-2a
+
+
+@dataclass(frozen=True)
+class MonitorInputs:
+    """What a monitor knows when it decides (ACT-3), all processes included.
+
+    ``has_unread``: the queue holds messages ready for RECEIVE (locked groups count).
+    ``arrived_on_empty``: the message that triggered the check arrived on a queue without unread
+    messages. ``running``: activated procedures running for the queue. ``waiting``: sessions
+    waiting in RECEIVE or GET CONVERSATION GROUP without WHERE. ``last_empty_rowset_time``: when
+    such a call last returned nothing (broker-clock seconds, or None). ``now``: broker time.
+    ``window``: :data:`EMPTY_RECEIVE_WINDOW` or the broker's setting.
+    """
+
+    has_unread: bool
+    arrived_on_empty: bool
+    running: int
+    waiting: int
+    last_empty_rowset_time: float | None
+    now: float
+    window: float = EMPTY_RECEIVE_WINDOW
+
+
+class Reason(enum.Enum):
+    """Why activation is necessary (ACT-5)."""
+
+    NEW_WORK = "5a: a message arrived on a queue without unread messages, no reader running"
+    ACCUMULATING = "5b: unread messages accumulate, nobody waits, no recent empty RECEIVE"
+
+
+def activation_necessary(trigger: Trigger, m: MonitorInputs) -> Reason | None:
+    """ACT-5: would a new queue reader have useful work?
+
+    (a) a new message arrived on a queue that held no unread messages and no activated
+    procedure runs; or (b) unread messages wait, nobody waits in RECEIVE or GET CONVERSATION
+    GROUP without WHERE, and no such call came back empty within the last ``window`` seconds —
+    messages accumulate because the readers cannot keep up. Counting waiting readers (not
+    messages) is what keeps a queue of one locked conversation at one busy reader plus one
+    waiting one (ACT-6).
+    """
+    if trigger is Trigger.MESSAGE_ARRIVED and m.arrived_on_empty and m.running == 0:
+        return Reason.NEW_WORK
+    if not m.has_unread or m.waiting > 0:
+        return None
+    if m.last_empty_rowset_time is None or m.now - m.last_empty_rowset_time >= m.window:
+        return Reason.ACCUMULATING
+    return None
+
+
+def internal_activation_occurs(
+    reason: Reason,
+    *,
+    running: int,
+    max_queue_readers: int,
+    suppressed: bool,
+    last_activated: float | None,
+    now: float,
+    interval: float,
+) -> bool:
+    """ACT-7: start a new instance while fewer than MAX_QUEUE_READERS run — unless the monitor
+    stopped re-activating after a procedure exited without receiving anything (ACT-9). Readers
+    for an accumulating queue (5b) are added one per timer interval at most, so the count
+    follows the load instead of jumping to the maximum; new work on an idle queue (5a) starts a
+    reader at once."""
+    if suppressed or running >= max_queue_readers:
+        return False
+    if reason is Reason.NEW_WORK:
+        return True
+    return last_activated is None or now - last_activated >= interval
+
+
+def monitor_state(*, running: int, has_unread: bool, received_since_activation: bool) -> str:
+    """The ``dm_broker_queue_monitors.state`` of a monitor: INACTIVE when nothing runs and
+    nothing waits, NOTIFIED when it activated and no RECEIVE has run since, RECEIVES_OCCURRING
+    when readers are receiving."""
+    if running == 0 and not has_unread:
+        return "INACTIVE"
+    if running and not received_since_activation:
+        return "NOTIFIED"
+    if running:
+        return "RECEIVES_OCCURRING"
+    return "INACTIVE"
 
 
 @dataclass(frozen=True)
 class QueueMonitor:
-    """One queue monitor's state (a ``dm_broker_queue_monitors`` row, ACT-3)."""
+    """One queue monitor (a ``dm_broker_queue_monitors`` row, ACT-2, ACT-3)."""
 
     queue_id: int
     queue_name: str
@@ -44,11 +148,12 @@ class QueueMonitor:
     running: int
     peak_running: int
     activations: int
+    suppressed: bool
 
 
 @dataclass(frozen=True)
 class ActivatedTask:
-    """A running activated procedure (a ``dm_broker_activated_tasks`` row)."""
+    """A running activated procedure (a ``dm_broker_activated_tasks`` row, ACT-7)."""
 
     spid: int
     queue_id: int
@@ -58,27 +163,50 @@ class ActivatedTask:
 
 
 class _Monitor:
-    __slots__ = ("activations", "last_activated", "last_empty", "peak", "running", "waiting")
+    __slots__ = (
+        "activations",
+        "last_activated",
+        "peak",
+        "received_since_activation",
+        "running",
+        "seen_unread",
+        "suppressed",
+    )
 
     def __init__(self) -> None:
         self.running = 0
         self.peak = 0
-        self.waiting = 0
         self.activations = 0
-        self.last_empty: float | None = None
         self.last_activated: float | None = None
+        self.suppressed = False
+        self.received_since_activation = False
+        self.seen_unread: bool | None = None
 
 
 class ActivationService:
-    """Keeps the monitors' counters and, once started, starts activated procedures."""
+    """The monitors of one broker and the activated procedures it started.
 
-    def __init__(self, broker: Broker) -> None:
+    Args:
+        broker: the broker.
+        empty_receive_window: ACT-5b's window, seconds (default 5).
+    """
+
+    def __init__(
+        self,
+        broker: Broker,
+        empty_receive_window: float = EMPTY_RECEIVE_WINDOW,
+        interval: float = 5.0,
+    ) -> None:
         self._broker = broker
+        self.empty_receive_window = empty_receive_window
+        self.interval = interval
         self._lock = threading.Lock()
         self._monitors: dict[int, _Monitor] = {}
         self._tasks: dict[int, ActivatedTask] = {}
+        self._received: dict[int, bool] = {}
         self._threads: list[threading.Thread] = []
         self._procedures: dict[str, Procedure] = {}
+        self._check_lock = threading.Lock()
         self.enabled = False
 
     def register_procedure(self, queue_name: str, procedure: Procedure | None) -> None:
@@ -95,41 +223,76 @@ class ActivationService:
             mon = self._monitors[queue_id] = _Monitor()
         return mon
 
-    # -- events from the engine (ACT-4) --------------------------------------------------
-    def waiting(self, queue_id: int, delta: int) -> None:
-        """A session starts (+1) or stops (-1) waiting in RECEIVE on the queue."""
+    # -- ACT-4 events --------------------------------------------------------------------
+    def received(self, queue_id: int) -> None:
+        """A RECEIVE returned messages on the queue (ACT-4b); marks the calling activated
+        procedure as useful (ACT-9)."""
+        ident = threading.get_ident()
         with self._lock:
-            self._monitor(queue_id).waiting += delta
+            self._monitor(queue_id).received_since_activation = True
+            if ident in self._received:
+                self._received[ident] = True
 
-    def empty_receive(self, queue_id: int, now: float) -> None:
-        """A RECEIVE or GET CONVERSATION GROUP without WHERE returned nothing (ACT-3b)."""
+    def altered(self, queue_id: int) -> None:
+        """ALTER QUEUE (ACT-4e): the monitor may re-activate a suppressed procedure (ACT-9)."""
         with self._lock:
-            self._monitor(queue_id).last_empty = now
+            self._monitor(queue_id).suppressed = False
+        self.check({queue_id}, Trigger.QUEUE_ALTERED)
 
-    def check(self, queue_ids: set[int] | None = None) -> None:
-        """Decide for each queue (all when None) whether to start a reader, and start it."""
+    def check(
+        self,
+        queue_ids: set[int] | None = None,
+        trigger: Trigger = Trigger.TICK,
+        arrived_on_empty: frozenset[int] = frozenset(),
+    ) -> None:
+        """Decide for each queue (all monitored ones when None) and activate where it occurs."""
         if not self.enabled:
             return
         broker = self._broker
         catalog = broker._catalog_now()
-        queues = [
-            q for q in catalog.queues_by_id.values() if queue_ids is None or q.queue_id in queue_ids
-        ]
-        for queue in queues:
-            if not (queue.activation_enabled and queue.status and queue.activation_procedure):
-                continue
-            with self._lock:
-                mon = self._monitor(queue.queue_id)
-                running, waiting = mon.running, mon.waiting
-            if running >= queue.max_queue_readers or waiting:
-                continue
-            if activation_needed(
-                has_ready=broker._queue_has_ready(queue.queue_id),
-                running=running,
-                waiting=waiting,
-                max_readers=queue.max_queue_readers,
-            ):
-                self._start(queue)
+        with self._check_lock:
+            for queue in catalog.queues_by_id.values():
+                if queue_ids is not None and queue.queue_id not in queue_ids:
+                    continue
+                if not (queue.activation_enabled and queue.status and queue.activation_procedure):
+                    continue
+                self._decide(queue, trigger, queue.queue_id in arrived_on_empty)
+
+    def _decide(self, queue: QueueDef, trigger: Trigger, arrived_on_empty: bool) -> None:
+        broker = self._broker
+        activity = broker._storage.activity
+        has_unread = broker._queue_has_ready(queue.queue_id)
+        with self._lock:
+            mon = self._monitor(queue.queue_id)
+            if has_unread and mon.seen_unread is False and trigger is not Trigger.MESSAGE_ARRIVED:
+                # messages appeared since the monitor last saw the queue empty: committed by
+                # another process (ACT-4a seen by polling)
+                trigger, arrived_on_empty = Trigger.MESSAGE_ARRIVED, True
+            mon.seen_unread = has_unread
+            if trigger is Trigger.MESSAGE_ARRIVED and arrived_on_empty:
+                mon.suppressed = False  # new work: the procedure may be useful again (ACT-9)
+            running, suppressed, last_activated = mon.running, mon.suppressed, mon.last_activated
+        now = broker.clock.now()
+        inputs = MonitorInputs(
+            has_unread=has_unread,
+            arrived_on_empty=arrived_on_empty,
+            running=running,
+            waiting=activity.waiting(queue.queue_id),
+            last_empty_rowset_time=activity.last_empty(queue.queue_id),
+            now=now,
+            window=self.empty_receive_window,
+        )
+        reason = activation_necessary(trigger, inputs)
+        if reason is not None and internal_activation_occurs(
+            reason,
+            running=running,
+            max_queue_readers=queue.max_queue_readers,
+            suppressed=suppressed,
+            last_activated=last_activated,
+            now=now,
+            interval=self.interval,
+        ):
+            self._start(queue)
 
     def _resolve(self, queue: QueueDef) -> Procedure:
         with self._lock:
@@ -154,11 +317,12 @@ class ActivationService:
             mon.peak = max(mon.peak, mon.running)
             mon.activations += 1
             mon.last_activated = now
+            mon.received_since_activation = False
+            self._threads = [t for t in self._threads if t.is_alive()]
         thread = threading.Thread(
             target=self._run, args=(queue, proc, now), name=f"activated:{queue.name}", daemon=True
         )
         with self._lock:
-            self._threads = [t for t in self._threads if t.is_alive()]
             self._threads.append(thread)
         thread.start()
 
@@ -168,6 +332,7 @@ class ActivationService:
             self._tasks[ident] = ActivatedTask(
                 ident, queue.queue_id, queue.name, queue.activation_procedure or "", started
             )
+            self._received[ident] = False
         try:
             proc(ActivationContext(self._broker, queue.name))
         except Exception:
@@ -177,9 +342,14 @@ class ActivationService:
         finally:
             with self._lock:
                 self._tasks.pop(ident, None)
-                self._monitor(queue.queue_id).running -= 1
-        if not self._broker._stopping:
-            self.check({queue.queue_id})
+                useful = self._received.pop(ident, False)
+                mon = self._monitor(queue.queue_id)
+                mon.running -= 1
+                if not useful:
+                    mon.suppressed = True  # ACT-9: exited without receiving
+                last = mon.running == 0
+        if last and not self._broker._stopping:
+            self.check({queue.queue_id}, Trigger.PROCEDURES_EXITED)  # ACT-4d
 
     def in_activated_task(self) -> bool:
         """True when the calling thread runs an activated procedure."""
@@ -195,28 +365,37 @@ class ActivationService:
 
     # -- statistics ----------------------------------------------------------------------
     def monitors(self) -> list[QueueMonitor]:
-        """The monitor of every queue with activation ON (ACT-2)."""
-        catalog = self._broker._catalog_now()
+        """The monitor of every queue with activation ON (ACT-2), its inputs read from every
+        process."""
+        broker = self._broker
+        catalog = broker._catalog_now()
+        activity = broker._storage.activity
         out = []
-        with self._lock:
-            for queue in catalog.queues_by_id.values():
-                if not queue.activation_enabled:
-                    continue
+        for queue in catalog.queues_by_id.values():
+            if not queue.activation_enabled:
+                continue
+            has_unread = broker._queue_has_ready(queue.queue_id)
+            with self._lock:
                 mon = self._monitor(queue.queue_id)
-                state = "RECEIVES_OCCURRING" if mon.running else "INACTIVE"
-                out.append(
-                    QueueMonitor(
-                        queue.queue_id,
-                        queue.name,
-                        state,
-                        mon.last_empty,
-                        mon.last_activated,
-                        mon.waiting,
-                        mon.running,
-                        mon.peak,
-                        mon.activations,
-                    )
+                running, peak, activations = mon.running, mon.peak, mon.activations
+                last_activated, suppressed = mon.last_activated, mon.suppressed
+                received = mon.received_since_activation
+            out.append(
+                QueueMonitor(
+                    queue.queue_id,
+                    queue.name,
+                    monitor_state(
+                        running=running, has_unread=has_unread, received_since_activation=received
+                    ),
+                    activity.last_empty(queue.queue_id),
+                    last_activated,
+                    activity.waiting(queue.queue_id),
+                    running,
+                    peak,
+                    activations,
+                    suppressed,
                 )
+            )
         return out
 
     def tasks(self) -> list[ActivatedTask]:

@@ -15,7 +15,7 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import Any, TypeVar
 
 from . import catalog as _catalog
-from .activation import ActivationService
+from .activation import ActivationService, Trigger
 from .catalog import Activation, CatalogSnapshot
 from .clock import Clock, SystemClock
 from .delivery import Applier
@@ -67,7 +67,7 @@ class Broker:
         self._disabled_events: list[tuple[str, float]] = []
         self.activation = ActivationService(self)
         self.timer = BrokerTimer(self, TICK_SECONDS)
-        self.timer.tasks.register("activation", 1, lambda now: self.activation.check())
+        self.timer.tasks.register("activation", 1, lambda now: self.activation.check())  # TICK-2a
         self.timer.tasks.register("transmission", 1, self._retry_transmission)
         self._thread: threading.Thread | None = None
         self.clock.subscribe(self._on_clock)
@@ -205,17 +205,17 @@ class Broker:
             self._catalog_epoch += 1
             self._catalog_checked = float("-inf")
 
-    def _catalog_now(self) -> CatalogSnapshot:
+    def _catalog_now(self, *, fresh: bool = False) -> CatalogSnapshot:
         conn = self._storage.connect()
         try:
-            return self._catalog_for(conn)
+            return self._catalog_for(conn, fresh=fresh)
         finally:
             self._storage.release(conn)
 
     @property
     def catalog(self) -> CatalogSnapshot:
-        """The current catalog (message types, contracts, queues, services)."""
-        return self._catalog_now()
+        """The current catalog (message types, contracts, queues, services), read fresh."""
+        return self._catalog_now(fresh=True)
 
     def _change(self, fn: Callable[..., T], *args: Any, **kwargs: Any) -> T:
         conn = self._storage.connect()
@@ -285,7 +285,7 @@ class Broker:
             now=self.clock.now(),
         )
         self._register_procedure(name, activation)
-        self.activation.check()
+        self._storage.activity.forget(self.catalog.queue(name).queue_id)
 
     def alter_queue(
         self,
@@ -316,7 +316,7 @@ class Broker:
             self._register_procedure(name, activation)
         if status:
             self._drain_transmission()
-        self.activation.check()
+        self.activation.altered(self.catalog.queue(name).queue_id)  # ACT-4e
 
     def drop_queue(self, name: str) -> None:
         """DROP QUEUE: its messages are deleted; waiting RECEIVEs end with an error (QUE-3).
@@ -423,7 +423,7 @@ class Broker:
             conn.commit()
         finally:
             self._storage.release(conn)
-        self._after_commit(applier.woken_queues, set())
+        self._after_commit(applier.woken_queues, set(), frozenset(applier.arrived_on_empty))
         return moved
 
     # -- waiting and events --------------------------------------------------------------
@@ -440,13 +440,16 @@ class Broker:
         deadline: float | None,
         *,
         queue_id: int | None = None,
+        counts_as_waiting: bool = False,
     ) -> T | None:
         """Call ``attempt`` until it returns a value, the broker-clock ``deadline`` passes
         (None: never) or the broker stops. Between tries it sleeps until woken: by a commit
         touching ``queue_id`` (or releasing locks, when ``queue_id`` is None), by a clock move,
-        or by the poller seeing another process's commit."""
+        or by the poller seeing another process's commit. ``counts_as_waiting``: the caller is
+        a RECEIVE or GET CONVERSATION GROUP without WHERE, which queue monitors count (ACT-3)."""
         key = LOCKS if queue_id is None else queue_id
         counted = False
+        token: int | None = None
         try:
             while True:
                 seen = self._notifier.generation(key)
@@ -458,34 +461,50 @@ class Broker:
                     return None
                 if self._stopping and self.activation.in_activated_task():
                     return None  # stop(): activated procedures see an empty queue and exit
-                if queue_id is not None and not counted:
-                    self.activation.waiting(queue_id, +1)
+                if queue_id is not None and counts_as_waiting and not counted:
+                    token = self._storage.activity.begin_wait(queue_id)  # ACT-3, all processes
                     counted = True
                 real = WAIT_SAFETY
                 if deadline is not None:
                     real = min(real, self.clock.max_real_wait(deadline - now))
                 self._notifier.wait(key, seen, max(real, 0.0005))
         finally:
-            if counted and queue_id is not None:
-                self.activation.waiting(queue_id, -1)
+            if counted:
+                self._storage.activity.end_wait(token)
 
-    def _after_commit(self, woken_queues: set[int], locked_queues: set[int]) -> None:
+    def _after_commit(
+        self,
+        woken_queues: set[int],
+        locked_queues: set[int],
+        arrived_on_empty: frozenset[int] = frozenset(),
+    ) -> None:
         """After a commit: wake waiters of queues that got messages or had groups unlocked,
-        and lock waiters; let the monitors of queues that got messages decide (ACT-4a)."""
+        and lock waiters; the monitors of queues that got messages check (ACT-4a)."""
         if woken_queues or locked_queues:
             self._notify(woken_queues | locked_queues | {LOCKS})
         if woken_queues and self.activation.enabled:
-            self.activation.check(woken_queues)
+            self.activation.check(woken_queues, Trigger.MESSAGE_ARRIVED, arrived_on_empty)
 
     def _after_rollback(self, received_queues: set[int], locked_queues: set[int]) -> None:
         """After a rollback: received messages are back (RCV-3), count it (POI-1), wake
-        waiters, re-evaluate activation (ACT-4c)."""
+        waiters, and the monitors check (ACT-4c)."""
         if received_queues:
             self._count_rollbacks(received_queues)
         if received_queues or locked_queues:
             self._notify(received_queues | locked_queues | {LOCKS})
         if received_queues and self.activation.enabled:
-            self.activation.check(received_queues)
+            self.activation.check(received_queues, Trigger.ROLLBACK)
+
+    def _note_receive(self, queue_id: int, *, empty: bool, where: bool) -> None:
+        """A RECEIVE (or GET CONVERSATION GROUP) ran on the queue (ACT-3b, ACT-4b, ACT-8)."""
+        now = self.clock.now()
+        activity = self._storage.activity
+        if empty:
+            if not where:
+                activity.note_empty(queue_id, now)
+            return
+        activity.note_receive(queue_id, now)
+        self.activation.received(queue_id)
 
     def _count_rollbacks(self, queue_ids: set[int]) -> None:
         """POI-1: five rollbacks in a row of transactions that received from a queue turn the
@@ -520,6 +539,3 @@ class Broker:
     def queue_disabled_events(self) -> list[tuple[str, float]]:
         """BROKER_QUEUE_DISABLED events raised in this process: (queue name, broker time)."""
         return list(self._disabled_events)
-
-    def _note_empty_receive(self, queue_id: int) -> None:
-        self.activation.empty_receive(queue_id, self.clock.now())

@@ -79,6 +79,7 @@ class Applier:
         self._tq_any: bool | None = None
         self._routes: dict[bytes, EndpointRow] = {}
         self.woken_queues: set[int] = set()
+        self.arrived_on_empty: set[int] = set()
 
     # -- rows ----------------------------------------------------------------------------
     def prefetch(self, conversation_id: bytes) -> None:
@@ -363,8 +364,15 @@ class Applier:
                 out.message_id,
             )
         )
-        if status == 1:
+        if status == 1 and row.queue_id not in self.woken_queues:
             self.woken_queues.add(row.queue_id)
+            queue = self.catalog.queues_by_id.get(row.queue_id)
+            if (
+                queue is not None
+                and queue.activation_enabled
+                and not self.conn.queue_has_ready(row.queue_id)
+            ):
+                self.arrived_on_empty.add(row.queue_id)  # ACT-5a: new work on an idle queue
 
     def _retain_sent(self, row: EndpointRow, out: Outgoing) -> bool:
         queue = self.catalog.queues_by_id.get(row.queue_id)

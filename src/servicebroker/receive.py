@@ -208,11 +208,11 @@ def receive(
 
         attempt = next_group
 
+    where = conversation_handle is not None or conversation_group_id is not None
     tx._locked_queues.add(queue.queue_id)
-    rows = broker._wait_for(attempt, deadline, queue_id=queue.queue_id)
+    rows = broker._wait_for(attempt, deadline, queue_id=queue.queue_id, counts_as_waiting=not where)
+    broker._note_receive(queue.queue_id, empty=rows is None, where=where)
     if rows is None:
-        if conversation_handle is None and conversation_group_id is None:
-            broker._note_empty_receive(queue.queue_id)
         return []
     tx._record_received(queue.queue_id, [r[2] for r in rows])
     return to_messages(tx.catalog, rows, queue.name)
@@ -234,8 +234,8 @@ def get_conversation_group(
         )
 
     tx._locked_queues.add(queue.queue_id)
-    group = tx._broker._wait_for(attempt, deadline, queue_id=queue.queue_id)
+    group = tx._broker._wait_for(attempt, deadline, queue_id=queue.queue_id, counts_as_waiting=True)
     if group is None:
-        tx._broker._note_empty_receive(queue.queue_id)
+        tx._broker._note_receive(queue.queue_id, empty=True, where=False)
         return None
     return uuid.UUID(bytes=group)

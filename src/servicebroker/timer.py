@@ -147,4 +147,6 @@ class BrokerTimer:
             fired += len(timers) + len(lifetimes)
             self._timers_fired += len(timers)
             self._lifetimes_expired += len(lifetimes)
-            self._broker._after_commit(applier.woken_queues, set())
+            self._broker._after_commit(
+                applier.woken_queues, set(), frozenset(applier.arrived_on_empty)
+            )

@@ -484,6 +484,7 @@ class Transaction:
         self._check_active()
         conn = self._conn
         woken: set[int] = set()
+        arrived_on_empty: frozenset[int] = frozenset()
         try:
             if self._ops or self._received or conn.in_write:
                 conn.begin_write()
@@ -496,11 +497,12 @@ class Transaction:
                 applier.finish()
                 conn.commit()
                 woken = applier.woken_queues
+                arrived_on_empty = frozenset(applier.arrived_on_empty)
         except BaseException:
             self._end(rolled_back=True)
             raise
         self._end(rolled_back=False)
-        self._broker._after_commit(woken, self._locked_queues)
+        self._broker._after_commit(woken, self._locked_queues, arrived_on_empty)
 
     def _apply(self, applier: Applier) -> None:
         for row in self._endpoints.values():

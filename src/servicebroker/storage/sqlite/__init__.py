@@ -21,6 +21,7 @@ from typing import Any
 from ...errors import StorageError
 from ..base import CatalogRows, EndpointRow, MessageRow, QueueInsert, TransmissionRow
 from ..queries import load_queries, split_statements
+from .activity import QueueActivity
 from .locks import GroupLocks, check_platform
 
 __all__ = ["SqliteConnection", "SqliteStorage"]
@@ -456,6 +457,7 @@ class SqliteStorage:
         self._pool_lock = threading.Lock()
         self._closed = False
         self._migrate()
+        self.activity = QueueActivity(f"{path}-sbactivity")
 
     def _raw(self) -> sqlite3.Connection:
         try:
@@ -591,3 +593,4 @@ class SqliteStorage:
             conn.close()
         for watcher in self._watchers:
             watcher.close()
+        self.activity.close()

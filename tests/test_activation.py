@@ -1,0 +1,339 @@
+"""Activation exactly as documented (ACT-1..9, TICK-2a), on a ManualClock: the decisions as pure
+functions, then scenarios with real procedures whose "processing" takes simulated seconds."""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+import pytest
+
+from servicebroker import Activation, ActivationContext, Broker, ManualClock
+from servicebroker.activation import (
+    MonitorInputs,
+    Reason,
+    Trigger,
+    activation_necessary,
+    internal_activation_occurs,
+    monitor_state,
+)
+
+from .conftest import Pair, make_pair
+
+NOW = 1_000.0
+
+
+def inputs(**kw: object) -> MonitorInputs:
+    base: dict[str, object] = dict(
+        has_unread=True,
+        arrived_on_empty=False,
+        running=1,
+        waiting=0,
+        last_empty_rowset_time=None,
+        now=NOW,
+        window=5.0,
+    )
+    base.update(kw)
+    return MonitorInputs(**base)  # type: ignore[arg-type]
+
+
+# -- the decisions, as pure functions -------------------------------------------------------
+
+
+def test_5a_new_message_on_an_idle_queue() -> None:
+    # rule ACT-5a, rule ACT-1 (necessary, then occurs)
+    m = inputs(arrived_on_empty=True, running=0, last_empty_rowset_time=NOW - 1)
+    assert activation_necessary(Trigger.MESSAGE_ARRIVED, m) is Reason.NEW_WORK
+    assert (
+        activation_necessary(
+            Trigger.MESSAGE_ARRIVED,
+            inputs(arrived_on_empty=True, running=1, last_empty_rowset_time=NOW - 1),
+        )
+        is None
+    )
+    assert activation_necessary(Trigger.TICK, m) is None  # 5a needs the arrival itself
+
+
+def test_5b_messages_accumulate() -> None:
+    # rule ACT-5b, rule ACT-3
+    assert activation_necessary(Trigger.TICK, inputs()) is Reason.ACCUMULATING
+    assert (
+        activation_necessary(Trigger.TICK, inputs(waiting=1)) is None
+    )  # a reader waits: it will take them
+    assert activation_necessary(Trigger.TICK, inputs(has_unread=False)) is None
+    assert activation_necessary(Trigger.TICK, inputs(last_empty_rowset_time=NOW - 4.9)) is None
+    assert (
+        activation_necessary(Trigger.TICK, inputs(last_empty_rowset_time=NOW - 5.0))
+        is Reason.ACCUMULATING
+    )
+
+
+def test_activation_occurs_below_max_readers_one_per_interval() -> None:
+    # rule ACT-7, rule ACT-9
+    def occurs(reason: Reason = Reason.ACCUMULATING, **kw: object) -> bool:
+        args: dict[str, object] = dict(
+            running=1,
+            max_queue_readers=3,
+            suppressed=False,
+            last_activated=NOW - 5,
+            now=NOW,
+            interval=5.0,
+        )
+        args.update(kw)
+        return internal_activation_occurs(reason, **args)  # type: ignore[arg-type]
+
+    assert occurs()
+    assert not occurs(running=3)
+    assert not occurs(suppressed=True)
+    assert not occurs(last_activated=NOW - 1)
+    assert occurs(Reason.NEW_WORK, running=0, last_activated=NOW - 1)
+    assert not occurs(Reason.NEW_WORK, running=0, max_queue_readers=0)
+
+
+def test_monitor_states() -> None:
+    # rule ACT-2 (the dm_broker_queue_monitors state column)
+    assert monitor_state(running=0, has_unread=False, received_since_activation=False) == "INACTIVE"
+    assert monitor_state(running=1, has_unread=True, received_since_activation=False) == "NOTIFIED"
+    assert (
+        monitor_state(running=1, has_unread=True, received_since_activation=True)
+        == "RECEIVES_OCCURRING"
+    )
+
+
+# -- scenarios with procedures ----------------------------------------------------------------
+
+
+@dataclass
+class Sim:
+    """Simulated processing time for procedures, and a way to let the system settle."""
+
+    broker: Broker
+    clock: ManualClock
+    queue: str
+    cond: threading.Condition = field(default_factory=threading.Condition)
+    sleeping: int = 0
+    starts: list[float] = field(default_factory=list)
+    running_seen: list[int] = field(default_factory=list)
+    waiting_seen: list[tuple[int, int]] = field(default_factory=list)
+
+    def __post_init__(self) -> None:
+        self.clock.subscribe(self._tick)
+
+    def _tick(self, now: float) -> None:
+        with self.cond:
+            self.cond.notify_all()
+
+    def sleep(self, seconds: float) -> None:
+        until = self.clock.now() + seconds
+        with self.cond:
+            self.sleeping += 1
+            try:
+                while self.clock.now() < until and not self.broker._stopping:
+                    self.cond.wait(0.5)
+            finally:
+                self.sleeping -= 1
+
+    def monitor(self) -> tuple[int, int]:
+        (m,) = [
+            m for m in self.broker.views.dm_broker_queue_monitors() if m.queue_name == self.queue
+        ]
+        return m.running_tasks, m.tasks_waiting
+
+    def settle(self, limit: float = 20.0) -> None:
+        """Wait (real time, only to synchronise) until every running procedure is blocked:
+        sleeping in simulated processing or waiting in RECEIVE."""
+        end = time.monotonic() + limit
+        stable = 0
+        while stable < 3:
+            running, waiting = self.monitor()
+            with self.cond:
+                blocked = self.sleeping + waiting
+            stable = stable + 1 if blocked >= running else 0
+            assert time.monotonic() < end, (
+                f"did not settle: running={running} waiting={waiting} sleeping={self.sleeping}"
+            )
+            time.sleep(0.002)
+        running, waiting = self.monitor()
+        self.running_seen.append(running)
+        self.waiting_seen.append((running, waiting))
+
+    def run(self, seconds: int, step: float = 1.0) -> None:
+        for _ in range(int(seconds / step)):
+            self.settle()
+            self.clock.advance(step)
+        self.settle()
+
+
+def processing_procedure(
+    sim: Sim, *, top: int, seconds: float, wait: float
+) -> Callable[[ActivationContext], None]:
+    """Receive TOP (n), then 'process' for ``seconds`` simulated seconds while holding the
+    group; exit when nothing comes for ``wait`` seconds (ACT-9: procedures exit by themselves)."""
+
+    def procedure(ctx: ActivationContext) -> None:
+        sim.starts.append(ctx.broker.clock.now())
+        while True:
+            with ctx.broker.transaction() as tx:
+                msgs = tx.receive(ctx.queue_name, top=top, timeout=wait)
+                if not msgs:
+                    return
+                sim.sleep(seconds)
+
+    return procedure
+
+
+def send(broker: Broker, pair: Pair, conversations: int, per_conversation: int) -> None:
+    with broker.transaction() as tx:
+        for c in range(conversations):
+            h = tx.begin_dialog(pair.initiator, pair.target, contract="C")
+            for i in range(per_conversation):
+                tx.send(h, "Req", f"{c}:{i}".encode())
+
+
+@pytest.fixture
+def started(broker: Broker) -> Broker:
+    broker.start()
+    return broker
+
+
+def test_one_conversation_is_served_by_two_readers_at_most(
+    started: Broker, clock: ManualClock
+) -> None:
+    # rule ACT-6, rule ACT-5b, rule ACT-3 (tasks_waiting)
+    broker = started
+    pair = make_pair(broker)
+    sim = Sim(broker, clock, pair.tq)
+    broker.alter_queue(
+        pair.tq,
+        activation=Activation(
+            processing_procedure(sim, top=10, seconds=1, wait=2), max_queue_readers=10
+        ),
+    )
+    send(broker, pair, conversations=1, per_conversation=1000)
+    sim.run(120)
+    assert max(sim.running_seen) == 2
+    assert (
+        2,
+        1,
+    ) in sim.waiting_seen  # the second reader waits in RECEIVE and shows in tasks_waiting
+    assert broker.peek(pair.tq) == []
+    assert sim.running_seen[-1] == 0  # both exited once the queue stayed empty for their wait
+
+
+def test_readers_climb_one_per_tick_to_max_queue_readers(
+    started: Broker, clock: ManualClock
+) -> None:
+    # rule ACT-7, rule ACT-5b, rule TICK-2a
+    broker = started
+    pair = make_pair(broker)
+    sim = Sim(broker, clock, pair.tq)
+    broker.alter_queue(
+        pair.tq,
+        activation=Activation(
+            processing_procedure(sim, top=10, seconds=1, wait=2), max_queue_readers=10
+        ),
+    )
+    send(broker, pair, conversations=50, per_conversation=100)
+    sim.run(120)
+    assert max(sim.running_seen) == 10
+    gaps = [b - a for a, b in zip(sim.starts, sim.starts[1:], strict=False)]
+    assert min(gaps) >= 5.0  # one more per tick at most
+    assert broker.peek(pair.tq) == []
+    assert sim.running_seen[-1] == 0
+
+
+def test_one_message_on_an_idle_queue_starts_one_reader_at_once(
+    started: Broker, clock: ManualClock
+) -> None:
+    # rule ACT-5a, rule ACT-4a
+    broker = started
+    pair = make_pair(broker)
+    sim = Sim(broker, clock, pair.tq)
+    broker.alter_queue(
+        pair.tq,
+        activation=Activation(
+            processing_procedure(sim, top=10, seconds=1, wait=2), max_queue_readers=5
+        ),
+    )
+    send(broker, pair, conversations=1, per_conversation=1)
+    sim.settle()  # no clock move: no tick
+    assert sim.starts == [clock.now()]
+    assert broker.views.dm_broker_activated_tasks()[0].queue_name == pair.tq
+
+
+def test_procedure_that_exits_without_receiving_is_not_restarted(
+    started: Broker, clock: ManualClock
+) -> None:
+    # rule ACT-9
+    broker = started
+    pair = make_pair(broker)
+    calls: list[float] = []
+    broker.alter_queue(
+        pair.tq, activation=Activation(lambda ctx: calls.append(clock.now()), max_queue_readers=3)
+    )
+    send(broker, pair, conversations=1, per_conversation=1)
+    _until(lambda: len(calls) == 1 and not broker.views.dm_broker_activated_tasks())
+    clock.advance(30)  # six ticks with unread messages: not re-activated
+    time.sleep(0.05)
+    assert len(calls) == 1
+    (m,) = broker.views.dm_broker_queue_monitors()
+    assert m.state == "INACTIVE" or m.running_tasks == 0
+    broker.alter_queue(
+        pair.tq, activation=Activation(lambda ctx: calls.append(clock.now()), max_queue_readers=3)
+    )
+    _until(lambda: len(calls) == 2)  # ALTER QUEUE lets the monitor try again (ACT-4e)
+
+
+def test_a_rollback_makes_the_monitor_check_at_once(
+    broker: Broker, pair: Pair, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # rule ACT-4c
+    checks: list[tuple[Trigger, frozenset[int] | None]] = []
+    real = broker.activation.check
+
+    def spy(
+        queue_ids: set[int] | None = None,
+        trigger: Trigger = Trigger.TICK,
+        arrived_on_empty: frozenset[int] = frozenset(),
+    ) -> None:
+        checks.append((trigger, None if queue_ids is None else frozenset(queue_ids)))
+        real(queue_ids, trigger, arrived_on_empty)
+
+    monkeypatch.setattr(broker.activation, "check", spy)
+    broker.activation.enabled = True
+    send(broker, pair, 1, 1)
+    tq = broker.catalog.queue(pair.tq).queue_id
+    assert (Trigger.MESSAGE_ARRIVED, frozenset({tq})) in checks  # rule ACT-4a
+    with pytest.raises(RuntimeError), broker.transaction() as tx:
+        tx.receive(pair.tq)
+        raise RuntimeError("roll back")
+    assert checks[-1] == (Trigger.ROLLBACK, frozenset({tq}))
+
+
+def test_waiting_in_another_process_counts(db_path: str, broker: Broker, pair: Pair) -> None:
+    # rule ACT-3: waits are seen from every process
+    import multiprocessing as mp
+
+    from . import proc_workers
+
+    ctx = mp.get_context("spawn")
+    ready = ctx.Event()
+    p = ctx.Process(target=proc_workers.wait_in_receive, args=(db_path, pair.tq, ready))
+    p.start()
+    try:
+        assert ready.wait(60)
+        tq = broker.catalog.queue(pair.tq).queue_id
+        _until(lambda: broker._storage.activity.waiting(tq) == 1, limit=30)
+    finally:
+        p.kill()
+        p.join(30)
+    _until(lambda: broker._storage.activity.waiting(tq) == 0)  # a dead process's wait vanishes
+
+
+def _until(cond: Callable[[], bool], limit: float = 10.0) -> None:
+    end = time.monotonic() + limit
+    while not cond():
+        assert time.monotonic() < end, "condition not reached"
+        time.sleep(0.002)
