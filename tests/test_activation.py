@@ -337,3 +337,119 @@ def _until(cond: Callable[[], bool], limit: float = 10.0) -> None:
     while not cond():
         assert time.monotonic() < end, "condition not reached"
         time.sleep(0.002)
+
+
+# -- external activation and event notifications ----------------------------------------------
+
+NOTIFY = "//test/Activator"
+
+
+def notifications(broker: Broker) -> list[dict[str, str]]:
+    import xml.etree.ElementTree as ET
+
+    out = []
+    for m in broker.peek("notify_q"):
+        assert (
+            m.message_type_name
+            == "http://schemas.microsoft.com/SQL/Notifications/EventNotification"
+        )
+        assert (
+            m.service_contract_name
+            == "http://schemas.microsoft.com/SQL/Notifications/PostEventNotification"
+        )
+        root = ET.fromstring(m.message_body)
+        assert root.tag == "EVENT_INSTANCE"
+        out.append(
+            {child.tag: child.text or "" for child in root} | {"handle": str(m.conversation_handle)}
+        )
+    return out
+
+
+def add_activator_service(broker: Broker) -> None:
+    broker.create_queue("notify_q")
+    broker.create_service(
+        NOTIFY,
+        queue="notify_q",
+        contracts=["http://schemas.microsoft.com/SQL/Notifications/PostEventNotification"],
+    )
+
+
+def test_queue_activation_notifications_are_spaced_by_the_timeout(
+    started: Broker, clock: ManualClock
+) -> None:
+    # rule ACT-8, rule EVT-1, rule ACT-2 (a monitor for a queue with a QUEUE_ACTIVATION notification)
+    broker = started
+    pair = make_pair(broker)
+    add_activator_service(broker)
+    broker.create_event_notification(
+        "ea", queue=pair.tq, event="QUEUE_ACTIVATION", to_service=NOTIFY
+    )
+    assert [m.queue_name for m in broker.views.dm_broker_queue_monitors()] == [pair.tq]
+    send(broker, pair, conversations=3, per_conversation=1)
+    first = notifications(broker)
+    assert len(first) == 1  # at once: a message arrived on an idle queue (ACT-5a)
+    assert first[0]["EventType"] == "QUEUE_ACTIVATION" and first[0]["ObjectName"] == pair.tq
+    assert first[0]["DatabaseName"] == "broker" and first[0]["ObjectType"] == "QUEUE"
+    (m,) = broker.views.dm_broker_queue_monitors()
+    assert m.state == "NOTIFIED"
+    clock.advance(
+        55
+    )  # eleven ticks, activation still necessary: no notification within the time-out
+    assert len(notifications(broker)) == 1
+    clock.advance(5)  # the time-out expired: another one
+    assert len(notifications(broker)) == 2
+    with (
+        broker.transaction() as tx
+    ):  # an external reader RECEIVEs: that re-arms at once (next tick)
+        assert tx.receive(pair.tq)
+    clock.advance(5)
+    got = notifications(broker)
+    assert len(got) == 3
+    assert len({n["handle"] for n in got}) == 1  # one dialog per registration
+
+
+def test_poison_raises_broker_queue_disabled(broker: Broker, pair: Pair) -> None:
+    # rule POI-1, rule EVT-1
+    add_activator_service(broker)
+    broker.create_event_notification(
+        "pd", queue=pair.tq, event="BROKER_QUEUE_DISABLED", to_service=NOTIFY
+    )
+    send(broker, pair, 1, 1)
+    for _ in range(5):
+        tx = broker.transaction()
+        assert tx.receive(pair.tq)
+        tx.rollback()
+    (n,) = notifications(broker)
+    assert n["EventType"] == "BROKER_QUEUE_DISABLED" and n["ObjectName"] == pair.tq
+
+
+def test_event_notification_arguments(broker: Broker, pair: Pair) -> None:
+    # rule EVT-1
+    from servicebroker import CatalogError
+
+    with pytest.raises(CatalogError, match="QUEUE_ACTIVATION, BROKER_QUEUE_DISABLED"):
+        broker.create_event_notification("x", queue=pair.tq, event="QUEUE_FULL", to_service=NOTIFY)
+    with pytest.raises(CatalogError, match="queue 'nope' does not exist"):
+        broker.create_event_notification(
+            "x", queue="nope", event="QUEUE_ACTIVATION", to_service=NOTIFY
+        )
+    broker.create_event_notification(
+        "x", queue=pair.tq, event="QUEUE_ACTIVATION", to_service=NOTIFY
+    )
+    with pytest.raises(CatalogError, match="already exists"):
+        broker.create_event_notification(
+            "x", queue=pair.tq, event="QUEUE_ACTIVATION", to_service=NOTIFY
+        )
+    broker.drop_event_notification("x")
+    with pytest.raises(CatalogError, match="does not exist"):
+        broker.drop_event_notification("x")
+
+
+def test_external_notification_due_is_a_pure_rule() -> None:
+    # rule ACT-8
+    from servicebroker.notifications import external_notification_due
+
+    assert external_notification_due(last_notified=None, last_receive=None, now=100, timeout=60)
+    assert not external_notification_due(last_notified=90, last_receive=None, now=100, timeout=60)
+    assert external_notification_due(last_notified=90, last_receive=95, now=100, timeout=60)
+    assert external_notification_due(last_notified=30, last_receive=None, now=90, timeout=60)

@@ -76,14 +76,14 @@ def test_activation_validation(broker: Broker) -> None:
     with pytest.raises(CatalogError, match=r"package\.module:function"):
         Activation("nocolon")
     broker.create_queue("q", activation=Activation("json:dumps", max_queue_readers=3))
-    (row,) = broker.views.service_queues()
+    (row,) = [r for r in broker.views.service_queues() if r.name == "q"]
     assert (
         row.is_activation_enabled
         and row.max_readers == 3
         and row.activation_procedure == "json:dumps"
     )
     broker.alter_queue("q", status=False)
-    (row,) = broker.views.service_queues()
+    (row,) = [r for r in broker.views.service_queues() if r.name == "q"]
     assert not row.is_receive_enabled and row.max_readers == 3
 
 
@@ -96,4 +96,9 @@ def test_catalog_is_durable_and_shared(db_path: str, broker: Broker) -> None:
 
 
 def test_schema_is_versioned(db_path: str, broker: Broker) -> None:
-    assert broker._storage.schema_version() == 1  # type: ignore[attr-defined]
+    import sqlite3
+
+    assert broker._storage.schema_version() == 2  # type: ignore[attr-defined]
+    with sqlite3.connect(db_path) as c:
+        names = [r[0] for r in c.execute("SELECT name FROM schema_migrations ORDER BY version")]
+    assert names == ["0001_initial.sql", "0002_event_notifications.sql"]

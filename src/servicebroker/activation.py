@@ -16,8 +16,9 @@ import threading
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from .catalog import ActivationContext, Procedure, QueueDef, resolve_procedure
+from .catalog import ActivationContext, CatalogSnapshot, Procedure, QueueDef, resolve_procedure
 from .errors import BrokerError
+from .notifications import external_notification_due, raise_event
 
 if TYPE_CHECKING:
     from .broker import Broker
@@ -122,10 +123,14 @@ def internal_activation_occurs(
     return last_activated is None or now - last_activated >= interval
 
 
-def monitor_state(*, running: int, has_unread: bool, received_since_activation: bool) -> str:
+def monitor_state(
+    *, running: int, has_unread: bool, received_since_activation: bool, notified: bool = False
+) -> str:
     """The ``dm_broker_queue_monitors.state`` of a monitor: INACTIVE when nothing runs and
-    nothing waits, NOTIFIED when it activated and no RECEIVE has run since, RECEIVES_OCCURRING
-    when readers are receiving."""
+    nothing waits, NOTIFIED when it activated a procedure or raised a QUEUE_ACTIVATION
+    notification and no RECEIVE has run since, RECEIVES_OCCURRING when readers are receiving."""
+    if notified and has_unread and not received_since_activation:
+        return "NOTIFIED"
     if running == 0 and not has_unread:
         return "INACTIVE"
     if running and not received_since_activation:
@@ -166,6 +171,7 @@ class _Monitor:
     __slots__ = (
         "activations",
         "last_activated",
+        "last_notified",
         "peak",
         "received_since_activation",
         "running",
@@ -181,6 +187,16 @@ class _Monitor:
         self.suppressed = False
         self.received_since_activation = False
         self.seen_unread: bool | None = None
+        self.last_notified: float | None = None
+
+
+def monitored(catalog: CatalogSnapshot, queue: QueueDef) -> tuple[bool, bool]:
+    """(internal, external): whether the queue has a monitor for internal activation
+    (activation STATUS ON with a procedure) and for external activation (a QUEUE_ACTIVATION
+    event notification) (ACT-2)."""
+    internal = queue.activation_enabled and bool(queue.activation_procedure)
+    external = bool(catalog.notifications(queue.queue_id, "QUEUE_ACTIVATION"))
+    return internal, external
 
 
 class ActivationService:
@@ -196,10 +212,13 @@ class ActivationService:
         broker: Broker,
         empty_receive_window: float = EMPTY_RECEIVE_WINDOW,
         interval: float = 5.0,
+        external_activation_timeout: float = 60.0,
     ) -> None:
         self._broker = broker
         self.empty_receive_window = empty_receive_window
         self.interval = interval
+        self.external_activation_timeout = external_activation_timeout
+        self.notifications_raised = 0
         self._lock = threading.Lock()
         self._monitors: dict[int, _Monitor] = {}
         self._tasks: dict[int, ActivatedTask] = {}
@@ -250,15 +269,36 @@ class ActivationService:
             return
         broker = self._broker
         catalog = broker._catalog_now()
+        starts: list[QueueDef] = []
+        notify: list[QueueDef] = []
         with self._check_lock:
             for queue in catalog.queues_by_id.values():
                 if queue_ids is not None and queue.queue_id not in queue_ids:
                     continue
-                if not (queue.activation_enabled and queue.status and queue.activation_procedure):
-                    continue
-                self._decide(queue, trigger, queue.queue_id in arrived_on_empty)
+                internal, external = monitored(catalog, queue)
+                if queue.status and (internal or external):
+                    start, raise_ = self._decide(
+                        queue, trigger, queue.queue_id in arrived_on_empty, internal, external
+                    )
+                    if start:
+                        starts.append(queue)
+                    if raise_:
+                        notify.append(queue)
+        # act outside the lock: a notification's own commit makes monitors check again
+        for queue in notify:
+            self.notifications_raised += raise_event(broker, queue, "QUEUE_ACTIVATION")  # ACT-8
+        for queue in starts:
+            self._start(queue)
 
-    def _decide(self, queue: QueueDef, trigger: Trigger, arrived_on_empty: bool) -> None:
+    def _decide(
+        self,
+        queue: QueueDef,
+        trigger: Trigger,
+        arrived_on_empty: bool,
+        internal: bool,
+        external: bool,
+    ) -> tuple[bool, bool]:
+        """(start a procedure, raise a QUEUE_ACTIVATION notification) for one queue."""
         broker = self._broker
         activity = broker._storage.activity
         has_unread = broker._queue_has_ready(queue.queue_id)
@@ -283,16 +323,34 @@ class ActivationService:
             window=self.empty_receive_window,
         )
         reason = activation_necessary(trigger, inputs)
-        if reason is not None and internal_activation_occurs(
-            reason,
-            running=running,
-            max_queue_readers=queue.max_queue_readers,
-            suppressed=suppressed,
-            last_activated=last_activated,
-            now=now,
-            interval=self.interval,
-        ):
-            self._start(queue)
+        raise_ = False
+        if reason is not None and external:
+            with self._lock:
+                last_notified = mon.last_notified
+            raise_ = external_notification_due(
+                last_notified=last_notified,
+                last_receive=activity.last_receive(queue.queue_id),
+                now=now,
+                timeout=self.external_activation_timeout,
+            )
+            if raise_:
+                with self._lock:
+                    mon.last_notified = now
+                    mon.received_since_activation = False
+        start = (
+            reason is not None
+            and internal
+            and internal_activation_occurs(
+                reason,
+                running=running,
+                max_queue_readers=queue.max_queue_readers,
+                suppressed=suppressed,
+                last_activated=last_activated,
+                now=now,
+                interval=self.interval,
+            )
+        )
+        return start, raise_
 
     def _resolve(self, queue: QueueDef) -> Procedure:
         with self._lock:
@@ -372,7 +430,8 @@ class ActivationService:
         activity = broker._storage.activity
         out = []
         for queue in catalog.queues_by_id.values():
-            if not queue.activation_enabled:
+            _internal, external = monitored(catalog, queue)
+            if not (queue.activation_enabled or external):
                 continue
             has_unread = broker._queue_has_ready(queue.queue_id)
             with self._lock:
@@ -380,12 +439,16 @@ class ActivationService:
                 running, peak, activations = mon.running, mon.peak, mon.activations
                 last_activated, suppressed = mon.last_activated, mon.suppressed
                 received = mon.received_since_activation
+                notified = mon.last_notified is not None
             out.append(
                 QueueMonitor(
                     queue.queue_id,
                     queue.name,
                     monitor_state(
-                        running=running, has_unread=has_unread, received_since_activation=received
+                        running=running,
+                        has_unread=has_unread,
+                        received_since_activation=received,
+                        notified=notified,
                     ),
                     activity.last_empty(queue.queue_id),
                     last_activated,

@@ -15,12 +15,13 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import Any, TypeVar
 
 from . import catalog as _catalog
-from .activation import ActivationService, Trigger
+from .activation import EMPTY_RECEIVE_WINDOW, ActivationService, Trigger
 from .catalog import Activation, CatalogSnapshot
 from .clock import Clock, SystemClock
 from .delivery import Applier
 from .errors import BrokerError, CatalogError
 from .messages import Message
+from .notifications import raise_event
 from .receive import to_messages
 from .storage import open_storage
 from .storage.base import Storage, StorageConnection
@@ -51,7 +52,15 @@ class Broker:
     :class:`~servicebroker.storage.sqlite.SqliteStorage`).
     """
 
-    def __init__(self, storage: Storage, clock: Clock, *, lock_timeout: float = 60.0) -> None:
+    def __init__(
+        self,
+        storage: Storage,
+        clock: Clock,
+        *,
+        lock_timeout: float = 60.0,
+        empty_receive_window: float = EMPTY_RECEIVE_WINDOW,
+        external_activation_timeout: float = 60.0,
+    ) -> None:
         self._storage = storage
         self.clock: Clock = clock
         self.lock_timeout = float(lock_timeout)
@@ -65,7 +74,12 @@ class Broker:
         self._closed = False
         self._dropped_queue_names: set[str] = set()
         self._disabled_events: list[tuple[str, float]] = []
-        self.activation = ActivationService(self)
+        self.activation = ActivationService(
+            self,
+            empty_receive_window=empty_receive_window,
+            interval=TICK_SECONDS,
+            external_activation_timeout=external_activation_timeout,
+        )
         self.timer = BrokerTimer(self, TICK_SECONDS)
         self.timer.tasks.register("activation", 1, lambda now: self.activation.check())  # TICK-2a
         self.timer.tasks.register("transmission", 1, self._retry_transmission)
@@ -85,20 +99,29 @@ class Broker:
             url: the storage URL.
             clock: the broker clock (default :class:`SystemClock`); a :class:`ManualClock`
                 drives every time-out, lifetime, timer and interval in tests.
-            settings: ``lock_timeout`` (seconds), and storage settings ``synchronous``,
-                ``busy_timeout``, ``poll_interval``.
+            settings: ``lock_timeout``, ``empty_receive_window`` (ACT-5b, default 5) and
+                ``external_activation_timeout`` (ACT-8, default 60), all seconds on the broker
+                clock; storage settings ``synchronous``, ``busy_timeout``, ``poll_interval``.
 
         Raises:
             StorageError: a bad URL or an unusable database.
             BrokerError: an unknown setting.
         """
         lock_timeout = settings.pop("lock_timeout", 60.0)
+        window = settings.pop("empty_receive_window", EMPTY_RECEIVE_WINDOW)
+        external_timeout = settings.pop("external_activation_timeout", 60.0)
         allowed = {"synchronous", "busy_timeout", "poll_interval"}
         unknown = set(settings) - allowed
         if unknown:
             raise BrokerError(f"unknown broker setting(s): {', '.join(sorted(unknown))}")
         storage = open_storage(url, **settings)
-        return cls(storage, clock or SystemClock(), lock_timeout=lock_timeout)
+        return cls(
+            storage,
+            clock or SystemClock(),
+            lock_timeout=lock_timeout,
+            empty_receive_window=window,
+            external_activation_timeout=external_timeout,
+        )
 
     @property
     def url(self) -> str:
@@ -342,6 +365,25 @@ class Broker:
         """DROP SERVICE. Raises :class:`CatalogError` if unknown or it has open conversations."""
         self._change(_catalog.drop_service, name)
 
+    def create_event_notification(
+        self, name: str, *, queue: str, event: str, to_service: str
+    ) -> None:
+        """CREATE EVENT NOTIFICATION ``name`` ON QUEUE ``queue`` FOR ``event`` TO SERVICE
+        ``to_service`` (EVT-1). ``event`` is ``"QUEUE_ACTIVATION"`` (external activation, ACT-8:
+        raised when activation is necessary, then not again for ``external_activation_timeout``
+        seconds unless an application RECEIVEs from the queue) or ``"BROKER_QUEUE_DISABLED"``
+        (raised when poison-message handling turns the queue OFF, POI-1).
+
+        Raises:
+            CatalogError: a bad or taken name, an unknown queue or event, a bad service name.
+        """
+        self._change(_catalog.create_event_notification, name, queue, event, to_service)
+        self.activation.check({self.catalog.queue(queue).queue_id}, Trigger.QUEUE_ALTERED)
+
+    def drop_event_notification(self, name: str) -> None:
+        """DROP EVENT NOTIFICATION. Raises :class:`CatalogError` for an unknown name."""
+        self._change(_catalog.drop_event_notification, name)
+
     def _register_procedure(self, queue: str, activation: Activation | None) -> None:
         if activation is not None and not isinstance(activation.procedure, str):
             self.activation.register_procedure(queue, activation.procedure)
@@ -534,6 +576,7 @@ class Broker:
                 POISON_ROLLBACKS,
             )
             self._disabled_events.append((name, self.clock.now()))
+            raise_event(self, self.catalog.queue(name), "BROKER_QUEUE_DISABLED")  # POI-1, EVT-1
 
     @property
     def queue_disabled_events(self) -> list[tuple[str, float]]:

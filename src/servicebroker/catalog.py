@@ -193,6 +193,28 @@ class ServiceDef:
     contract_ids: frozenset[int]
 
 
+EVENT_TYPES = ("QUEUE_ACTIVATION", "BROKER_QUEUE_DISABLED")
+"""EVT-1: the queue events a notification can be registered for."""
+EVENT_NOTIFICATION = "http://schemas.microsoft.com/SQL/Notifications/EventNotification"
+POST_EVENT_NOTIFICATION = "http://schemas.microsoft.com/SQL/Notifications/PostEventNotification"
+EVENT_NOTIFICATION_SERVICE = (
+    "http://schemas.microsoft.com/SQL/Notifications/EventNotificationService"
+)
+
+
+@dataclass(frozen=True, slots=True)
+class EventNotificationDef:
+    """CREATE EVENT NOTIFICATION ``name`` ON QUEUE … FOR ``event_type`` TO SERVICE
+    ``to_service`` (EVT-1); ``conversation_handle`` is the dialog its messages travel on."""
+
+    event_notification_id: int
+    name: str
+    queue_id: int
+    event_type: str
+    to_service: str
+    conversation_handle: bytes | None
+
+
 @dataclass(frozen=True)
 class CatalogSnapshot:
     """The catalog at one version, indexed by name and id."""
@@ -206,6 +228,7 @@ class CatalogSnapshot:
     queues_by_id: dict[int, QueueDef] = field(default_factory=dict)
     services: dict[str, ServiceDef] = field(default_factory=dict)
     services_by_id: dict[int, ServiceDef] = field(default_factory=dict)
+    event_notifications: dict[str, EventNotificationDef] = field(default_factory=dict)
 
     @classmethod
     def from_rows(cls, rows: CatalogRows) -> CatalogSnapshot:
@@ -235,7 +258,18 @@ class CatalogSnapshot:
             service = ServiceDef(s_id, name, queue_id, frozenset(contracts_of.get(s_id, ())))
             snap.services[name] = service
             snap.services_by_id[s_id] = service
+        for row in rows.event_notifications:
+            en = EventNotificationDef(*row)
+            snap.event_notifications[en.name] = en
         return snap
+
+    def notifications(self, queue_id: int, event_type: str) -> list[EventNotificationDef]:
+        """The event notifications registered on a queue for one event type."""
+        return [
+            en
+            for en in self.event_notifications.values()
+            if en.queue_id == queue_id and en.event_type == event_type
+        ]
 
     def message_type(self, name: object) -> MessageTypeDef:
         """The message type called ``name``; raises :class:`CatalogError` if there is none."""
@@ -463,3 +497,34 @@ def drop_service(conn: StorageConnection, snap: CatalogSnapshot, name: str) -> N
     if conn.catalog_count("endpoints_using_service", (service.service_id,)):
         raise CatalogError(f"service {name!r} has open conversations; end them first")
     conn.catalog_write("delete_service", (service.service_id,))
+
+
+def create_event_notification(
+    conn: StorageConnection,
+    snap: CatalogSnapshot,
+    name: str,
+    queue: str,
+    event: str,
+    to_service: str,
+) -> None:
+    """CREATE EVENT NOTIFICATION ``name`` ON QUEUE ``queue`` FOR ``event`` TO SERVICE
+    ``to_service`` (EVT-1). Raises :class:`CatalogError` for a bad or taken name, an unknown
+    queue, an event other than QUEUE_ACTIVATION or BROKER_QUEUE_DISABLED, or a bad service name."""
+    check_name("event notification", name)
+    if name in snap.event_notifications:
+        raise CatalogError(f"event notification {name!r} already exists")
+    q = snap.queue(queue)
+    if event not in EVENT_TYPES:
+        raise CatalogError(
+            f"event notification {name!r}: event must be one of {', '.join(EVENT_TYPES)}, got {event!r}"
+        )
+    check_name("service", to_service)
+    conn.catalog_write("insert_event_notification", (name, q.queue_id, event, to_service))
+
+
+def drop_event_notification(conn: StorageConnection, snap: CatalogSnapshot, name: str) -> None:
+    """DROP EVENT NOTIFICATION. Raises :class:`CatalogError` for an unknown name."""
+    en = snap.event_notifications.get(name)
+    if en is None:
+        raise CatalogError(f"event notification {name!r} does not exist")
+    conn.catalog_write("delete_event_notification", (en.event_notification_id,))

@@ -90,6 +90,7 @@ class Transaction:
         self._received: dict[int, list[int]] = {}
         self._received_set: set[int] = set()
         self._locked_queues: set[int] = set()
+        self._catalog_changed = False
         self._locked_elsewhere: set[bytes] = set()
         self._locked_elsewhere_seen: tuple[int, int] | None = None
         self._active = True
@@ -502,6 +503,8 @@ class Transaction:
             self._end(rolled_back=True)
             raise
         self._end(rolled_back=False)
+        if self._catalog_changed:
+            self._broker._invalidate_catalog()
         self._broker._after_commit(woken, self._locked_queues, arrived_on_empty)
 
     def _apply(self, applier: Applier) -> None:
@@ -523,6 +526,10 @@ class Transaction:
                 applier.set_timer(handle, op[2])
             elif kind == "move":
                 applier.move(handle, op[2])
+            elif kind == "notification_dialog":
+                self._conn.catalog_write("set_event_notification_conversation", (handle, op[2]))
+                self._conn.bump_catalog_version()
+                self._catalog_changed = True
 
     def rollback(self) -> None:
         """Undo everything: received messages return to their queues (RCV-3), group locks are
@@ -544,6 +551,10 @@ class Transaction:
             self._broker._after_rollback(set(self._received), self._locked_queues)
 
     # -- used by receive -----------------------------------------------------------------
+    def _remember_notification_dialog(self, event_notification_id: int, handle: uuid.UUID) -> None:
+        """Record, with this commit, the dialog an event notification now travels on."""
+        self._ops.append(("notification_dialog", handle.bytes, event_notification_id))
+
     def _known_locked(self) -> set[bytes]:
         """Groups this transaction found locked by others, forgotten whenever some transaction
         releases locks (so a RECEIVE does not knock on the same locked groups again)."""

@@ -76,6 +76,7 @@ class CatalogRows:
     queues: Sequence[tuple[int, str, int, int, int, int, str | None, int, float]]
     services: Sequence[tuple[int, str, int]]
     service_contracts: Sequence[tuple[int, int]]
+    event_notifications: Sequence[tuple[int, str, int, str, str, bytes | None]]
 
 
 class StorageConnection(Protocol):

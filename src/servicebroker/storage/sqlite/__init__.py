@@ -161,6 +161,7 @@ class SqliteConnection:
                 queues=self._all("catalog_queues"),
                 services=self._all("catalog_services"),
                 service_contracts=self._all("catalog_service_contracts"),
+                event_notifications=self._all("catalog_event_notifications"),
             )
         finally:
             if started:

@@ -265,3 +265,16 @@ FROM transmission_queue ORDER BY priority DESC, transmission_id;
 
 -- name: transmission_count
 SELECT count(*) FROM transmission_queue;
+
+-- name: catalog_event_notifications
+SELECT event_notification_id, name, queue_id, event_type, to_service, conversation_handle
+FROM event_notifications ORDER BY event_notification_id;
+
+-- name: insert_event_notification
+INSERT INTO event_notifications (name, queue_id, event_type, to_service) VALUES (?, ?, ?, ?);
+
+-- name: delete_event_notification
+DELETE FROM event_notifications WHERE event_notification_id = ?;
+
+-- name: set_event_notification_conversation
+UPDATE event_notifications SET conversation_handle = ? WHERE event_notification_id = ?;
