@@ -347,6 +347,7 @@ NOTIFY = "//test/Activator"
 def notifications(broker: Broker) -> list[dict[str, str]]:
     import xml.etree.ElementTree as ET
 
+    broker.tasks.drain()  # notifications are sent by the task handlers
     out = []
     for m in broker.peek("notify_q"):
         assert (
@@ -453,3 +454,29 @@ def test_external_notification_due_is_a_pure_rule() -> None:
     assert not external_notification_due(last_notified=90, last_receive=None, now=100, timeout=60)
     assert external_notification_due(last_notified=90, last_receive=95, now=100, timeout=60)
     assert external_notification_due(last_notified=30, last_receive=None, now=90, timeout=60)
+
+
+@pytest.mark.filterwarnings("ignore::pytest.PytestUnhandledThreadExceptionWarning")
+def test_task_handlers_run_and_a_dead_one_is_restarted_on_the_next_tick(
+    started: Broker, clock: ManualClock
+) -> None:
+    # rule TICK-2b: 2 x CPUs handlers, started with the broker, always running, restarted on failure
+    import os
+
+    broker = started
+    rows = broker.views.dm_broker_task_handlers()
+    assert len(rows) == 2 * (os.cpu_count() or 1)
+    assert {r.state for r in rows} <= {"IDLE", "RUNNING"}
+    ran = threading.Event()
+    broker.tasks.submit(ran.set)
+    assert ran.wait(10)
+
+    def die() -> None:
+        raise SystemExit("handler dies")
+
+    broker.tasks.submit(die)
+    _until(lambda: any(r.state == "STOPPED" for r in broker.views.dm_broker_task_handlers()))
+    clock.advance(5)  # one timer notification
+    rows = broker.views.dm_broker_task_handlers()
+    assert all(r.state != "STOPPED" for r in rows)
+    assert sum(r.restarts for r in rows) == 1

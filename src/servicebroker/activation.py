@@ -11,6 +11,7 @@ tick, and runs procedures on their own threads.
 from __future__ import annotations
 
 import enum
+import functools
 import logging
 import threading
 from dataclasses import dataclass
@@ -284,11 +285,12 @@ class ActivationService:
                         starts.append(queue)
                     if raise_:
                         notify.append(queue)
-        # act outside the lock: a notification's own commit makes monitors check again
+        # act outside the lock, on the task handlers: a notification's own commit makes
+        # monitors check again; the reader slot of a start was reserved by the decision
         for queue in notify:
-            self.notifications_raised += raise_event(broker, queue, "QUEUE_ACTIVATION")  # ACT-8
+            broker.tasks.submit(functools.partial(self._notify, queue))
         for queue in starts:
-            self._start(queue)
+            broker.tasks.submit(functools.partial(self._launch, queue))
 
     def _decide(
         self,
@@ -350,6 +352,9 @@ class ActivationService:
                 interval=self.interval,
             )
         )
+        if start:
+            with self._lock:
+                start = self._reserve(queue, mon, now)
         return start, raise_
 
     def _resolve(self, queue: QueueDef) -> Procedure:
@@ -360,27 +365,38 @@ class ActivationService:
         assert queue.activation_procedure is not None
         return resolve_procedure(queue.activation_procedure)
 
-    def _start(self, queue: QueueDef) -> None:
+    def _notify(self, queue: QueueDef) -> None:
+        self.notifications_raised += raise_event(self._broker, queue, "QUEUE_ACTIVATION")  # ACT-8
+
+    def _reserve(self, queue: QueueDef, mon: _Monitor, now: float) -> bool:
+        """Count a reader as running from the decision on (caller holds ``_lock``)."""
+        if mon.running >= queue.max_queue_readers:
+            return False
+        mon.running += 1
+        mon.peak = max(mon.peak, mon.running)
+        mon.activations += 1
+        mon.last_activated = now
+        mon.received_since_activation = False
+        return True
+
+    def _launch(self, queue: QueueDef) -> None:
+        """Start the reserved reader's procedure on a thread of its own (ACT-7)."""
         try:
             proc = self._resolve(queue)
         except BrokerError:
             log.exception("queue %s: cannot start its activation procedure", queue.name)
+            with self._lock:
+                self._monitor(queue.queue_id).running -= 1
             return
-        now = self._broker.clock.now()
-        with self._lock:
-            mon = self._monitor(queue.queue_id)
-            if mon.running >= queue.max_queue_readers:
-                return
-            mon.running += 1
-            mon.peak = max(mon.peak, mon.running)
-            mon.activations += 1
-            mon.last_activated = now
-            mon.received_since_activation = False
-            self._threads = [t for t in self._threads if t.is_alive()]
+        started = self._broker.clock.now()
         thread = threading.Thread(
-            target=self._run, args=(queue, proc, now), name=f"activated:{queue.name}", daemon=True
+            target=self._run,
+            args=(queue, proc, started),
+            name=f"activated:{queue.name}",
+            daemon=True,
         )
         with self._lock:
+            self._threads = [t for t in self._threads if t.is_alive()]
             self._threads.append(thread)
         thread.start()
 

@@ -25,6 +25,7 @@ from .notifications import raise_event
 from .receive import to_messages
 from .storage import open_storage
 from .storage.base import Storage, StorageConnection
+from .tasks import TaskHandlers
 from .timer import TICK_SECONDS, BrokerTimer
 from .transaction import Transaction
 from .waiting import LOCKS, Notifier
@@ -80,7 +81,9 @@ class Broker:
             interval=TICK_SECONDS,
             external_activation_timeout=external_activation_timeout,
         )
+        self.tasks = TaskHandlers()
         self.timer = BrokerTimer(self, TICK_SECONDS)
+        self.timer.tasks.register("task handlers", 1, self.tasks.restart_failed)  # TICK-2b
         self.timer.tasks.register("activation", 1, lambda now: self.activation.check())  # TICK-2a
         self.timer.tasks.register("transmission", 1, self._retry_transmission)
         self._thread: threading.Thread | None = None
@@ -151,6 +154,7 @@ class Broker:
         if self._thread is not None:
             return
         self._stopping = False
+        self.tasks.start()
         self.activation.enabled = True
         self._thread = threading.Thread(
             target=self._background, name="servicebroker-timer", daemon=True
@@ -168,6 +172,7 @@ class Broker:
         if self._thread is not None:
             self._thread.join(timeout)
             self._thread = None
+        self.tasks.stop(timeout)
         self.activation.join(timeout)
 
     @property

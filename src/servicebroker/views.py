@@ -23,6 +23,7 @@ __all__ = [
     "ConversationEndpointRow",
     "QueueMonitorRow",
     "ServiceQueueRow",
+    "TaskHandlerRow",
     "TransmissionQueueRow",
     "Views",
 ]
@@ -120,6 +121,17 @@ class ActivatedTaskRow:
     queue_name: str
     procedure_name: str
     execute_as: str | None
+
+
+@dataclass(frozen=True)
+class TaskHandlerRow:
+    """A task handler (TICK-2b): its id, state (IDLE, RUNNING, STOPPED) and counters."""
+
+    handler_id: int
+    state: str
+    tasks_run: int
+    tasks_failed: int
+    restarts: int
 
 
 class Views:
@@ -280,6 +292,13 @@ class Views:
                 m.peak_running,
             )
             for m in self._broker.activation.monitors()
+        ]
+
+    def dm_broker_task_handlers(self) -> list[TaskHandlerRow]:
+        """The task handlers of this broker (TICK-2b); not a SQL Server view, named like one."""
+        return [
+            TaskHandlerRow(h.handler_id, h.state, h.tasks_run, h.tasks_failed, h.restarts)
+            for h in self._broker.tasks.statistics()
         ]
 
     def dm_broker_activated_tasks(self) -> list[ActivatedTaskRow]:
