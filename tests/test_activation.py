@@ -6,11 +6,10 @@ from __future__ import annotations
 import threading
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
 
 import pytest
 
-from servicebroker import Activation, ActivationContext, Broker, ManualClock
+from servicebroker import Activation, Broker, ManualClock
 from servicebroker.activation import (
     MonitorInputs,
     Reason,
@@ -19,6 +18,7 @@ from servicebroker.activation import (
     internal_activation_occurs,
     monitor_state,
 )
+from servicebroker.testing import SimulatedWork
 
 from .conftest import Pair, make_pair
 
@@ -105,85 +105,6 @@ def test_monitor_states() -> None:
 # -- scenarios with procedures ----------------------------------------------------------------
 
 
-@dataclass
-class Sim:
-    """Simulated processing time for procedures, and a way to let the system settle."""
-
-    broker: Broker
-    clock: ManualClock
-    queue: str
-    cond: threading.Condition = field(default_factory=threading.Condition)
-    sleeping: int = 0
-    starts: list[float] = field(default_factory=list)
-    running_seen: list[int] = field(default_factory=list)
-    waiting_seen: list[tuple[int, int]] = field(default_factory=list)
-
-    def __post_init__(self) -> None:
-        self.clock.subscribe(self._tick)
-
-    def _tick(self, now: float) -> None:
-        with self.cond:
-            self.cond.notify_all()
-
-    def sleep(self, seconds: float) -> None:
-        until = self.clock.now() + seconds
-        with self.cond:
-            self.sleeping += 1
-            try:
-                while self.clock.now() < until and not self.broker._stopping:
-                    self.cond.wait(0.5)
-            finally:
-                self.sleeping -= 1
-
-    def monitor(self) -> tuple[int, int]:
-        (m,) = [
-            m for m in self.broker.views.dm_broker_queue_monitors() if m.queue_name == self.queue
-        ]
-        return m.running_tasks, m.tasks_waiting
-
-    def settle(self, limit: float = 20.0) -> None:
-        """Wait (real time, only to synchronise) until every running procedure is blocked:
-        sleeping in simulated processing or waiting in RECEIVE."""
-        end = time.monotonic() + limit
-        stable = 0
-        while stable < 3:
-            running, waiting = self.monitor()
-            with self.cond:
-                blocked = self.sleeping + waiting
-            stable = stable + 1 if blocked >= running else 0
-            assert time.monotonic() < end, (
-                f"did not settle: running={running} waiting={waiting} sleeping={self.sleeping}"
-            )
-            time.sleep(0.002)
-        running, waiting = self.monitor()
-        self.running_seen.append(running)
-        self.waiting_seen.append((running, waiting))
-
-    def run(self, seconds: int, step: float = 1.0) -> None:
-        for _ in range(int(seconds / step)):
-            self.settle()
-            self.clock.advance(step)
-        self.settle()
-
-
-def processing_procedure(
-    sim: Sim, *, top: int, seconds: float, wait: float
-) -> Callable[[ActivationContext], None]:
-    """Receive TOP (n), then 'process' for ``seconds`` simulated seconds while holding the
-    group; exit when nothing comes for ``wait`` seconds (ACT-9: procedures exit by themselves)."""
-
-    def procedure(ctx: ActivationContext) -> None:
-        sim.starts.append(ctx.broker.clock.now())
-        while True:
-            with ctx.broker.transaction() as tx:
-                msgs = tx.receive(ctx.queue_name, top=top, timeout=wait)
-                if not msgs:
-                    return
-                sim.sleep(seconds)
-
-    return procedure
-
-
 def send(broker: Broker, pair: Pair, conversations: int, per_conversation: int) -> None:
     with broker.transaction() as tx:
         for c in range(conversations):
@@ -204,22 +125,17 @@ def test_one_conversation_is_served_by_two_readers_at_most(
     # rule ACT-6, rule ACT-5b, rule ACT-3 (tasks_waiting)
     broker = started
     pair = make_pair(broker)
-    sim = Sim(broker, clock, pair.tq)
+    sim = SimulatedWork(broker, clock, pair.tq)
     broker.alter_queue(
         pair.tq,
-        activation=Activation(
-            processing_procedure(sim, top=10, seconds=1, wait=2), max_queue_readers=10
-        ),
+        activation=Activation(sim.procedure(top=10, seconds=1, wait=2), max_queue_readers=10),
     )
     send(broker, pair, conversations=1, per_conversation=1000)
     sim.run(120)
-    assert max(sim.running_seen) == 2
-    assert (
-        2,
-        1,
-    ) in sim.waiting_seen  # the second reader waits in RECEIVE and shows in tasks_waiting
+    assert max(r for r, _ in sim.samples) == 2
+    assert (2, 1) in sim.samples  # the second reader waits in RECEIVE and shows in tasks_waiting
     assert broker.peek(pair.tq) == []
-    assert sim.running_seen[-1] == 0  # both exited once the queue stayed empty for their wait
+    assert sim.samples[-1][0] == 0  # both exited once the queue stayed empty for their wait
 
 
 def test_readers_climb_one_per_tick_to_max_queue_readers(
@@ -228,20 +144,18 @@ def test_readers_climb_one_per_tick_to_max_queue_readers(
     # rule ACT-7, rule ACT-5b, rule TICK-2a
     broker = started
     pair = make_pair(broker)
-    sim = Sim(broker, clock, pair.tq)
+    sim = SimulatedWork(broker, clock, pair.tq)
     broker.alter_queue(
         pair.tq,
-        activation=Activation(
-            processing_procedure(sim, top=10, seconds=1, wait=2), max_queue_readers=10
-        ),
+        activation=Activation(sim.procedure(top=10, seconds=1, wait=2), max_queue_readers=10),
     )
     send(broker, pair, conversations=50, per_conversation=100)
     sim.run(120)
-    assert max(sim.running_seen) == 10
+    assert max(r for r, _ in sim.samples) == 10
     gaps = [b - a for a, b in zip(sim.starts, sim.starts[1:], strict=False)]
     assert min(gaps) >= 5.0  # one more per tick at most
     assert broker.peek(pair.tq) == []
-    assert sim.running_seen[-1] == 0
+    assert sim.samples[-1][0] == 0
 
 
 def test_one_message_on_an_idle_queue_starts_one_reader_at_once(
@@ -250,12 +164,10 @@ def test_one_message_on_an_idle_queue_starts_one_reader_at_once(
     # rule ACT-5a, rule ACT-4a
     broker = started
     pair = make_pair(broker)
-    sim = Sim(broker, clock, pair.tq)
+    sim = SimulatedWork(broker, clock, pair.tq)
     broker.alter_queue(
         pair.tq,
-        activation=Activation(
-            processing_procedure(sim, top=10, seconds=1, wait=2), max_queue_readers=5
-        ),
+        activation=Activation(sim.procedure(top=10, seconds=1, wait=2), max_queue_readers=5),
     )
     send(broker, pair, conversations=1, per_conversation=1)
     sim.settle()  # no clock move: no tick

@@ -1,0 +1,113 @@
+"""Helpers for tests and benchmarks that drive a broker on a :class:`ManualClock`: procedures
+whose "processing" takes simulated seconds, and a way to let every reader reach a blocked state
+before the clock moves again.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+from .broker import Broker
+from .catalog import ActivationContext
+from .clock import ManualClock
+
+__all__ = ["SimulatedWork"]
+
+
+@dataclass
+class SimulatedWork:
+    """Simulated processing time for the activated procedures of one queue.
+
+    Args:
+        broker: the broker (started, on ``clock``).
+        clock: its manual clock.
+        queue: the queue whose monitor :meth:`settle` watches.
+
+    ``starts`` records the broker time each procedure instance started; ``samples`` the
+    (running, waiting) readers seen at each :meth:`settle`.
+    """
+
+    broker: Broker
+    clock: ManualClock
+    queue: str
+    cond: threading.Condition = field(default_factory=threading.Condition)
+    sleeping: int = 0
+    starts: list[float] = field(default_factory=list)
+    samples: list[tuple[int, int]] = field(default_factory=list)
+
+    def __post_init__(self) -> None:
+        self.clock.subscribe(self._moved)
+
+    def _moved(self, now: float) -> None:
+        with self.cond:
+            self.cond.notify_all()
+
+    def sleep(self, seconds: float) -> None:
+        """Block the calling procedure for ``seconds`` of broker time."""
+        until = self.clock.now() + seconds
+        with self.cond:
+            self.sleeping += 1
+            try:
+                while self.clock.now() < until and not self.broker._stopping:
+                    self.cond.wait(0.5)
+            finally:
+                self.sleeping -= 1
+
+    def readers(self) -> tuple[int, int]:
+        """(running, waiting) readers of the queue, from ``dm_broker_queue_monitors``."""
+        for m in self.broker.views.dm_broker_queue_monitors():
+            if m.queue_name == self.queue:
+                return m.running_tasks, m.tasks_waiting
+        return 0, 0
+
+    def settle(self, limit: float = 20.0) -> tuple[int, int]:
+        """Wait (real time, only to synchronise) until every running procedure is blocked —
+        sleeping in simulated work or waiting in RECEIVE — three looks in a row; record and
+        return (running, waiting).
+
+        Raises:
+            TimeoutError: not settled within ``limit`` real seconds.
+        """
+        end = time.monotonic() + limit
+        stable = 0
+        while stable < 3:
+            self.broker.tasks.drain()
+            running, waiting = self.readers()
+            with self.cond:
+                blocked = self.sleeping + waiting
+            stable = stable + 1 if blocked >= running else 0
+            if time.monotonic() > end:
+                raise TimeoutError(
+                    f"queue {self.queue}: running={running} waiting={waiting} sleeping={self.sleeping}"
+                )
+            time.sleep(0.002)
+        sample = self.readers()
+        self.samples.append(sample)
+        return sample
+
+    def run(self, seconds: float, step: float = 1.0) -> None:
+        """Advance the clock ``seconds`` in steps of ``step``, settling before each step."""
+        for _ in range(round(seconds / step)):
+            self.settle()
+            self.clock.advance(step)
+        self.settle()
+
+    def procedure(
+        self, *, top: int, seconds: float, wait: float
+    ) -> Callable[[ActivationContext], None]:
+        """An activated procedure: RECEIVE TOP (``top``), hold the group ``seconds`` of broker
+        time, commit; exit when nothing arrives for ``wait`` seconds (ACT-9)."""
+
+        def procedure(ctx: ActivationContext) -> None:
+            self.starts.append(ctx.broker.clock.now())
+            while True:
+                with ctx.broker.transaction() as tx:
+                    msgs = tx.receive(ctx.queue_name, top=top, timeout=wait)
+                    if not msgs:
+                        return
+                    self.sleep(seconds)
+
+        return procedure
