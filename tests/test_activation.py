@@ -220,6 +220,7 @@ def test_a_rollback_makes_the_monitor_check_at_once(
     assert (Trigger.MESSAGE_ARRIVED, frozenset({tq})) in checks  # rule ACT-4a
     with pytest.raises(RuntimeError), broker.transaction() as tx:
         tx.receive(pair.tq)
+        assert checks[-1] == (Trigger.RECEIVE, frozenset({tq}))  # rule ACT-4b
         raise RuntimeError("roll back")
     assert checks[-1] == (Trigger.ROLLBACK, frozenset({tq}))
 
@@ -365,6 +366,10 @@ def test_external_notification_due_is_a_pure_rule() -> None:
     assert external_notification_due(last_notified=None, last_receive=None, now=100, timeout=60)
     assert not external_notification_due(last_notified=90, last_receive=None, now=100, timeout=60)
     assert external_notification_due(last_notified=90, last_receive=95, now=100, timeout=60)
+    assert not external_notification_due(last_notified=90, last_receive=90, now=100, timeout=60)
+    assert external_notification_due(
+        last_notified=90, last_receive=None, now=100, timeout=60, rearmed=True
+    )
     assert external_notification_due(last_notified=30, last_receive=None, now=90, timeout=60)
 
 
@@ -392,3 +397,15 @@ def test_task_handlers_run_and_a_dead_one_is_restarted_on_the_next_tick(
     rows = broker.views.dm_broker_task_handlers()
     assert all(r.state != "STOPPED" for r in rows)
     assert sum(r.restarts for r in rows) == 1
+
+
+def test_empty_receives_are_seen_by_another_broker_on_the_database(
+    db_path: str, broker: Broker, pair: Pair, clock: ManualClock
+) -> None:
+    # rule ACT-3b: when a RECEIVE without WHERE last returned nothing, from any process
+    broker.alter_queue(pair.tq, activation=Activation("json:dumps", status=True))
+    with Broker.open(db_path, clock=clock) as other, other.transaction() as tx:
+        assert tx.receive(pair.tq) == []
+    (m,) = [m for m in broker.views.dm_broker_queue_monitors() if m.queue_name == pair.tq]
+    assert m.last_empty_rowset_time is not None
+    assert m.last_empty_rowset_time.timestamp() == clock.now()

@@ -174,6 +174,7 @@ class _Monitor:
         "last_activated",
         "last_notified",
         "peak",
+        "rearmed",
         "received_since_activation",
         "running",
         "seen_unread",
@@ -189,6 +190,7 @@ class _Monitor:
         self.received_since_activation = False
         self.seen_unread: bool | None = None
         self.last_notified: float | None = None
+        self.rearmed = False
 
 
 def monitored(catalog: CatalogSnapshot, queue: QueueDef) -> tuple[bool, bool]:
@@ -249,7 +251,9 @@ class ActivationService:
         procedure as useful (ACT-9)."""
         ident = threading.get_ident()
         with self._lock:
-            self._monitor(queue_id).received_since_activation = True
+            mon = self._monitor(queue_id)
+            mon.received_since_activation = True
+            mon.rearmed = True  # ACT-8: a RECEIVE re-arms external activation
             if ident in self._received:
                 self._received[ident] = True
 
@@ -328,16 +332,18 @@ class ActivationService:
         raise_ = False
         if reason is not None and external:
             with self._lock:
-                last_notified = mon.last_notified
+                last_notified, rearmed = mon.last_notified, mon.rearmed
             raise_ = external_notification_due(
                 last_notified=last_notified,
                 last_receive=activity.last_receive(queue.queue_id),
                 now=now,
                 timeout=self.external_activation_timeout,
+                rearmed=rearmed,
             )
             if raise_:
                 with self._lock:
                     mon.last_notified = now
+                    mon.rearmed = False
                     mon.received_since_activation = False
         start = (
             reason is not None

@@ -43,14 +43,20 @@ SYSTEM_QUEUE = "sys_event_notifications"
 
 
 def external_notification_due(
-    *, last_notified: float | None, last_receive: float | None, now: float, timeout: float
+    *,
+    last_notified: float | None,
+    last_receive: float | None,
+    now: float,
+    timeout: float,
+    rearmed: bool = False,
 ) -> bool:
     """ACT-8: raise another QUEUE_ACTIVATION notification? Yes if none was raised yet, if an
-    application called RECEIVE on the queue since the last one, or if the response time-out
-    (``timeout`` seconds) expired; otherwise the broker stays quiet."""
-    if last_notified is None:
+    application called RECEIVE on the queue since the last one (``rearmed``: seen in this
+    process; ``last_receive`` later than ``last_notified``: seen from another), or if the
+    response time-out (``timeout`` seconds) expired; otherwise the broker stays quiet."""
+    if last_notified is None or rearmed:
         return True
-    if last_receive is not None and last_receive >= last_notified:
+    if last_receive is not None and last_receive > last_notified:
         return True
     return now - last_notified >= timeout
 

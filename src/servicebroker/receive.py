@@ -12,6 +12,7 @@ from __future__ import annotations
 import uuid
 from typing import TYPE_CHECKING
 
+from .activation import Trigger
 from .catalog import CatalogSnapshot, QueueDef
 from .errors import BrokerError, ConversationError, QueueDisabledError
 from .messages import Message, fast_uuid
@@ -212,6 +213,9 @@ def receive(
     tx._locked_queues.add(queue.queue_id)
     rows = broker._wait_for(attempt, deadline, queue_id=queue.queue_id, counts_as_waiting=not where)
     broker._note_receive(queue.queue_id, empty=rows is None, where=where)
+    if queue.queue_id not in tx._receive_checked:
+        tx._receive_checked.add(queue.queue_id)
+        broker.activation.check({queue.queue_id}, Trigger.RECEIVE)  # ACT-4b, once per transaction
     if rows is None:
         return []
     tx._record_received(queue.queue_id, [r[2] for r in rows])

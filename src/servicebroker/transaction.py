@@ -90,6 +90,7 @@ class Transaction:
         self._received: dict[int, list[int]] = {}
         self._received_set: set[int] = set()
         self._locked_queues: set[int] = set()
+        self._receive_checked: set[int] = set()
         self._catalog_changed = False
         self._locked_elsewhere: set[bytes] = set()
         self._locked_elsewhere_seen: tuple[int, int] | None = None

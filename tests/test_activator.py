@@ -1,0 +1,114 @@
+"""The external activator program (ACT-8): launches the configured command on QUEUE_ACTIVATION
+notifications, between min and max instances, and adopts its processes after a crash."""
+
+from __future__ import annotations
+
+import os
+import signal
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from servicebroker import Broker, ManualClock
+from servicebroker.activator import ConfigError, ExternalActivator, load_config
+
+from .conftest import Pair
+
+POST = "http://schemas.microsoft.com/SQL/Notifications/PostEventNotification"
+
+
+def write_config(
+    tmp_path: Path, db_path: str, command: list[str], *, low: int = 0, high: int = 2
+) -> str:
+    path = tmp_path / "activator.toml"
+    quoted = ", ".join(f'"{c}"' for c in command)
+    path.write_text(
+        f'url = "{db_path}"\nnotification_queue = "notify_q"\n\n'
+        f'[[queue]]\nname = "tq"\ncommand = [{quoted}]\nmin = {low}\nmax = {high}\n'
+    )
+    return str(path)
+
+
+def setup_notifications(broker: Broker) -> None:
+    broker.create_queue("notify_q")
+    broker.create_service("//activator", queue="notify_q", contracts=[POST])
+    broker.create_event_notification(
+        "ea", queue="tq", event="QUEUE_ACTIVATION", to_service="//activator"
+    )
+
+
+def send(broker: Broker, pair: Pair, n: int = 1) -> None:
+    with broker.transaction() as tx:
+        h = tx.begin_dialog(pair.initiator, pair.target, contract="C")
+        for i in range(n):
+            tx.send(h, "Req", f"{i}".encode())
+
+
+def test_config_errors_name_the_key(tmp_path: Path) -> None:
+    bad = tmp_path / "bad.toml"
+    bad.write_text('url = "x.db"\n')
+    with pytest.raises(ConfigError, match="notification_queue"):
+        load_config(str(bad))
+    bad.write_text('url = "x.db"\nnotification_queue = "n"\n[[queue]]\nname = "q"\ncommand = []\n')
+    with pytest.raises(ConfigError, match=r"queue\[0\]\.command"):
+        load_config(str(bad))
+    with pytest.raises(ConfigError, match="No such file"):
+        load_config(str(tmp_path / "missing.toml"))
+
+
+def test_launches_up_to_max_and_adopts_after_a_restart(
+    tmp_path: Path, db_path: str, broker: Broker, pair: Pair, clock: ManualClock
+) -> None:
+    # rule ACT-8
+    setup_notifications(broker)
+    broker.start()
+    config = load_config(
+        write_config(tmp_path, db_path, [sys.executable, "-c", "import time; time.sleep(60)"])
+    )
+    activator = ExternalActivator(config, broker)
+    try:
+        send(broker, pair)
+        broker.tasks.drain()
+        assert activator.step() == 1  # the first notification: one reader
+        assert activator.step() == 0  # no notification within the response time-out
+        clock.advance(60)
+        broker.tasks.drain()
+        assert activator.step() == 1  # time-out expired, still necessary: a second one
+        clock.advance(60)
+        broker.tasks.drain()
+        assert activator.step() == 0  # max = 2
+        restarted = ExternalActivator(config, broker)  # after a crash of the activator
+        assert restarted.instances("tq") == 2  # adopted, not launched again
+        clock.advance(60)
+        broker.tasks.drain()
+        assert restarted.step() == 0
+    finally:
+        for pid, _ in activator.running.get("tq", []):
+            os.kill(pid, signal.SIGKILL)
+
+
+@pytest.mark.spark
+@pytest.mark.slow
+def test_activator_starts_a_pyspark_job(
+    spark: object, tmp_path: Path, db_path: str, broker: Broker, pair: Pair
+) -> None:
+    # rule ACT-8: a real PySpark job, launched on QUEUE_ACTIVATION, reads and drains the queue
+    setup_notifications(broker)
+    broker.start()
+    out = tmp_path / "count.txt"
+    job = Path(__file__).parent / "jobs" / "count_queue.py"
+    config = load_config(
+        write_config(tmp_path, db_path, [sys.executable, str(job), str(out)], high=1)
+    )
+    activator = ExternalActivator(config, broker)
+    send(broker, pair, 5)
+    broker.tasks.drain()
+    assert activator.step() == 1
+    deadline = time.monotonic() + 240
+    while not out.exists():
+        assert time.monotonic() < deadline, "the activated PySpark job did not finish"
+        time.sleep(0.2)
+    assert out.read_text() == "5"
+    assert broker.peek(pair.tq) == []
