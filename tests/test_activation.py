@@ -113,6 +113,20 @@ def send(broker: Broker, pair: Pair, conversations: int, per_conversation: int) 
                 tx.send(h, "Req", f"{c}:{i}".encode())
 
 
+def activated(
+    broker: Broker, clock: ManualClock, *, max_queue_readers: int
+) -> tuple[Pair, SimulatedWork]:
+    """The test pair, with the target queue activating a procedure that takes 10 messages per
+    RECEIVE, holds the group 1 simulated second, and exits after 2 s without messages."""
+    pair = make_pair(broker)
+    sim = SimulatedWork(broker, clock, pair.tq)
+    procedure = sim.procedure(top=10, seconds=1, wait=2)
+    broker.alter_queue(
+        pair.tq, activation=Activation(procedure, max_queue_readers=max_queue_readers)
+    )
+    return pair, sim
+
+
 @pytest.fixture
 def started(broker: Broker) -> Broker:
     broker.start()
@@ -124,12 +138,7 @@ def test_one_conversation_is_served_by_two_readers_at_most(
 ) -> None:
     # rule ACT-6, rule ACT-5b, rule ACT-3 (tasks_waiting)
     broker = started
-    pair = make_pair(broker)
-    sim = SimulatedWork(broker, clock, pair.tq)
-    broker.alter_queue(
-        pair.tq,
-        activation=Activation(sim.procedure(top=10, seconds=1, wait=2), max_queue_readers=10),
-    )
+    pair, sim = activated(broker, clock, max_queue_readers=10)
     send(broker, pair, conversations=1, per_conversation=1000)
     sim.run(120)
     assert max(r for r, _ in sim.samples) == 2
@@ -143,12 +152,7 @@ def test_readers_climb_one_per_tick_to_max_queue_readers(
 ) -> None:
     # rule ACT-7, rule ACT-5b, rule TICK-2a
     broker = started
-    pair = make_pair(broker)
-    sim = SimulatedWork(broker, clock, pair.tq)
-    broker.alter_queue(
-        pair.tq,
-        activation=Activation(sim.procedure(top=10, seconds=1, wait=2), max_queue_readers=10),
-    )
+    pair, sim = activated(broker, clock, max_queue_readers=10)
     send(broker, pair, conversations=50, per_conversation=100)
     sim.run(120)
     assert max(r for r, _ in sim.samples) == 10
@@ -163,12 +167,7 @@ def test_one_message_on_an_idle_queue_starts_one_reader_at_once(
 ) -> None:
     # rule ACT-5a, rule ACT-4a
     broker = started
-    pair = make_pair(broker)
-    sim = SimulatedWork(broker, clock, pair.tq)
-    broker.alter_queue(
-        pair.tq,
-        activation=Activation(sim.procedure(top=10, seconds=1, wait=2), max_queue_readers=5),
-    )
+    pair, sim = activated(broker, clock, max_queue_readers=5)
     send(broker, pair, conversations=1, per_conversation=1)
     sim.settle()  # no clock move: no tick
     assert sim.starts == [clock.now()]
