@@ -408,3 +408,24 @@ def test_empty_receives_are_seen_by_another_broker_on_the_database(
     (m,) = [m for m in broker.views.dm_broker_queue_monitors() if m.queue_name == pair.tq]
     assert m.last_empty_rowset_time is not None
     assert m.last_empty_rowset_time.timestamp() == clock.now()
+
+
+def test_new_work_on_a_busy_queue_lifts_the_suppression(
+    started: Broker, clock: ManualClock
+) -> None:
+    # rule ACT-9: "until ... new work proves it useful" — a new message, even on a queue that
+    # still holds unread ones (a monitor must never stay silent while work keeps arriving)
+    broker = started
+    pair = make_pair(broker)
+    calls: list[float] = []
+    broker.alter_queue(
+        pair.tq, activation=Activation(lambda ctx: calls.append(clock.now()), max_queue_readers=3)
+    )
+    send(broker, pair, conversations=1, per_conversation=1)
+    _until(lambda: len(calls) == 1 and not broker.views.dm_broker_activated_tasks())
+    clock.advance(10)
+    assert len(calls) == 1  # suppressed: the unread message alone does not restart it
+    send(broker, pair, conversations=1, per_conversation=1)  # the queue was not empty
+    broker.tasks.drain()
+    clock.advance(5)
+    _until(lambda: len(calls) == 2)

@@ -179,6 +179,7 @@ class _Monitor:
         "running",
         "seen_unread",
         "suppressed",
+        "suppressed_at",
     )
 
     def __init__(self) -> None:
@@ -187,6 +188,7 @@ class _Monitor:
         self.activations = 0
         self.last_activated: float | None = None
         self.suppressed = False
+        self.suppressed_at = 0
         self.received_since_activation = False
         self.seen_unread: bool | None = None
         self.last_notified: float | None = None
@@ -315,8 +317,13 @@ class ActivationService:
                 # another process (ACT-4a seen by polling)
                 trigger, arrived_on_empty = Trigger.MESSAGE_ARRIVED, True
             mon.seen_unread = has_unread
-            if trigger is Trigger.MESSAGE_ARRIVED and arrived_on_empty:
+            if trigger is Trigger.MESSAGE_ARRIVED:
                 mon.suppressed = False  # new work: the procedure may be useful again (ACT-9)
+            suppressed_at = mon.suppressed_at if mon.suppressed else None
+        if suppressed_at is not None and broker._message_sequence() > suppressed_at:
+            with self._lock:
+                mon.suppressed = False  # messages arrived since, maybe from another process (ACT-9)
+        with self._lock:
             running, suppressed, last_activated = mon.running, mon.suppressed, mon.last_activated
         now = broker.clock.now()
         inputs = MonitorInputs(
@@ -420,13 +427,15 @@ class ActivationService:
                 "activated procedure %s on queue %s failed", queue.activation_procedure, queue.name
             )
         finally:
+            sequence = None if self._received.get(ident) else self._broker._message_sequence()
             with self._lock:
                 self._tasks.pop(ident, None)
                 useful = self._received.pop(ident, False)
                 mon = self._monitor(queue.queue_id)
                 mon.running -= 1
-                if not useful:
+                if not useful and sequence is not None:
                     mon.suppressed = True  # ACT-9: exited without receiving
+                    mon.suppressed_at = sequence
                 last = mon.running == 0
         if last and not self._broker._stopping:
             self.check({queue.queue_id}, Trigger.PROCEDURES_EXITED)  # ACT-4d

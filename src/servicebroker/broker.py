@@ -447,6 +447,14 @@ class Broker:
         finally:
             self._storage.release(conn)
 
+    def _message_sequence(self) -> int:
+        """The highest queuing_order ever given (grows with every message put on any queue)."""
+        conn = self._storage.connect()
+        try:
+            return conn.message_sequence()
+        finally:
+            self._storage.release(conn)
+
     def _queue_has_ready(self, queue_id: int) -> bool:
         conn = self._storage.connect()
         try:

@@ -297,6 +297,10 @@ class SqliteConnection:
         """Rows of a queue with ``queuing_order > after``, in queuing order."""
         return self._all("peek_after", (queue_id, after, limit))
 
+    def message_sequence(self) -> int:
+        """The highest queuing_order ever assigned (AUTOINCREMENT's counter)."""
+        return int(self._one("message_sequence") or 0)
+
     def queue_has_ready(self, queue_id: int) -> bool:
         """True when the queue holds a message with status 1."""
         return bool(self._one("queue_has_ready", (queue_id,)))

@@ -278,3 +278,6 @@ DELETE FROM event_notifications WHERE event_notification_id = ?;
 
 -- name: set_event_notification_conversation
 UPDATE event_notifications SET conversation_handle = ? WHERE event_notification_id = ?;
+
+-- name: message_sequence
+SELECT coalesce((SELECT seq FROM sqlite_sequence WHERE name = 'queue_messages'), 0);
