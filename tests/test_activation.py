@@ -426,6 +426,4 @@ def test_new_work_on_a_busy_queue_lifts_the_suppression(
     clock.advance(10)
     assert len(calls) == 1  # suppressed: the unread message alone does not restart it
     send(broker, pair, conversations=1, per_conversation=1)  # the queue was not empty
-    broker.tasks.drain()
-    clock.advance(5)
-    _until(lambda: len(calls) == 2)
+    _until(lambda: len(calls) >= 2)  # restarted at once, with no clock move

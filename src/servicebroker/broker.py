@@ -15,6 +15,7 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import Any, TypeVar
 
 from . import catalog as _catalog
+from . import priorities as _priorities
 from .activation import EMPTY_RECEIVE_WINDOW, ActivationService, Trigger
 from .catalog import Activation, CatalogSnapshot
 from .clock import Clock, SystemClock
@@ -388,6 +389,63 @@ class Broker:
     def drop_event_notification(self, name: str) -> None:
         """DROP EVENT NOTIFICATION. Raises :class:`CatalogError` for an unknown name."""
         self._change(_catalog.drop_event_notification, name)
+
+    def create_broker_priority(
+        self,
+        name: str,
+        *,
+        contract_name: str = "ANY",
+        local_service_name: str = "ANY",
+        remote_service_name: str = "ANY",
+        priority_level: int = 5,
+    ) -> None:
+        """CREATE BROKER PRIORITY ``name`` FOR CONVERSATION SET (CONTRACT_NAME, LOCAL_SERVICE_NAME,
+        REMOTE_SERVICE_NAME, PRIORITY_LEVEL) (PRI-2): each criterion a name or "ANY", the level
+        1 (lowest) to 10. Applies to endpoints created from now on (PRI-5).
+
+        Raises:
+            CatalogError: a bad or taken name, a bad criterion, a level outside 1..10.
+        """
+        self._change(
+            lambda conn, snap: _priorities.create_broker_priority(
+                conn,
+                snap.priorities,
+                name,
+                contract_name=contract_name,
+                local_service_name=local_service_name,
+                remote_service_name=remote_service_name,
+                priority_level=priority_level,
+            )
+        )
+
+    def alter_broker_priority(
+        self,
+        name: str,
+        *,
+        contract_name: str | None = None,
+        local_service_name: str | None = None,
+        remote_service_name: str | None = None,
+        priority_level: int | None = None,
+    ) -> None:
+        """ALTER BROKER PRIORITY: change what is given; existing conversations keep their levels
+        (PRI-5). Raises :class:`CatalogError` for an unknown name or bad values."""
+        self._change(
+            lambda conn, snap: _priorities.alter_broker_priority(
+                conn,
+                snap.priorities,
+                name,
+                contract_name=contract_name,
+                local_service_name=local_service_name,
+                remote_service_name=remote_service_name,
+                priority_level=priority_level,
+            )
+        )
+
+    def drop_broker_priority(self, name: str) -> None:
+        """DROP BROKER PRIORITY. Raises :class:`CatalogError` for an unknown name."""
+        self._change(
+            lambda conn, snap: _priorities.drop_broker_priority(conn, snap.priorities, name)
+        )
 
     def _register_procedure(self, queue: str, activation: Activation | None) -> None:
         if activation is not None and not isinstance(activation.procedure, str):

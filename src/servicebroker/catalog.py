@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Any
 from .dialogs import DIALOG_TIMER, END_DIALOG, ERROR
 from .errors import CatalogError
 from .messages import VALIDATIONS
+from .priorities import DEFAULT_LEVEL, BrokerPriority, priority_level
 from .storage.base import CatalogRows, StorageConnection
 
 if TYPE_CHECKING:
@@ -229,6 +230,7 @@ class CatalogSnapshot:
     services: dict[str, ServiceDef] = field(default_factory=dict)
     services_by_id: dict[int, ServiceDef] = field(default_factory=dict)
     event_notifications: dict[str, EventNotificationDef] = field(default_factory=dict)
+    priorities: dict[str, BrokerPriority] = field(default_factory=dict)
 
     @classmethod
     def from_rows(cls, rows: CatalogRows) -> CatalogSnapshot:
@@ -261,7 +263,17 @@ class CatalogSnapshot:
         for row in rows.event_notifications:
             en = EventNotificationDef(*row)
             snap.event_notifications[en.name] = en
+        for priority_row in rows.broker_priorities:
+            bp = BrokerPriority(*priority_row)
+            snap.priorities[bp.name] = bp
         return snap
+
+    def level(self, contract_id: int, local_service: str, remote_service: str) -> int:
+        """The level of a new endpoint (PRI-6) from this catalog's priorities."""
+        if not self.priorities:
+            return DEFAULT_LEVEL
+        contract = self.contracts_by_id[contract_id].name
+        return priority_level(self.priorities.values(), contract, local_service, remote_service)
 
     def notifications(self, queue_id: int, event_type: str) -> list[EventNotificationDef]:
         """The event notifications registered on a queue for one event type."""

@@ -35,10 +35,7 @@ from .errors import ConversationError
 from .messages import new_id
 from .storage.base import EndpointRow, QueueInsert, StorageConnection, TransmissionRow
 
-__all__ = ["DEFAULT_PRIORITY", "Applier", "Outgoing"]
-
-DEFAULT_PRIORITY = 5
-"""PRI-10: the level of every endpoint while no conversation priority applies."""
+__all__ = ["Applier", "Outgoing"]
 
 TARGET_GONE_CODE = -8493
 CONTRACT_REFUSED_CODE = -8408
@@ -328,7 +325,8 @@ class Applier:
                     None,
                     0,
                     0,
-                    DEFAULT_PRIORITY,
+                    # the target endpoint's own level: local = target, remote = initiator (PRI-4)
+                    self.catalog.level(sender.service_contract_id, target.name, from_service),
                 )
             )
         else:

@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Any
 
 from . import receive as _receive
 from .catalog import SYSTEM_MESSAGE_TYPES, CatalogSnapshot
-from .delivery import DEFAULT_PRIORITY, Applier, Outgoing
+from .delivery import Applier, Outgoing
 from .dialogs import EndMode, after_local_end, after_send
 from .errors import (
     BrokerError,
@@ -254,7 +254,7 @@ class Transaction:
             None,
             0,
             0,
-            DEFAULT_PRIORITY,
+            cat.level(contract_def.service_contract_id, service.name, to_service),  # PRI-3..6
         )
         self._endpoints[handle.bytes] = row
         self._ops.append(("begin", handle.bytes, replace(row)))

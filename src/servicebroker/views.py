@@ -21,6 +21,7 @@ if TYPE_CHECKING:
 __all__ = [
     "ActivatedTaskRow",
     "ConversationEndpointRow",
+    "ConversationPriorityRow",
     "QueueMonitorRow",
     "ServiceQueueRow",
     "TaskHandlerRow",
@@ -132,6 +133,18 @@ class TaskHandlerRow:
     tasks_run: int
     tasks_failed: int
     restarts: int
+
+
+@dataclass(frozen=True)
+class ConversationPriorityRow:
+    """A row of ``sys.conversation_priorities`` (PRI-2); ANY criteria are None."""
+
+    priority_id: int
+    name: str
+    service_contract_name: str | None
+    local_service_name: str | None
+    remote_service_name: str | None
+    priority: int
 
 
 class Views:
@@ -292,6 +305,20 @@ class Views:
                 m.peak_running,
             )
             for m in self._broker.activation.monitors()
+        ]
+
+    def conversation_priorities(self) -> list[ConversationPriorityRow]:
+        """Every conversation priority (PRI-2)."""
+        return [
+            ConversationPriorityRow(
+                p.priority_id,
+                p.name,
+                p.service_contract_name,
+                p.local_service_name,
+                p.remote_service_name,
+                p.priority,
+            )
+            for p in sorted(self._broker.catalog.priorities.values(), key=lambda p: p.priority_id)
         ]
 
     def dm_broker_task_handlers(self) -> list[TaskHandlerRow]:

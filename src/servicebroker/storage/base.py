@@ -77,6 +77,7 @@ class CatalogRows:
     services: Sequence[tuple[int, str, int]]
     service_contracts: Sequence[tuple[int, int]]
     event_notifications: Sequence[tuple[int, str, int, str, str, bytes | None]]
+    broker_priorities: Sequence[tuple[int, str, str | None, str | None, str | None, int]]
 
 
 class StorageConnection(Protocol):

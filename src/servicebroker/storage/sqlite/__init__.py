@@ -162,6 +162,7 @@ class SqliteConnection:
                 services=self._all("catalog_services"),
                 service_contracts=self._all("catalog_service_contracts"),
                 event_notifications=self._all("catalog_event_notifications"),
+                broker_priorities=self._all("catalog_broker_priorities"),
             )
         finally:
             if started:

@@ -281,3 +281,18 @@ UPDATE event_notifications SET conversation_handle = ? WHERE event_notification_
 
 -- name: message_sequence
 SELECT coalesce((SELECT seq FROM sqlite_sequence WHERE name = 'queue_messages'), 0);
+
+-- name: catalog_broker_priorities
+SELECT priority_id, name, service_contract_name, local_service_name, remote_service_name, priority
+FROM conversation_priorities ORDER BY priority_id;
+
+-- name: insert_broker_priority
+INSERT INTO conversation_priorities (name, service_contract_name, local_service_name,
+    remote_service_name, priority) VALUES (?, ?, ?, ?, ?);
+
+-- name: update_broker_priority
+UPDATE conversation_priorities SET service_contract_name = ?, local_service_name = ?,
+    remote_service_name = ?, priority = ? WHERE priority_id = ?;
+
+-- name: delete_broker_priority
+DELETE FROM conversation_priorities WHERE priority_id = ?;

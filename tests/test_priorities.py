@@ -1,0 +1,155 @@
+"""Conversation priorities: the PRI-6 precedence, assignment at endpoint creation, and the
+RECEIVE order they give (PRI-2..10, PRI-12, PRI-13)."""
+
+from __future__ import annotations
+
+import pytest
+
+from servicebroker import Broker, CatalogError
+from servicebroker.priorities import BrokerPriority, priority_level
+
+C, L, R = "//c", "//local", "//remote"
+
+
+def test_precedence_first_match_wins_in_the_documented_order() -> None:
+    # rule PRI-6: all eight kinds present; removing the winner each time walks down the table
+    patterns = [
+        (C, L, R),
+        (C, L, None),
+        (C, None, R),
+        (C, None, None),
+        (None, L, R),
+        (None, L, None),
+        (None, None, R),
+        (None, None, None),
+    ]
+    priorities = [
+        BrokerPriority(i, f"p{i}", *pattern, 10 - i) for i, pattern in enumerate(patterns)
+    ]
+    for i in range(8):
+        assert priority_level(priorities[i:], C, L, R) == 10 - i
+    assert priority_level([], C, L, R) == 5  # rule PRI-10
+    # a criterion that names something else does not match; names compare byte for byte
+    assert priority_level([BrokerPriority(0, "x", "//C", None, None, 9)], C, L, R) == 5
+    # the precedence is by pattern, not by level or creation order
+    assert (
+        priority_level(
+            [
+                BrokerPriority(0, "low", None, None, None, 1),
+                BrokerPriority(1, "hi", C, None, None, 2),
+            ],
+            C,
+            L,
+            R,
+        )
+        == 2
+    )
+
+
+def setup(broker: Broker) -> None:
+    broker.create_message_type("Req")
+    broker.create_message_type("Resp")
+    for name in ("C10", "C1", "C5"):
+        broker.create_contract(name, {"Req": "INITIATOR", "Resp": "TARGET"})
+    broker.create_queue("iq")
+    broker.create_queue("tq")
+    broker.create_service("I", queue="iq")
+    broker.create_service("T", queue="tq", contracts=["C10", "C1", "C5"])
+
+
+def levels(broker: Broker) -> dict[tuple[str, bool], int]:
+    return {
+        (e.service_contract_name, e.is_initiator): e.priority
+        for e in broker.views.conversation_endpoints()
+    }
+
+
+def test_levels_are_checked_and_listed(broker: Broker) -> None:
+    # rule PRI-2
+    setup(broker)
+    for bad in (0, 11, "9", True):
+        with pytest.raises(CatalogError, match="PRIORITY_LEVEL"):
+            broker.create_broker_priority("p", priority_level=bad)  # type: ignore[arg-type]
+    broker.create_broker_priority("p", contract_name="C10", priority_level=10)
+    with pytest.raises(CatalogError, match="already exists"):
+        broker.create_broker_priority("p")
+    (row,) = broker.views.conversation_priorities()
+    assert (row.name, row.service_contract_name, row.local_service_name, row.priority) == (
+        "p",
+        "C10",
+        None,
+        10,
+    )
+    broker.alter_broker_priority("p", priority_level=7)
+    assert broker.views.conversation_priorities()[0].priority == 7
+    broker.drop_broker_priority("p")
+    assert broker.views.conversation_priorities() == []
+    with pytest.raises(CatalogError, match="does not exist"):
+        broker.drop_broker_priority("p")
+
+
+def test_level_is_fixed_when_the_endpoint_is_created(broker: Broker) -> None:
+    # rule PRI-5: a priority created after BEGIN DIALOG changes nothing for that conversation
+    setup(broker)
+    with broker.transaction() as tx:
+        old = tx.begin_dialog("I", "T", contract="C10")
+    broker.create_broker_priority("p", contract_name="C10", priority_level=10)
+    with broker.transaction() as tx:
+        tx.send(old, "Req", b"x")
+        new = tx.begin_dialog("I", "T", contract="C10")
+    by_handle = {e.conversation_handle: e.priority for e in broker.views.conversation_endpoints()}
+    assert by_handle[old] == 5 and by_handle[new] == 10
+
+
+def test_each_endpoint_has_its_own_level_and_messages_carry_the_receivers(broker: Broker) -> None:
+    # rule PRI-8, rule PRI-3, rule PRI-4, rule PRI-7: initiator at 10, target at 1
+    setup(broker)
+    broker.create_broker_priority(
+        "init", local_service_name="I", remote_service_name="T", priority_level=10
+    )
+    broker.create_broker_priority(
+        "targ", local_service_name="T", remote_service_name="I", priority_level=1
+    )
+    with broker.transaction() as tx:
+        h = tx.begin_dialog("I", "T", contract="C5")
+        tx.send(h, "Req", b"to target")
+    assert levels(broker) == {("C5", True): 10, ("C5", False): 1}
+    (m,) = broker.peek("tq")
+    assert m.priority == 1  # sent by the initiator at 10, received from the target queue at 1
+    with broker.transaction() as tx:
+        (m,) = tx.receive("tq")
+        tx.send(m.conversation_handle, "Resp", b"to initiator")
+    (m,) = broker.peek("iq")
+    assert m.priority == 10  # sent by the target at 1, received from the initiator queue at 10
+
+
+def test_receive_takes_the_highest_level_group_then_conversations_by_level(broker: Broker) -> None:
+    # rule PRI-9, rule PRI-12, rule PRI-13
+    import uuid
+
+    setup(broker)
+    broker.create_broker_priority("ten", contract_name="C10", priority_level=10)
+    broker.create_broker_priority("one", contract_name="C1", priority_level=1)
+    group_a = uuid.uuid4()
+    with broker.transaction() as tx:
+        b = tx.begin_dialog("I", "T", contract="C5")
+        a2 = tx.begin_dialog("I", "T", contract="C1", related_conversation_group=group_a)
+        a1 = tx.begin_dialog("I", "T", contract="C10", related_conversation_group=group_a)
+        for h in (b, a2, a1):
+            tx.send(h, "Req", b"q")
+    with broker.transaction() as tx:  # the target replies on each
+        for _ in range(3):
+            for m in tx.receive("tq"):
+                tx.send(m.conversation_handle, "Resp", m.service_contract_name.encode())
+    with broker.transaction() as tx:
+        assert tx.get_conversation_group("iq") == group_a  # level 10 > 5 (PRI-13)
+        tx.rollback()
+    with broker.transaction() as tx:
+        msgs = tx.receive("iq")
+        assert [m.conversation_handle for m in msgs] == [a1, a2]  # one group, a1 (10) before a2 (1)
+        tx.rollback()
+    with broker.transaction() as tx:  # take a1's message only: group A's level falls to 1 (PRI-9)
+        assert [m.message_body for m in tx.receive("iq", conversation_handle=a1)] == [b"C10"]
+    with broker.transaction() as tx:
+        assert [m.conversation_handle for m in tx.receive("iq")] == [b]  # group B (5) now first
+        assert [m.conversation_handle for m in tx.receive("iq")] == [a2]
