@@ -153,3 +153,77 @@ def test_receive_takes_the_highest_level_group_then_conversations_by_level(broke
     with broker.transaction() as tx:
         assert [m.conversation_handle for m in tx.receive("iq")] == [b]  # group B (5) now first
         assert [m.conversation_handle for m in tx.receive("iq")] == [a2]
+
+
+def test_receive_order_property(tmp_path_factory: pytest.TempPathFactory) -> None:
+    # rule PRI-12, rule PRI-9: for any conversations, levels, groupings and sends, each RECEIVE
+    # returns one group, the highest-level one left; inside it conversations by level, each in
+    # send order and whole; every message exactly once
+    from hypothesis import HealthCheck, given, settings
+    from hypothesis import strategies as st
+
+    conversation = st.tuples(st.integers(1, 10), st.integers(1, 4))  # (level, messages)
+
+    @settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+    @given(
+        conversations=st.lists(conversation, min_size=1, max_size=8),
+        grouping=st.lists(st.integers(0, 2), min_size=8, max_size=8),
+    )
+    def check(conversations: list[tuple[int, int]], grouping: list[int]) -> None:
+        path = tmp_path_factory.mktemp("prop") / "b.db"
+        with Broker.open(str(path)) as broker:
+            broker.create_message_type("M")
+            for level in range(1, 11):
+                broker.create_contract(f"C{level}", {"M": "INITIATOR"})
+                broker.create_broker_priority(
+                    f"p{level}", contract_name=f"C{level}", priority_level=level
+                )
+            broker.create_queue("iq")
+            broker.create_queue("tq")
+            broker.create_service("I", queue="iq")
+            broker.create_service("T", queue="tq", contracts=[f"C{n}" for n in range(1, 11)])
+            sent: dict[str, list[bytes]] = {}
+            with broker.transaction() as tx:
+                for c, (level, count) in enumerate(conversations):
+                    h = tx.begin_dialog("I", "T", contract=f"C{level}")
+                    sent[str(c)] = [f"{c}:{i}".encode() for i in range(count)]
+                    for body in sent[str(c)]:
+                        tx.send(h, "M", body)
+            # move target conversations into up to three groups
+            first = {}
+            for m in broker.peek("tq"):
+                first.setdefault(m.message_body.split(b":")[0].decode(), m)
+            with broker.transaction() as tx:
+                anchor: dict[int, object] = {}
+                for c, m in sorted(first.items(), key=lambda kv: int(kv[0])):
+                    g = grouping[int(c)]
+                    if g in anchor:
+                        tx.move_conversation(m.conversation_handle, anchor[g])  # type: ignore[arg-type]
+                    else:
+                        anchor[g] = m.conversation_group_id
+            level_of = {str(c): level for c, (level, _) in enumerate(conversations)}
+            remaining = {c: list(bodies) for c, bodies in sent.items()}
+            while True:
+                with broker.transaction() as tx:
+                    msgs = tx.receive("tq")
+                if not msgs:
+                    break
+                assert len({m.conversation_group_id for m in msgs}) == 1
+                convs = [m.message_body.split(b":")[0].decode() for m in msgs]
+                order = list(dict.fromkeys(convs))
+                assert convs == [
+                    c for c in order for _ in range(convs.count(c))
+                ]  # each conversation whole
+                levels = [level_of[c] for c in order]
+                assert levels == sorted(levels, reverse=True)  # by level inside the group
+                best_left = max(level_of[c] for c, bodies in remaining.items() if bodies)
+                assert levels[0] == best_left  # the highest-level group first
+                for c in order:
+                    got = [
+                        m.message_body for m in msgs if m.message_body.split(b":")[0].decode() == c
+                    ]
+                    assert got == remaining[c]  # in send order, all of it
+                    remaining[c] = []
+            assert not any(remaining.values())
+
+    check()
