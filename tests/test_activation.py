@@ -174,18 +174,24 @@ def test_one_message_on_an_idle_queue_starts_one_reader_at_once(
     assert broker.views.dm_broker_activated_tasks()[0].queue_name == pair.tq
 
 
+def one_useless_run(broker: Broker, clock: ManualClock) -> tuple[Pair, list[float]]:
+    """The pair with a procedure that never receives, started once by one message; returns
+    the pair and the broker times at which the procedure was called."""
+    pair = make_pair(broker)
+    calls: list[float] = []
+    procedure = Activation(lambda ctx: calls.append(clock.now()), max_queue_readers=3)
+    broker.alter_queue(pair.tq, activation=procedure)
+    send(broker, pair, conversations=1, per_conversation=1)
+    _until(lambda: len(calls) == 1 and not broker.views.dm_broker_activated_tasks())
+    return pair, calls
+
+
 def test_procedure_that_exits_without_receiving_is_not_restarted(
     started: Broker, clock: ManualClock
 ) -> None:
     # rule ACT-9
     broker = started
-    pair = make_pair(broker)
-    calls: list[float] = []
-    broker.alter_queue(
-        pair.tq, activation=Activation(lambda ctx: calls.append(clock.now()), max_queue_readers=3)
-    )
-    send(broker, pair, conversations=1, per_conversation=1)
-    _until(lambda: len(calls) == 1 and not broker.views.dm_broker_activated_tasks())
+    pair, calls = one_useless_run(broker, clock)
     clock.advance(30)  # six ticks with unread messages: not re-activated
     time.sleep(0.05)
     assert len(calls) == 1
@@ -416,13 +422,7 @@ def test_new_work_on_a_busy_queue_lifts_the_suppression(
     # rule ACT-9: "until ... new work proves it useful" — a new message, even on a queue that
     # still holds unread ones (a monitor must never stay silent while work keeps arriving)
     broker = started
-    pair = make_pair(broker)
-    calls: list[float] = []
-    broker.alter_queue(
-        pair.tq, activation=Activation(lambda ctx: calls.append(clock.now()), max_queue_readers=3)
-    )
-    send(broker, pair, conversations=1, per_conversation=1)
-    _until(lambda: len(calls) == 1 and not broker.views.dm_broker_activated_tasks())
+    pair, calls = one_useless_run(broker, clock)
     clock.advance(10)
     assert len(calls) == 1  # suppressed: the unread message alone does not restart it
     send(broker, pair, conversations=1, per_conversation=1)  # the queue was not empty

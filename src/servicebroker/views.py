@@ -13,6 +13,7 @@ from datetime import UTC, datetime
 from typing import TYPE_CHECKING
 
 from .dialogs import STATE_DESC
+from .priorities import BrokerPriority
 from .storage.base import StorageConnection
 
 if TYPE_CHECKING:
@@ -135,16 +136,8 @@ class TaskHandlerRow:
     restarts: int
 
 
-@dataclass(frozen=True)
-class ConversationPriorityRow:
-    """A row of ``sys.conversation_priorities`` (PRI-2); ANY criteria are None."""
-
-    priority_id: int
-    name: str
-    service_contract_name: str | None
-    local_service_name: str | None
-    remote_service_name: str | None
-    priority: int
+ConversationPriorityRow = BrokerPriority
+"""A row of ``sys.conversation_priorities`` (PRI-2): the catalog's priority, ANY criteria None."""
 
 
 class Views:
@@ -309,17 +302,7 @@ class Views:
 
     def conversation_priorities(self) -> list[ConversationPriorityRow]:
         """Every conversation priority (PRI-2)."""
-        return [
-            ConversationPriorityRow(
-                p.priority_id,
-                p.name,
-                p.service_contract_name,
-                p.local_service_name,
-                p.remote_service_name,
-                p.priority,
-            )
-            for p in sorted(self._broker.catalog.priorities.values(), key=lambda p: p.priority_id)
-        ]
+        return sorted(self._broker.catalog.priorities.values(), key=lambda p: p.priority_id)
 
     def dm_broker_task_handlers(self) -> list[TaskHandlerRow]:
         """The task handlers of this broker (TICK-2b); not a SQL Server view, named like one."""
