@@ -227,3 +227,65 @@ def test_receive_order_property(tmp_path_factory: pytest.TempPathFactory) -> Non
             assert not any(remaining.values())
 
     check()
+
+
+SEED_004 = """
+    USE InitiatorDB;
+    GO
+    CREATE BROKER PRIORITY InitiatorToTargetPriority
+        FOR CONVERSATION
+        SET (CONTRACT_NAME = SimpleContract,
+             LOCAL_SERVICE_NAME = InitiatorSerivce,
+             REMOTE_SERVICE_NAME = N'TargetService',
+             PRIORITY_LEVEL = 3);
+    GO
+"""
+
+
+def test_the_seed_statement_runs_as_written(broker: Broker) -> None:
+    # rule PRI-2: the documented text form, N'…' strings included
+    assert broker.execute_ddl(SEED_004) == 1
+    (row,) = broker.views.conversation_priorities()
+    assert (
+        row.name,
+        row.service_contract_name,
+        row.local_service_name,
+        row.remote_service_name,
+        row.priority,
+    ) == (
+        "InitiatorToTargetPriority",
+        "SimpleContract",
+        "InitiatorSerivce",
+        "TargetService",
+        3,
+    )
+    broker.execute_ddl(
+        "alter broker priority InitiatorToTargetPriority for conversation "
+        "set (PRIORITY_LEVEL = DEFAULT, REMOTE_SERVICE_NAME = ANY);"
+    )
+    (row,) = broker.views.conversation_priorities()
+    assert (row.priority, row.remote_service_name) == (5, None)
+    broker.execute_ddl(
+        "CREATE BROKER PRIORITY [//urgent] FOR CONVERSATION SET (CONTRACT_NAME = [//c/x]);"
+    )
+    assert {p.name for p in broker.views.conversation_priorities()} == {
+        "InitiatorToTargetPriority",
+        "//urgent",
+    }
+    broker.execute_ddl(
+        "DROP BROKER PRIORITY InitiatorToTargetPriority; DROP BROKER PRIORITY [//urgent]"
+    )
+    assert broker.views.conversation_priorities() == []
+
+
+def test_ddl_errors_name_line_and_column(broker: Broker) -> None:
+    # rule PRI-2
+    with pytest.raises(CatalogError, match="line 2, column 41"):
+        broker.execute_ddl("CREATE BROKER PRIORITY p\n FOR CONVERSATION SET (PRIORITY_LEVEL = , x)")
+    with pytest.raises(CatalogError, match="PRIORITY_LEVEL must be an integer from 1 to 10"):
+        broker.execute_ddl("CREATE BROKER PRIORITY p FOR CONVERSATION SET (PRIORITY_LEVEL = 11)")
+    with pytest.raises(CatalogError, match="given twice"):
+        broker.execute_ddl(
+            "CREATE BROKER PRIORITY p FOR CONVERSATION SET (PRIORITY_LEVEL = 1, PRIORITY_LEVEL = 2)"
+        )
+    assert broker.views.conversation_priorities() == []

@@ -447,6 +447,27 @@ class Broker:
             lambda conn, snap: _priorities.drop_broker_priority(conn, snap.priorities, name)
         )
 
+    def execute_ddl(self, text: str) -> int:
+        """Run CREATE / ALTER / DROP BROKER PRIORITY statements written as T-SQL (PRI-2), e.g.
+        the scripts of seed 004 (``N'…'`` strings, ``[bracketed]`` names, ``USE``/``GO`` lines
+        ignored). Statements run one after another; returns how many ran.
+
+        Raises:
+            CatalogError: a syntax error (with line and column) or a statement the catalog
+                refuses; statements before it have run.
+        """
+        from .ddl import parse_ddl
+
+        statements = parse_ddl(text)
+        for st in statements:
+            if st.verb == "CREATE":
+                self.create_broker_priority(st.name, **st.options)  # type: ignore[arg-type]
+            elif st.verb == "ALTER":
+                self.alter_broker_priority(st.name, **st.options)  # type: ignore[arg-type]
+            else:
+                self.drop_broker_priority(st.name)
+        return len(statements)
+
     def _register_procedure(self, queue: str, activation: Activation | None) -> None:
         if activation is not None and not isinstance(activation.procedure, str):
             self.activation.register_procedure(queue, activation.procedure)
