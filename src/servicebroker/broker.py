@@ -235,11 +235,8 @@ class Broker:
             self._catalog_checked = float("-inf")
 
     def _catalog_now(self, *, fresh: bool = False) -> CatalogSnapshot:
-        conn = self._storage.connect()
-        try:
+        with self._storage.connection() as conn:
             return self._catalog_for(conn, fresh=fresh)
-        finally:
-            self._storage.release(conn)
 
     @property
     def catalog(self) -> CatalogSnapshot:
@@ -502,14 +499,11 @@ class Broker:
         """
         if top is not None and (isinstance(top, bool) or not isinstance(top, int) or top < 0):
             raise BrokerError(f"peek top must be an integer >= 0 or None, got {top!r}")
-        conn = self._storage.connect()
-        try:
+        with self._storage.connection() as conn:
             snap = self._catalog_for(conn)
             q = snap.queue(queue)
             rows = conn.peek(q.queue_id, -1 if top is None else top)
             return to_messages(snap, rows, q.name)
-        finally:
-            self._storage.release(conn)
 
     def peek_after(self, queue: str, after: int, *, top: int) -> list[Message]:
         """Messages of ``queue`` with ``queuing_order > after``, in queuing order, at most
@@ -518,36 +512,26 @@ class Broker:
         Raises:
             CatalogError: unknown queue.
         """
-        conn = self._storage.connect()
-        try:
+        with self._storage.connection() as conn:
             snap = self._catalog_for(conn)
             q = snap.queue(queue)
             return to_messages(snap, conn.peek_after(q.queue_id, after, top), q.name)
-        finally:
-            self._storage.release(conn)
 
     def _message_sequence(self) -> int:
         """The highest queuing_order ever given (grows with every message put on any queue)."""
-        conn = self._storage.connect()
-        try:
+        with self._storage.connection() as conn:
             return conn.message_sequence()
-        finally:
-            self._storage.release(conn)
 
     def _queue_has_ready(self, queue_id: int) -> bool:
-        conn = self._storage.connect()
-        try:
+        with self._storage.connection() as conn:
             return conn.queue_has_ready(queue_id)
-        finally:
-            self._storage.release(conn)
 
     def _retry_transmission(self, now: float) -> None:
         """Periodic task: retry the transmission queue (QUE-3)."""
         self._drain_transmission()
 
     def _drain_transmission(self) -> int:
-        conn = self._storage.connect()
-        try:
+        with self._storage.connection() as conn:
             if not conn.transmission_exists():
                 return 0
             conn.begin_write()
@@ -555,8 +539,6 @@ class Broker:
             moved = applier.drain_transmission()
             applier.finish()
             conn.commit()
-        finally:
-            self._storage.release(conn)
         self._after_commit(applier.woken_queues, set(), frozenset(applier.arrived_on_empty))
         return moved
 
@@ -643,9 +625,8 @@ class Broker:
     def _count_rollbacks(self, queue_ids: set[int]) -> None:
         """POI-1: five rollbacks in a row of transactions that received from a queue turn the
         queue OFF (when its POISON_MESSAGE_HANDLING is ON) and raise BROKER_QUEUE_DISABLED."""
-        conn = self._storage.connect()
         disabled: list[str] = []
-        try:
+        with self._storage.connection() as conn:
             conn.begin_write()
             snap = self._catalog_for(conn, fresh=True)
             for queue_id in sorted(queue_ids):
@@ -657,8 +638,6 @@ class Broker:
                     conn.disable_queue(queue_id, self.clock.now())
                     disabled.append(queue.name)
             conn.commit()
-        finally:
-            self._storage.release(conn)
         if disabled:
             self._invalidate_catalog()
         for name in disabled:

@@ -115,11 +115,8 @@ class BrokerTimer:
     def next_wakeup(self, now: float) -> float:
         """The broker time of the next thing to do (next tick or next due timer)."""
         next_tick = self._start + (self.tasks.ticks + 1) * self.tasks.interval
-        conn = self._broker._storage.connect()
-        try:
+        with self._broker._storage.connection() as conn:
             due = conn.next_due_time()
-        finally:
-            self._broker._storage.release(conn)
         return min(next_tick, due) if due is not None else next_tick
 
     def fire_dialog_timers(self, now: float) -> int:
@@ -128,8 +125,7 @@ class BrokerTimer:
         storage = self._broker._storage
         fired = 0
         while True:
-            conn = storage.connect()
-            try:
+            with storage.connection() as conn:
                 timers = conn.due_timers(now, _BATCH)
                 lifetimes = conn.due_lifetimes(now, _BATCH)
                 if not timers and not lifetimes:
@@ -142,8 +138,6 @@ class BrokerTimer:
                     applier.expire_lifetime(handle)
                 applier.finish()
                 conn.commit()
-            finally:
-                storage.release(conn)
             fired += len(timers) + len(lifetimes)
             self._timers_fired += len(timers)
             self._lifetimes_expired += len(lifetimes)

@@ -14,7 +14,6 @@ from typing import TYPE_CHECKING
 
 from .dialogs import STATE_DESC
 from .priorities import BrokerPriority
-from .storage.base import StorageConnection
 
 if TYPE_CHECKING:
     from .broker import Broker
@@ -146,17 +145,11 @@ class Views:
     def __init__(self, broker: Broker) -> None:
         self._broker = broker
 
-    def _read(self) -> StorageConnection:
-        return self._broker._storage.connect()
-
     def conversation_endpoints(self) -> list[ConversationEndpointRow]:
         """Every conversation endpoint of the database (DLG-8)."""
-        conn = self._read()
-        try:
+        with self._broker._storage.connection() as conn:
             cat = self._broker._catalog_for(conn)
             rows = conn.list_endpoints()
-        finally:
-            self._broker._storage.release(conn)
         out = []
         for (
             handle,
@@ -202,12 +195,9 @@ class Views:
 
     def transmission_queue(self) -> list[TransmissionQueueRow]:
         """Messages waiting to be put on their target queue (QUE-3)."""
-        conn = self._read()
-        try:
+        with self._broker._storage.connection() as conn:
             cat = self._broker._catalog_for(conn)
             rows = conn.list_transmission()
-        finally:
-            self._broker._storage.release(conn)
         out = []
         for (
             handle,
@@ -245,20 +235,14 @@ class Views:
 
     def transmission_queue_count(self) -> int:
         """How many messages wait in the transmission queue (without reading them)."""
-        conn = self._read()
-        try:
+        with self._broker._storage.connection() as conn:
             return conn.transmission_count()
-        finally:
-            self._broker._storage.release(conn)
 
     def service_queues(self) -> list[ServiceQueueRow]:
         """Every queue and its settings (QUE-1)."""
-        conn = self._read()
-        try:
+        with self._broker._storage.connection() as conn:
             cat = self._broker._catalog_for(conn)
             counts = conn.queue_counts()
-        finally:
-            self._broker._storage.release(conn)
         ready: dict[int, int] = {}
         retained: dict[int, int] = {}
         for queue_id, status, n in counts:

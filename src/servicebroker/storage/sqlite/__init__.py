@@ -14,7 +14,8 @@ import json
 import sqlite3
 import threading
 import time
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from contextlib import contextmanager
 from importlib import resources
 from typing import Any
 
@@ -578,6 +579,15 @@ class SqliteStorage:
             self._busy_timeout,
             self.commits,
         )
+
+    @contextmanager
+    def connection(self) -> Iterator[SqliteConnection]:
+        """A pooled connection for the ``with`` block, released (rolled back, unlocked) after."""
+        conn = self.connect()
+        try:
+            yield conn
+        finally:
+            self.release(conn)
 
     def release(self, conn: Any) -> None:
         """Return a connection to the pool after rolling back and releasing its locks."""
