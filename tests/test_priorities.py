@@ -289,3 +289,141 @@ def test_ddl_errors_name_line_and_column(broker: Broker) -> None:
             "CREATE BROKER PRIORITY p FOR CONVERSATION SET (PRIORITY_LEVEL = 1, PRIORITY_LEVEL = 2)"
         )
     assert broker.views.conversation_priorities() == []
+
+
+def test_a_held_group_ranks_by_what_this_transaction_left_in_it(broker: Broker) -> None:
+    # rule PRI-9, rule RCV-2: inside one transaction, a group it holds whose level-10
+    # conversation it already received ranks at the level of what is left (1), below group B (5)
+    setup(broker)
+    broker.create_broker_priority("ten", contract_name="C10", priority_level=10)
+    broker.create_broker_priority("one", contract_name="C1", priority_level=1)
+    with broker.transaction() as tx:
+        for contract in ("C5", "C10", "C1"):
+            tx.send(tx.begin_dialog("I", "T", contract=contract), "Req", contract.encode())
+    at = {m.service_contract_name: m for m in broker.peek("tq")}
+    with broker.transaction() as tx:  # group A on the target side: C10 and C1
+        tx.move_conversation(at["C1"].conversation_handle, at["C10"].conversation_group_id)
+    with broker.transaction() as tx:
+        got = tx.receive("tq", conversation_handle=at["C10"].conversation_handle)
+        assert [m.message_body for m in got] == [b"C10"]
+        assert [m.message_body for m in tx.receive("tq")] == [b"C5"]
+        assert [m.message_body for m in tx.receive("tq")] == [b"C1"]
+        assert tx.receive("tq") == []
+
+
+def _groups_table(path: str) -> tuple[set[tuple[object, ...]], set[tuple[object, ...]]]:
+    """queue_groups as the triggers keep it, and as recomputed from queue_messages."""
+    import sqlite3
+
+    with sqlite3.connect(path) as c:
+        kept = set(c.execute("SELECT * FROM queue_groups"))
+        recomputed = set(
+            c.execute(
+                "SELECT conversation_group_id, queue_id, priority, conversation_order, rank, "
+                "message_sequence_number, queuing_order FROM (SELECT *, row_number() OVER ("
+                "PARTITION BY conversation_group_id, queue_id ORDER BY priority DESC, "
+                "conversation_order, rank, message_sequence_number, queuing_order) AS n "
+                "FROM queue_messages WHERE status = 1) WHERE n = 1"
+            )
+        )
+    return kept, recomputed
+
+
+def test_group_index_follows_every_change_to_the_queue(
+    tmp_path_factory: pytest.TempPathFactory,
+) -> None:
+    # rule PRI-9, rule PRI-12: the per-group level and head RECEIVE walks stay exact through
+    # sends, partial RECEIVEs (TOP), retention, MOVE CONVERSATION, END CONVERSATION and rollbacks
+    from hypothesis import HealthCheck, given, settings
+    from hypothesis import strategies as st
+
+    step = st.one_of(
+        st.tuples(st.just("send"), st.integers(0, 5), st.integers(1, 3)),
+        st.tuples(st.just("receive"), st.integers(1, 4), st.booleans()),
+        st.tuples(st.just("move"), st.integers(0, 5), st.integers(0, 5)),
+        st.tuples(st.just("end"), st.integers(0, 5), st.booleans()),
+    )
+
+    @settings(max_examples=20, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+    @given(
+        levels=st.lists(st.integers(1, 10), min_size=6, max_size=6),
+        retention=st.booleans(),
+        steps=st.lists(step, max_size=12),
+    )
+    def check(levels: list[int], retention: bool, steps: list[tuple[str, int, object]]) -> None:
+        path = str(tmp_path_factory.mktemp("groups") / "b.db")
+        with Broker.open(path) as broker:
+            broker.create_message_type("M")
+            for level in set(levels):
+                broker.create_contract(f"C{level}", {"M": "ANY"})
+                broker.create_broker_priority(
+                    f"p{level}", contract_name=f"C{level}", priority_level=level
+                )
+            broker.create_queue("iq")
+            broker.create_queue("tq", retention=retention)
+            broker.create_service("I", queue="iq")
+            broker.create_service("T", queue="tq", contracts=[f"C{n}" for n in set(levels)])
+            with broker.transaction() as tx:
+                handles = [tx.begin_dialog("I", "T", contract=f"C{n}") for n in levels]
+                for h in handles:
+                    tx.send(h, "M", b"first")
+            by_conv = {}
+            for m in broker.peek("tq"):
+                by_conv.setdefault(m.conversation_handle, m)
+            firsts = sorted(by_conv.values(), key=lambda m: m.queuing_order)
+            targets = {n: m.conversation_handle for n, m in enumerate(firsts)}
+            group_of = {n: m.conversation_group_id for n, m in enumerate(firsts)}
+            for kind, a, b in steps:
+                with broker.transaction() as tx:
+                    if kind == "send" and handles[a] is not None:
+                        for _ in range(int(b)):  # type: ignore[call-overload]
+                            tx.send(handles[a], "M", b"x")
+                    elif kind == "receive":
+                        tx.receive("tq", top=a)
+                        if b:
+                            tx.rollback()
+                    elif kind == "move" and a in targets and b in targets and a != b:
+                        tx.move_conversation(targets[a], group_of[b])  # type: ignore[index]
+                        group_of[a] = group_of[b]  # type: ignore[index]
+                    elif kind == "end" and handles[a] is not None:
+                        tx.end_conversation(handles[a], cleanup=bool(b))
+                        handles[a] = None
+                kept, recomputed = _groups_table(path)
+                assert kept == recomputed
+
+    check()
+
+
+def test_group_choice_reads_the_group_index_not_the_messages(broker: Broker) -> None:
+    # rule PRI-13: the candidate walk is an index search over groups
+    import sqlite3
+
+    from servicebroker.storage.queries import load_queries
+
+    setup(broker)
+    query = load_queries("servicebroker.storage.sqlite")["candidate_groups"]
+    with sqlite3.connect(broker.url.removeprefix("sqlite:///")) as c:
+        plan = " ".join(r[3] for r in c.execute("EXPLAIN QUERY PLAN " + query, (1,)))
+    assert "queue_groups_next" in plan and "queue_messages" not in plan
+
+
+def test_upgrade_builds_the_group_index_from_queued_messages(db_path: str) -> None:
+    # rule PRI-12: a database made before migration 4 gets its group index from its messages
+    import sqlite3
+
+    with Broker.open(db_path) as broker:
+        setup(broker)
+        broker.create_broker_priority("ten", contract_name="C10", priority_level=10)
+        with broker.transaction() as tx:
+            for contract in ("C5", "C10", "C1"):
+                tx.send(tx.begin_dialog("I", "T", contract=contract), "Req", contract.encode())
+    with sqlite3.connect(db_path) as c:
+        for trigger in ("after_insert", "after_delete", "after_update"):
+            c.execute(f"DROP TRIGGER queue_groups_{trigger}")
+        c.execute("DROP TABLE queue_groups")
+        c.execute("DELETE FROM schema_migrations WHERE version = 4")
+    with Broker.open(db_path) as broker:
+        kept, recomputed = _groups_table(db_path)
+        assert kept == recomputed and len(kept) == 3
+        with broker.transaction() as tx:
+            assert [m.message_body for m in tx.receive("tq")] == [b"C10"]

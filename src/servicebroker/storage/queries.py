@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 from importlib import resources
 
 __all__ = ["load_queries", "split_statements"]
@@ -30,16 +31,20 @@ def load_queries(package: str, filename: str = "queries.sql") -> dict[str, str]:
     return queries
 
 
-def split_statements(script: str) -> list[str]:
-    """Split an SQL script into statements at semicolons that end a line (migration files keep
-    one statement per such terminator and no semicolons inside string literals at line ends)."""
-    statements, current = [], []
+def split_statements(script: str, complete: Callable[[str], bool] = lambda text: True) -> list[str]:
+    """Split an SQL script into statements at semicolons that end a line and end a statement
+    by ``complete`` (e.g. :func:`sqlite3.complete_statement`, so a trigger's body stays whole);
+    no semicolons inside string literals at line ends."""
+    statements: list[str] = []
+    current: list[str] = []
     for line in script.splitlines():
         if line.lstrip().startswith("--"):
             continue
         current.append(line)
         if line.rstrip().endswith(";"):
             stmt = "\n".join(current).strip()
+            if not complete(stmt):
+                continue
             if stmt.strip(";").strip():
                 statements.append(stmt)
             current = []

@@ -312,8 +312,11 @@ class SqliteConnection:
         return self._all("queue_counts")
 
     def finish_received(self, queuing_orders: Iterable[int], *, retain: bool) -> None:
-        """Delete received messages, or mark them status 0 when the queue retains (RCV-3)."""
-        orders = list(queuing_orders)
+        """Delete received messages, or mark them status 0 when the queue retains (RCV-3).
+
+        ``queuing_orders`` come in RECEIVE order; rows go in reverse, so each group's head goes
+        last and queue_groups looks up the group's next head once, not once per message."""
+        orders = list(queuing_orders)[::-1]
         query = _Q["retain_received" if retain else "delete_received"]
         for start in range(0, len(orders), 10_000):
             self._conn.execute(query, (json.dumps(orders[start : start + 10_000]),))
@@ -397,25 +400,34 @@ class SqliteConnection:
         ``skip`` (queuing orders this transaction already received) and is not locked by
         another transaction; a group this transaction holds qualifies (RCV-2, PRI-12, PRI-13)
         unless ``exclude_held`` (GET CONVERSATION GROUP, RCV-5). Groups found locked by others are
-        added to ``known_locked`` and skipped without asking again. Returns the group id, or None."""
-        if skip:
-            cur = self._conn.execute(
-                _Q["candidate_groups_skipping"], (queue_id, json.dumps(list(skip)))
-            )
-        else:
-            cur = self._conn.execute(_Q["candidate_groups"], (queue_id,))
-        locked = known_locked if known_locked is not None else set()
+        added to ``known_locked`` and skipped without asking again. Returns the group id, or None.
+
+        Groups are walked through ``queue_groups_next`` (level, then the queuing order of the
+        message RECEIVE would return first), one index entry per group, never the messages of
+        groups others hold. A group this transaction holds is ranked by what it has left once
+        ``skip`` is taken out (PRI-9)."""
         held = self._locks.held
+        best: tuple[int, int, bytes] | None = None  # (-level, head order, group) of a held group
+        if held and not exclude_held:
+            skipped = json.dumps(list(skip))
+            for group_id in held:
+                head = self._conn.execute(
+                    _Q["held_group_head"], (group_id, queue_id, skipped)
+                ).fetchone()
+                if head is not None and (best is None or (-head[0], head[1]) < best[:2]):
+                    best = (-head[0], head[1], group_id)
+        locked = known_locked if known_locked is not None else set()
+        cur = self._conn.execute(_Q["candidate_groups"], (queue_id,))
         try:
-            for group_id, _order in cur:
-                if group_id in locked:
-                    continue
-                if exclude_held and group_id in held:
+            for group_id, level, head_order in cur:
+                if best is not None and best[:2] <= (-level, head_order):
+                    return best[2]
+                if group_id in locked or group_id in held:
                     continue
                 if self._locks.try_lock(group_id):
                     return bytes(group_id)
                 locked.add(group_id)
-            return None
+            return None if best is None else best[2]
         finally:
             cur.close()
 
@@ -500,7 +512,7 @@ class SqliteStorage:
                 for version, name, script in known:
                     if version in applied:
                         continue
-                    for statement in split_statements(script):
+                    for statement in split_statements(script, sqlite3.complete_statement):
                         conn.execute(statement)
                     conn.execute(
                         "INSERT INTO schema_migrations (version, name) VALUES (?, ?)",

@@ -165,15 +165,15 @@ INSERT INTO queue_messages (queue_id, status, priority, conversation_group_id,
 VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?);
 
 -- name: candidate_groups
-SELECT conversation_group_id, queuing_order FROM queue_messages
-WHERE queue_id = ? AND status = 1
-ORDER BY priority DESC, queuing_order;
+SELECT conversation_group_id, level, head_order FROM queue_groups WHERE queue_id = ?
+ORDER BY level DESC, head_order;
 
--- name: candidate_groups_skipping
-SELECT conversation_group_id, queuing_order FROM queue_messages
-WHERE queue_id = ? AND status = 1
+-- name: held_group_head
+SELECT priority, queuing_order FROM queue_messages
+WHERE conversation_group_id = ? AND queue_id = ? AND status = 1
   AND queuing_order NOT IN (SELECT value FROM json_each(?))
-ORDER BY priority DESC, queuing_order;
+ORDER BY priority DESC, conversation_order, rank, message_sequence_number, queuing_order
+LIMIT 1;
 
 -- name: group_messages
 SELECT status, priority, queuing_order, conversation_group_id, conversation_handle,
@@ -210,7 +210,7 @@ ORDER BY queuing_order
 LIMIT ?;
 
 -- name: queue_has_ready
-SELECT EXISTS (SELECT 1 FROM queue_messages WHERE queue_id = ? AND status = 1);
+SELECT EXISTS (SELECT 1 FROM queue_groups WHERE queue_id = ?);
 
 -- name: queue_counts
 SELECT queue_id, status, count(*) FROM queue_messages GROUP BY queue_id, status;
