@@ -98,7 +98,7 @@ def test_catalog_is_durable_and_shared(db_path: str, broker: Broker) -> None:
 def test_schema_is_versioned(db_path: str, broker: Broker) -> None:
     import sqlite3
 
-    assert broker._storage.schema_version() == 4  # type: ignore[attr-defined]
+    assert broker._storage.schema_version() == 5  # type: ignore[attr-defined]
     with sqlite3.connect(db_path) as c:
         names = [r[0] for r in c.execute("SELECT name FROM schema_migrations ORDER BY version")]
     assert names == [
@@ -106,4 +106,5 @@ def test_schema_is_versioned(db_path: str, broker: Broker) -> None:
         "0002_event_notifications.sql",
         "0003_conversation_priorities.sql",
         "0004_queue_groups.sql",
+        "0005_transmission_levels.sql",
     ]

@@ -62,10 +62,17 @@ class Broker:
         lock_timeout: float = 60.0,
         empty_receive_window: float = EMPTY_RECEIVE_WINDOW,
         external_activation_timeout: float = 60.0,
+        priority_aging_interval: float | None = _priorities.AGING_INTERVAL,
     ) -> None:
         self._storage = storage
         self.clock: Clock = clock
         self.lock_timeout = float(lock_timeout)
+        if priority_aging_interval is not None and not priority_aging_interval > 0:
+            raise BrokerError(
+                f"priority_aging_interval must be a number of seconds > 0 or None, "
+                f"got {priority_aging_interval!r}"
+            )
+        self.priority_aging_interval = priority_aging_interval
         self._catalog_lock = threading.Lock()
         self._catalog: CatalogSnapshot | None = None
         self._catalog_checked = float("-inf")
@@ -103,9 +110,12 @@ class Broker:
             url: the storage URL.
             clock: the broker clock (default :class:`SystemClock`); a :class:`ManualClock`
                 drives every time-out, lifetime, timer and interval in tests.
-            settings: ``lock_timeout``, ``empty_receive_window`` (ACT-5b, default 5) and
-                ``external_activation_timeout`` (ACT-8, default 60), all seconds on the broker
-                clock; storage settings ``synchronous``, ``busy_timeout``, ``poll_interval``.
+            settings: ``lock_timeout``, ``empty_receive_window`` (ACT-5b, default 5),
+                ``external_activation_timeout`` (ACT-8, default 60) and
+                ``priority_aging_interval`` (PRI-18: seconds of waiting in the transmission
+                queue that raise a message's level by one, default 10; None for strict
+                priority), all seconds on the broker clock; storage settings ``synchronous``,
+                ``busy_timeout``, ``poll_interval``.
 
         Raises:
             StorageError: a bad URL or an unusable database.
@@ -114,6 +124,7 @@ class Broker:
         lock_timeout = settings.pop("lock_timeout", 60.0)
         window = settings.pop("empty_receive_window", EMPTY_RECEIVE_WINDOW)
         external_timeout = settings.pop("external_activation_timeout", 60.0)
+        aging = settings.pop("priority_aging_interval", _priorities.AGING_INTERVAL)
         allowed = {"synchronous", "busy_timeout", "poll_interval"}
         unknown = set(settings) - allowed
         if unknown:
@@ -125,6 +136,7 @@ class Broker:
             lock_timeout=lock_timeout,
             empty_receive_window=window,
             external_activation_timeout=external_timeout,
+            priority_aging_interval=aging,
         )
 
     @property
@@ -444,8 +456,27 @@ class Broker:
             lambda conn, snap: _priorities.drop_broker_priority(conn, snap.priorities, name)
         )
 
+    def alter_database(self, *, honor_broker_priority: bool) -> None:
+        """ALTER DATABASE … SET HONOR_BROKER_PRIORITY ON | OFF (PRI-16): whether messages leave
+        the transmission queue by their endpoint's level (ON) or all at level 5 (OFF, the
+        default). Read back as ``broker.catalog.honor_broker_priority``.
+
+        Raises:
+            CatalogError: ``honor_broker_priority`` is not a bool.
+        """
+        if not isinstance(honor_broker_priority, bool):
+            raise CatalogError(
+                f"HONOR_BROKER_PRIORITY must be ON or OFF (True or False), "
+                f"got {honor_broker_priority!r}"
+            )
+        value = "1" if honor_broker_priority else "0"
+        self._change(
+            lambda conn, snap: conn.catalog_write("put_setting", ("honor_broker_priority", value))
+        )
+
     def execute_ddl(self, text: str) -> int:
-        """Run CREATE / ALTER / DROP BROKER PRIORITY statements written as T-SQL (PRI-2), e.g.
+        """Run CREATE / ALTER / DROP BROKER PRIORITY and ALTER DATABASE … SET
+        HONOR_BROKER_PRIORITY ON | OFF statements written as T-SQL (PRI-2, PRI-16), e.g.
         the scripts of seed 004 (``N'…'`` strings, ``[bracketed]`` names, ``USE``/``GO`` lines
         ignored). Statements run one after another; returns how many ran.
 
@@ -457,7 +488,9 @@ class Broker:
 
         statements = parse_ddl(text)
         for st in statements:
-            if st.verb == "CREATE":
+            if st.verb == "ALTER DATABASE":
+                self.alter_database(**st.options)  # type: ignore[arg-type]
+            elif st.verb == "CREATE":
                 self.create_broker_priority(st.name, **st.options)  # type: ignore[arg-type]
             elif st.verb == "ALTER":
                 self.alter_broker_priority(st.name, **st.options)  # type: ignore[arg-type]
@@ -530,17 +563,23 @@ class Broker:
         """Periodic task: retry the transmission queue (QUE-3)."""
         self._drain_transmission()
 
-    def _drain_transmission(self) -> int:
-        with self._storage.connection() as conn:
-            if not conn.transmission_exists():
-                return 0
-            conn.begin_write()
-            applier = Applier(conn, self._catalog_for(conn), self.clock.now())
-            moved = applier.drain_transmission()
-            applier.finish()
-            conn.commit()
-        self._after_commit(applier.woken_queues, set(), frozenset(applier.arrived_on_empty))
-        return moved
+    def _drain_transmission(self, batch: int = 1000) -> int:
+        """Move what can leave the transmission queue, ``batch`` messages per transaction in
+        transmission order (PRI-14..18), until a pass moves fewer; returns how many moved."""
+        total = 0
+        while True:
+            with self._storage.connection() as conn:
+                if not conn.transmission_exists():
+                    return total
+                conn.begin_write()
+                applier = Applier(conn, self._catalog_for(conn), self.clock.now())
+                moved = applier.drain_transmission(batch, self.priority_aging_interval)
+                applier.finish()
+                conn.commit()
+            self._after_commit(applier.woken_queues, set(), frozenset(applier.arrived_on_empty))
+            total += moved
+            if moved < batch:
+                return total
 
     # -- waiting and events --------------------------------------------------------------
     def _notify(self, keys: set[int] | None = None) -> None:

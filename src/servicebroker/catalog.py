@@ -231,11 +231,13 @@ class CatalogSnapshot:
     services_by_id: dict[int, ServiceDef] = field(default_factory=dict)
     event_notifications: dict[str, EventNotificationDef] = field(default_factory=dict)
     priorities: dict[str, BrokerPriority] = field(default_factory=dict)
+    honor_broker_priority: bool = False
+    """The database option HONOR_BROKER_PRIORITY (PRI-16), OFF unless set."""
 
     @classmethod
     def from_rows(cls, rows: CatalogRows) -> CatalogSnapshot:
         """Build the snapshot from the storage's catalog rows."""
-        snap = cls(version=rows.version)
+        snap = cls(version=rows.version, honor_broker_priority=rows.honor_broker_priority)
         for mt_id, name, validation, is_system in rows.message_types:
             mt = MessageTypeDef(mt_id, name, validation, bool(is_system))
             snap.message_types[name] = mt

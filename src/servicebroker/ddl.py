@@ -5,6 +5,7 @@
              REMOTE_SERVICE_NAME = N'remote' | ANY, PRIORITY_LEVEL = 1..10 | DEFAULT);
     ALTER BROKER PRIORITY name FOR CONVERSATION SET (…);
     DROP BROKER PRIORITY name;
+    ALTER DATABASE name SET HONOR_BROKER_PRIORITY ON | OFF;   (PRI-16; the name is ignored)
 
 Keywords are case-insensitive; names are plain or [bracketed] identifiers, or string literals
 ('…' or N'…'); ``USE database;`` and ``GO`` lines (as in seed 004's scripts) are accepted and
@@ -24,7 +25,8 @@ __all__ = ["PriorityStatement", "parse_ddl"]
 
 _GRAMMAR = r"""
 start: (statement _SEP?)*
-?statement: create | alter | drop | use | go
+?statement: create | alter | drop | alter_database | use | go
+alter_database: _ALTER _DATABASE name _SET _HONOR_BROKER_PRIORITY ONOFF
 create: _CREATE _BROKER _PRIORITY name _FOR _CONVERSATION (_SET "(" option ("," option)* ")")?
 alter: _ALTER _BROKER _PRIORITY name _FOR _CONVERSATION _SET "(" option ("," option)* ")"
 drop: _DROP _BROKER _PRIORITY name
@@ -42,6 +44,9 @@ _PRIORITY: /priority\b/i
 _FOR: /for\b/i
 _CONVERSATION: /conversation\b/i
 _SET: /set\b/i
+_DATABASE: /database\b/i
+_HONOR_BROKER_PRIORITY.2: /honor_broker_priority\b/i
+ONOFF.2: /(on|off)\b/i
 _USE: /use\b/i
 _GO: /go\b/i
 ANY.2: /any\b/i
@@ -62,9 +67,10 @@ _PARSER = Lark(_GRAMMAR, parser="lalr")
 
 @dataclass(frozen=True)
 class PriorityStatement:
-    """One parsed statement: ``verb`` is CREATE, ALTER or DROP; ``options`` maps the keyword
-    arguments of the Broker method (contract_name, local_service_name, remote_service_name,
-    priority_level) to their values ("ANY" for ANY; DEFAULT gives level 5)."""
+    """One parsed statement: ``verb`` is CREATE, ALTER or DROP (a BROKER PRIORITY ``name``) or
+    ALTER DATABASE; ``options`` maps the keyword arguments of the Broker method
+    (contract_name, local_service_name, remote_service_name, priority_level; for ALTER
+    DATABASE honor_broker_priority) to their values ("ANY" for ANY; DEFAULT gives level 5)."""
 
     verb: str
     name: str
@@ -128,6 +134,13 @@ class _Build(Transformer[Token, list[PriorityStatement]]):
 
     def drop(self, items: list[object]) -> PriorityStatement:
         return self._statement("DROP", items)
+
+    def alter_database(self, items: list[object]) -> PriorityStatement:
+        name, onoff = items
+        assert isinstance(name, str)
+        return PriorityStatement(
+            "ALTER DATABASE", name, {"honor_broker_priority": str(onoff).lower() == "on"}
+        )
 
     def use(self, items: list[object]) -> None:
         return None

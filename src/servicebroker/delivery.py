@@ -12,7 +12,6 @@ deletes a conversation once both its endpoints are closed (DLG-4).
 from __future__ import annotations
 
 import uuid
-from collections.abc import Iterable
 from dataclasses import dataclass
 
 from .catalog import CatalogSnapshot
@@ -33,6 +32,7 @@ from .dialogs import (
 )
 from .errors import ConversationError
 from .messages import new_id
+from .priorities import AGING_INTERVAL, transmission_order
 from .storage.base import EndpointRow, QueueInsert, StorageConnection, TransmissionRow
 
 __all__ = ["Applier", "Outgoing"]
@@ -439,14 +439,31 @@ class Applier:
                 self._delete_endpoint(end)
 
     # -- transmission queue --------------------------------------------------------------
-    def drain_transmission(self, limit: int = 1000) -> int:
-        """Retry the transmission queue in send order (QUE-3); returns how many left it."""
+    def drain_transmission(
+        self, limit: int = 1000, aging_interval: float | None = AGING_INTERVAL
+    ) -> int:
+        """Retry up to ``limit`` transmission-queue messages (QUE-3) in transmission order
+        (PRI-14: effective level, then send order, across every destination; PRI-16: level 5
+        for all while HONOR_BROKER_PRIORITY is OFF; PRI-18: aging by ``aging_interval``
+        seconds per level). A conversation whose message cannot leave keeps its later messages
+        back. Returns how many left the transmission queue."""
         moved = 0
         blocked: set[tuple[bytes, int]] = set()
-        rows: Iterable[TransmissionRow] = self.conn.transmission_pending(limit)
-        for row in rows:
+        candidates: dict[int, TransmissionRow] = {
+            row[0]: row for row in self.conn.transmission_pending(limit)
+        }
+        order = transmission_order(
+            ((tid, row[15], row[7]) for tid, row in candidates.items()),
+            self.now,
+            honor=self.catalog.honor_broker_priority,
+            aging_interval=aging_interval,
+        )
+        for tid in order:
+            if moved >= limit:
+                break
+            row = candidates[tid]
             (
-                tid,
+                _tid,
                 handle,
                 conv_id,
                 is_init,

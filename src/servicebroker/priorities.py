@@ -9,6 +9,15 @@ is the initiator service and its remote the target; the target endpoint's the ot
 (PRI-3, PRI-4). A level is given when the endpoint is created and kept (PRI-5); each endpoint
 gets its own (PRI-7); a message in a queue carries the level of the endpoint that receives it
 (PRI-8).
+
+:func:`transmission_order` is the order messages leave the transmission queue (PRI-14..18): by
+level, then send order, across every destination. Where HONOR_BROKER_PRIORITY is OFF every
+message counts as level 5 (PRI-16), so the order is the send order. Starvation prevention
+(PRI-18), this project's rule since Microsoft gives no numbers: a waiting message's *effective*
+level rises by one for every ``aging_interval`` seconds it has waited (default
+:data:`AGING_INTERVAL`), up to 10; equal effective levels leave oldest first. A level-1 message
+therefore waits at most 9 intervals before it competes with level 10, and the messages of one
+conversation (one level, PRI-5) still leave in send order.
 """
 
 from __future__ import annotations
@@ -20,6 +29,7 @@ from .errors import CatalogError
 from .storage.base import StorageConnection
 
 __all__ = [
+    "AGING_INTERVAL",
     "ANY",
     "DEFAULT_LEVEL",
     "BrokerPriority",
@@ -27,11 +37,16 @@ __all__ = [
     "create_broker_priority",
     "drop_broker_priority",
     "priority_level",
+    "transmission_level",
+    "transmission_order",
 ]
 
 ANY = "ANY"
 DEFAULT_LEVEL = 5
 """PRI-2, PRI-10: the level when PRIORITY_LEVEL is not given, and when no priority matches."""
+MAX_LEVEL = 10
+AGING_INTERVAL = 10.0
+"""PRI-18: seconds of waiting that raise a transmission-queue message's level by one."""
 
 _PRECEDENCE = (
     (True, True, True),
@@ -168,3 +183,47 @@ def drop_broker_priority(
     if p is None:
         raise CatalogError(f"broker priority {name!r} does not exist")
     conn.catalog_write("delete_broker_priority", (p.priority_id,))
+
+
+def transmission_level(
+    priority: int, waited: float, *, honor: bool, aging_interval: float | None = AGING_INTERVAL
+) -> int:
+    """The level a transmission-queue message leaves at (PRI-14, PRI-16, PRI-18).
+
+    Args:
+        priority: its conversation endpoint's level, 1..10.
+        waited: seconds since it entered the transmission queue (broker clock).
+        honor: the database's HONOR_BROKER_PRIORITY; when False the level is 5 (PRI-16).
+        aging_interval: seconds per level of aging; None gives strict priority (no aging).
+    """
+    if not honor:
+        return DEFAULT_LEVEL
+    if aging_interval is None or waited <= 0:
+        return priority
+    return min(MAX_LEVEL, priority + int(waited // aging_interval))
+
+
+def transmission_order(
+    rows: Iterable[tuple[int, int, float]],
+    now: float,
+    *,
+    honor: bool,
+    aging_interval: float | None = AGING_INTERVAL,
+) -> list[int]:
+    """The transmission ids of ``rows`` in the order they leave (PRI-14): effective level
+    (:func:`transmission_level`) descending, then transmission id (send order).
+
+    Args:
+        rows: ``(transmission_id, priority, enqueue_time)`` of waiting messages.
+        now: the broker clock's time, seconds.
+        honor: HONOR_BROKER_PRIORITY (PRI-16).
+        aging_interval: see :func:`transmission_level`.
+    """
+    keyed = [
+        (
+            -transmission_level(prio, now - enqueued, honor=honor, aging_interval=aging_interval),
+            tid,
+        )
+        for tid, prio, enqueued in rows
+    ]
+    return [tid for _, tid in sorted(keyed)]

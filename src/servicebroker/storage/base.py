@@ -79,6 +79,7 @@ class CatalogRows:
     service_contracts: Sequence[tuple[int, int]]
     event_notifications: Sequence[tuple[int, str, int, str, str, bytes | None]]
     broker_priorities: Sequence[tuple[int, str, str | None, str | None, str | None, int]]
+    honor_broker_priority: bool = False
 
 
 class StorageConnection(Protocol):
@@ -145,7 +146,10 @@ class StorageConnection(Protocol):
 
     # transmission queue
     def insert_transmission(self, row: tuple[Any, ...]) -> None: ...
-    def transmission_pending(self, limit: int) -> list[TransmissionRow]: ...
+    def transmission_pending(self, limit: int) -> list[TransmissionRow]:
+        """Each level's oldest ``limit`` transmission-queue rows."""
+        ...
+
     def transmission_exists(self) -> bool: ...
     def transmission_count(self) -> int: ...
     def transmission_waiting(self, conversation_id: bytes, is_initiator: bool) -> bool: ...

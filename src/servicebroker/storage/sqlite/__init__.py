@@ -164,6 +164,7 @@ class SqliteConnection:
                 service_contracts=self._all("catalog_service_contracts"),
                 event_notifications=self._all("catalog_event_notifications"),
                 broker_priorities=self._all("catalog_broker_priorities"),
+                honor_broker_priority=self._one("get_setting", ("honor_broker_priority",)) == "1",
             )
         finally:
             if started:
@@ -339,8 +340,13 @@ class SqliteConnection:
         self._conn.execute(_Q["insert_transmission"], row)
 
     def transmission_pending(self, limit: int) -> list[TransmissionRow]:
-        """The oldest ``limit`` transmission-queue rows in send order."""
-        return self._all("transmission_pending", (limit,))
+        """For each level 10..1, its oldest ``limit`` transmission-queue rows in send order
+        (one index range each): every row the first ``limit`` to leave can come from, whatever
+        the levels' ages (PRI-14, PRI-18)."""
+        rows: list[TransmissionRow] = []
+        for level in range(10, 0, -1):
+            rows += self._all("transmission_pending_at_level", (level, limit))
+        return rows
 
     def transmission_count(self) -> int:
         """How many rows the transmission queue holds."""

@@ -235,12 +235,12 @@ INSERT INTO transmission_queue (conversation_handle, conversation_id, is_initiat
     transmission_status, priority, lifetime)
 VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?);
 
--- name: transmission_pending
+-- name: transmission_pending_at_level
 SELECT transmission_id, conversation_handle, conversation_id, is_initiator, to_service_name,
        from_service_name, service_contract_id, enqueue_time, message_sequence_number,
        message_type_id, validation, message_body, message_id, arrival, transmission_status,
        priority, lifetime
-FROM transmission_queue ORDER BY transmission_id LIMIT ?;
+FROM transmission_queue WHERE priority = ? ORDER BY transmission_id LIMIT ?;
 
 -- name: transmission_exists
 SELECT EXISTS (SELECT 1 FROM transmission_queue);
