@@ -439,6 +439,21 @@ class Applier:
                 self._delete_endpoint(end)
 
     # -- transmission queue --------------------------------------------------------------
+    def transmission_batch(
+        self, limit: int, aging_interval: float | None = AGING_INTERVAL
+    ) -> list[TransmissionRow]:
+        """The transmission-queue rows that leave next, in order (PRI-14, PRI-16, PRI-18): the
+        first ``limit`` are exact (each level's oldest ``limit`` rows are read through an index
+        and merged by :func:`transmission_order`); later ones are candidates only."""
+        candidates = {row[0]: row for row in self.conn.transmission_pending(limit)}
+        order = transmission_order(
+            ((tid, row[15], row[7]) for tid, row in candidates.items()),
+            self.now,
+            honor=self.catalog.honor_broker_priority,
+            aging_interval=aging_interval,
+        )
+        return [candidates[tid] for tid in order]
+
     def drain_transmission(
         self, limit: int = 1000, aging_interval: float | None = AGING_INTERVAL
     ) -> int:
@@ -449,21 +464,11 @@ class Applier:
         back. Returns how many left the transmission queue."""
         moved = 0
         blocked: set[tuple[bytes, int]] = set()
-        candidates: dict[int, TransmissionRow] = {
-            row[0]: row for row in self.conn.transmission_pending(limit)
-        }
-        order = transmission_order(
-            ((tid, row[15], row[7]) for tid, row in candidates.items()),
-            self.now,
-            honor=self.catalog.honor_broker_priority,
-            aging_interval=aging_interval,
-        )
-        for tid in order:
+        for row in self.transmission_batch(limit, aging_interval):
             if moved >= limit:
                 break
-            row = candidates[tid]
             (
-                _tid,
+                tid,
                 handle,
                 conv_id,
                 is_init,
