@@ -140,14 +140,18 @@ def main() -> None:
                 name if n == 0 else "",
                 str(lv),
                 *(f"{o.share[lv]:.1%}" for o in outs),
-                *(f"{o.median_wait[lv]:.0f}" for o in outs),
+                *(
+                    "-" if o.median_wait[lv] != o.median_wait[lv] else f"{o.median_wait[lv]:.0f}"
+                    for o in outs
+                ),
                 *(f"{o.longest_wait[lv]:.0f}" for o in outs),
                 end_section=n == len(levels) - 1,
             )
     console.print(table)
     console.print(
         "FIFO: HONOR_BROKER_PRIORITY OFF; strict: ON, priority_aging_interval=None; "
-        "aging: ON, 10 s per level (the default). Longest wait counts messages still waiting."
+        "aging: ON, 10 s per level (the default). Longest wait counts messages still waiting; "
+        "'-': nothing of that level was carried."
     )
 
 
