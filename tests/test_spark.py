@@ -73,6 +73,31 @@ def test_write_sends_each_key_in_order_on_one_dialog(
     )
 
 
+def test_a_contract_column_chooses_each_conversations_contract_and_level(
+    spark: object, db_path: str, broker: Broker, pair: Pair
+) -> None:
+    # rule PRI-6 (the level follows the contract each row names), rule DLG-1
+    broker.create_contract("Urgent", {"Req": "INITIATOR", "Resp": "TARGET"})
+    broker.create_service("//test/Both", queue=pair.tq, contracts=["C", "Urgent"])
+    broker.create_broker_priority("urgent", contract_name="Urgent", priority_level=9)
+    rows = [("a", "C", "Req", b"a"), ("b", "Urgent", "Req", b"b"), ("c", None, "Req", b"c")]
+    df = spark.createDataFrame(  # type: ignore[attr-defined]
+        rows,
+        "conversation_key string, contract string, message_type_name string, message_body binary",
+    )
+    (
+        df.write.format("servicebroker")
+        .option("url", db_path)
+        .option("from_service", pair.initiator)
+        .option("to_service", "//test/Both")
+        .option("contract", "C")
+        .mode("append")
+        .save()
+    )
+    got = {m.message_body: (m.service_contract_name, m.priority) for m in broker.peek(pair.tq)}
+    assert got == {b"a": ("C", 5), b"b": ("Urgent", 9), b"c": ("C", 5)}
+
+
 def test_write_options_are_checked_on_the_driver(
     spark: object, db_path: str, broker: Broker, pair: Pair
 ) -> None:

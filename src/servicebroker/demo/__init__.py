@@ -38,8 +38,8 @@ from .procedures import (
     ARRIVED,
     CANCELLED,
     DEPARTED,
+    FLIGHT_CONTRACTS,
     FLIGHT_PROCESSED,
-    FLIGHT_STATUS,
     SCHEDULED,
     DemoState,
     airport_procedure,
@@ -91,21 +91,25 @@ def _load_flights(limit: int | None) -> Any:
 def _setup_catalog(broker: Broker, flights: Any, state: DemoState) -> tuple[list[str], list[str]]:
     for name in (SCHEDULED, DEPARTED, ARRIVED, CANCELLED, FLIGHT_PROCESSED):
         broker.create_message_type(name, validation="JSON")
-    broker.create_contract(
-        FLIGHT_STATUS,
-        {
-            SCHEDULED: "INITIATOR",
-            DEPARTED: "INITIATOR",
-            ARRIVED: "INITIATOR",
-            CANCELLED: "INITIATOR",
-            FLIGHT_PROCESSED: "TARGET",
-        },
-    )
+    for contract, level in FLIGHT_CONTRACTS.items():
+        broker.create_contract(
+            contract,
+            {
+                SCHEDULED: "INITIATOR",
+                DEPARTED: "INITIATOR",
+                ARRIVED: "INITIATOR",
+                CANCELLED: "INITIATOR",
+                FLIGHT_PROCESSED: "TARGET",
+            },
+        )
+        broker.create_broker_priority(
+            contract.rsplit("/", 1)[1].lower(), contract_name=contract, priority_level=level
+        )
     airports = sorted(flights["origin"].unique())
     carriers = sorted(flights["carrier"].unique())
     sides: tuple[tuple[str, list[str], Any, int, list[str]], ...] = (
         ("airport", airports, airport_procedure, AIRPORT_READERS, []),
-        ("carrier", carriers, carrier_procedure, CARRIER_READERS, [FLIGHT_STATUS]),
+        ("carrier", carriers, carrier_procedure, CARRIER_READERS, list(FLIGHT_CONTRACTS)),
     )
     for kind, codes, procedure, readers, contracts in sides:
         for code in codes:
@@ -119,7 +123,8 @@ def _setup_catalog(broker: Broker, flights: Any, state: DemoState) -> tuple[list
             broker.create_service(service_name(kind, code), queue=queue, contracts=contracts)
     broker.execute(
         "CREATE TABLE flight_results (flight_id INTEGER NOT NULL, carrier TEXT NOT NULL, origin TEXT NOT NULL, "
-        "status TEXT NOT NULL, dep_delay REAL, arr_delay REAL, processed_at REAL NOT NULL)"
+        "status TEXT NOT NULL, dep_delay REAL, arr_delay REAL, processed_at REAL NOT NULL, "
+        "priority INTEGER NOT NULL, receive_position INTEGER NOT NULL)"
     )
     broker.execute(
         "CREATE TABLE carrier_pending (conversation_handle BLOB PRIMARY KEY, flight_id INTEGER NOT NULL, "
@@ -146,6 +151,12 @@ def _messages_frame(spark: Any, flights_path: str) -> Any:
 
     departed = F.col("dep_time").isNotNull()
     arrived = departed & F.col("arr_time").isNotNull()
+    disrupted, delayed, routine = FLIGHT_CONTRACTS
+    contract = (
+        F.when(~departed | (F.col("dep_delay") >= 60), disrupted)
+        .when(F.col("dep_delay") >= 15, delayed)
+        .otherwise(routine)
+    )
     rows = f.select(
         "month",
         "sched_dep_ts",
@@ -155,6 +166,7 @@ def _messages_frame(spark: Any, flights_path: str) -> Any:
         ).alias("group_key"),
         F.concat(F.lit(service_name("airport", "")), F.col("origin")).alias("from_service"),
         F.concat(F.lit(service_name("carrier", "")), F.col("carrier")).alias("to_service"),
+        contract.alias("contract"),
         F.explode(
             F.array(
                 msg(
@@ -186,6 +198,7 @@ def _messages_frame(spark: Any, flights_path: str) -> Any:
         "group_key",
         "from_service",
         "to_service",
+        "contract",
         F.col("m.seq").alias("seq"),
         F.col("m.message_type_name").alias("message_type_name"),
         F.col("m.body").cast("binary").alias("message_body"),
@@ -221,6 +234,45 @@ def _raw_results(spark: Any, flights_path: str) -> Any:
         status.alias("status"),
         F.when(status == "arrived", F.col("arr_delay")).alias("arr_delay"),
     )
+
+
+def _receive_order(
+    results: Any, flights: Any, problems: list[str]
+) -> list[tuple[int, str, int, int, float, float]]:
+    """Per level: (level, contract, flights received at it, flights the raw data puts at it,
+    mean position in their month's receive order, share received in the month's first quarter).
+    Adds a problem when a flight's level is not its contract's, or when level-9 flights are not
+    received ahead of level-3 ones (PRI-12)."""
+    import pandas as pd
+
+    merged = results.merge(flights[["flight_id", "month", "dep_time", "dep_delay"]], on="flight_id")
+    merged = merged.rename(columns={"dep_delay_y": "raw_dep_delay"})
+    merged["position"] = merged.groupby("month")["receive_position"].rank(pct=True) - (
+        0.5 / merged.groupby("month")["receive_position"].transform("count")
+    )
+    disrupted = merged["dep_time"].isna() | (merged["raw_dep_delay"] >= 60)
+    delayed = ~disrupted & (merged["raw_dep_delay"] >= 15)
+    expected = pd.Series(3, index=merged.index).mask(delayed, 6).mask(disrupted, 9)
+    wrong = int((expected != merged["priority"]).sum())
+    if wrong:
+        problems.append(f"{wrong} flights received at a level other than their contract's")
+    rows = []
+    for contract, level in FLIGHT_CONTRACTS.items():
+        mine = merged[merged["priority"] == level]
+        rows.append(
+            (
+                level,
+                contract.rsplit("/", 1)[1],
+                len(mine),
+                int((expected == level).sum()),
+                float(mine["position"].mean()) if len(mine) else float("nan"),
+                float((mine["position"] < 0.25).mean()) if len(mine) else float("nan"),
+            )
+        )
+    by_level = {r[0]: r[4] for r in rows}
+    if not by_level[9] < by_level[3]:
+        problems.append("level-9 flights were not received ahead of level-3 ones")
+    return rows
 
 
 def _quiet(
@@ -352,7 +404,6 @@ def run_demo(
                     .sortWithinPartitions("sched_dep_ts", "conversation_key", "seq")
                     .write.format("servicebroker")
                     .option("url", url)
-                    .option("contract", FLIGHT_STATUS)
                     .mode("append")
                     .save()
                 )
@@ -383,7 +434,8 @@ def run_demo(
 
         with sqlite3.connect(db_path) as c:
             results = pd.read_sql_query(
-                "SELECT flight_id, carrier, origin, status, dep_delay, arr_delay FROM flight_results",
+                "SELECT flight_id, carrier, origin, status, dep_delay, arr_delay, priority, "
+                "receive_position FROM flight_results",
                 c,
             )
             replies = c.execute(
@@ -403,6 +455,7 @@ def run_demo(
                 f"airports received {replies[0]} replies for {replies[1]} flights, expected {len(flights)}"
             )
         table_rows = ours.orderBy("carrier").collect()
+        order_rows = _receive_order(results, flights, problems)
         ours.write.mode("overwrite").parquet(os.path.join(output, "per_carrier.parquet"))
         del F
     finally:
@@ -434,6 +487,16 @@ def run_demo(
             f"{100 * r['on_time'] / judged:.1f}" if judged else "-",
         )
     console.print(table)
+    order = Table(
+        title="Receive order by priority level (carrier queues; 0 % = first received in its month)"
+    )
+    for col in ("level", "contract", "flights", "expected", "mean position", "in first quarter"):
+        order.add_column(col, justify="right")
+    for level, contract, n, expected, mean_pos, first_q in order_rows:
+        order.add_row(
+            str(level), contract, f"{n:,}", f"{expected:,}", f"{mean_pos:.0%}", f"{first_q:.0%}"
+        )
+    console.print(order)
     figures = Table(title="Broker")
     figures.add_column("figure")
     figures.add_column("value", justify="right")

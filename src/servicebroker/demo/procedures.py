@@ -18,8 +18,8 @@ __all__ = [
     "ARRIVED",
     "CANCELLED",
     "DEPARTED",
+    "FLIGHT_CONTRACTS",
     "FLIGHT_PROCESSED",
-    "FLIGHT_STATUS",
     "SCHEDULED",
     "DemoState",
     "airport_procedure",
@@ -31,7 +31,13 @@ DEPARTED = "//flights/Departed"
 ARRIVED = "//flights/Arrived"
 CANCELLED = "//flights/Cancelled"
 FLIGHT_PROCESSED = "//flights/FlightProcessed"
-FLIGHT_STATUS = "//flights/FlightStatus"
+FLIGHT_CONTRACTS = {
+    "//flights/FlightStatus/Disrupted": 9,  # cancelled, or departed 60 minutes late or more
+    "//flights/FlightStatus/Delayed": 6,  # departed 15 to 60 minutes late
+    "//flights/FlightStatus/Routine": 3,  # the rest
+}
+"""The flight contracts and the level of a broker priority on each (PRI-2): a carrier receives
+disrupted flights ahead of delayed ones, and those ahead of routine ones (PRI-12)."""
 ARRIVAL_GRACE = 2 * 3600.0
 """A departed flight whose Arrived has not come by scheduled arrival + 2 h is flagged."""
 
@@ -49,6 +55,7 @@ class DemoState:
     carrier_transactions: int = 0
     airport_transactions: int = 0
     timers_fired: int = 0
+    receive_sequence: int = 0
     holding: dict[uuid.UUID, int] = field(default_factory=dict)
     plane_overlaps: int = 0
 
@@ -60,6 +67,13 @@ class DemoState:
                 self.carrier_transactions += 1
             else:
                 self.airport_transactions += 1
+
+    def next_receive_sequence(self, n: int) -> int:
+        """Reserve ``n`` positions in the carriers' receive order; returns the first."""
+        with self.lock:
+            first = self.receive_sequence
+            self.receive_sequence += n
+            return first
 
     def hold(self, groups: list[uuid.UUID]) -> None:
         """Claim planes' groups for this thread; a group another thread claims is an overlap."""
@@ -85,7 +99,8 @@ def _by_conversation(messages: list[Message]) -> dict[uuid.UUID, list[Message]]:
 
 
 def carrier_procedure(ctx: ActivationContext, state: DemoState) -> None:
-    """Receive flight lifecycles; write one result row per flight in the RECEIVE's transaction;
+    """Receive flight lifecycles; write one result row per flight in the RECEIVE's transaction
+    (with the flight's level and its position in the carriers' receive order);
     set a conversation timer at scheduled arrival + 2 h for a departed flight; reply
     FlightProcessed and end the conversation once the flight is settled."""
     broker = ctx.broker
@@ -104,7 +119,10 @@ def carrier_procedure(ctx: ActivationContext, state: DemoState) -> None:
             pending: list[tuple[object, ...]] = []
             settled_pending: list[tuple[bytes]] = []
             now = broker.clock.now()
-            for handle, messages in _by_conversation(batch).items():
+            conversations = _by_conversation(batch)
+            position = state.next_receive_sequence(len(conversations))
+            for handle, messages in conversations.items():
+                position += 1
                 info: dict[str, object] = {}
                 outcome: str | None = None
                 ended = False
@@ -147,6 +165,8 @@ def carrier_procedure(ctx: ActivationContext, state: DemoState) -> None:
                             info.get("dep_delay"),
                             info.get("arr_delay") if outcome == "arrived" else None,
                             now,
+                            messages[0].priority,
+                            position,
                         )
                     )
                     tx.send(
@@ -172,7 +192,9 @@ def carrier_procedure(ctx: ActivationContext, state: DemoState) -> None:
                     "DELETE FROM carrier_pending WHERE conversation_handle = ?", settled_pending
                 )
             if results:
-                tx.executemany("INSERT INTO flight_results VALUES (?, ?, ?, ?, ?, ?, ?)", results)
+                tx.executemany(
+                    "INSERT INTO flight_results VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)", results
+                )
         state.count(len(batch), carrier=True)
 
 

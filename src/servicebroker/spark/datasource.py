@@ -12,8 +12,8 @@ Write::
       .option("to_service", "//b").option("contract", "C").mode("append").save()
 
 takes columns ``message_type_name``, ``message_body`` (binary or string), ``conversation_key``
-and optionally ``group_key``, ``from_service``, ``to_service`` (per-row overrides of the
-options). Rows with the same ``conversation_key`` go, in the order they come, on one dialog, so a
+and optionally ``group_key``, ``from_service``, ``to_service``, ``contract`` (per-row overrides
+of the options; a conversation takes the values of its first row, as BEGIN DIALOG does). Rows with the same ``conversation_key`` go, in the order they come, on one dialog, so a
 key's rows must be in one partition (``repartition`` by the key, then ``sortWithinPartitions``);
 rows with the same ``group_key`` and FROM service share a conversation group
 (RELATED_CONVERSATION_GROUP, DLG-1; the group id is derived from both, so it is the same group in
@@ -267,6 +267,7 @@ class _DialogWriter(DataSourceWriter):
         has_group = "group_key" in self.columns
         has_from = "from_service" in self.columns
         has_to = "to_service" in self.columns
+        has_contract = "contract" in self.columns
         dialogs: dict[Any, uuid.UUID] = {}
         sent = 0
         with Broker.open(opts.url) as broker:
@@ -287,7 +288,7 @@ class _DialogWriter(DataSourceWriter):
                         handle = tx.begin_dialog(
                             from_service,  # type: ignore[arg-type]
                             (row["to_service"] if has_to else None) or opts.to_service,  # type: ignore[arg-type]
-                            contract=opts.contract,
+                            contract=(row["contract"] if has_contract else None) or opts.contract,
                             related_conversation_group=None
                             if group_key is None
                             else group_id_for(str(from_service), str(group_key)),
