@@ -1,9 +1,16 @@
-"""Shared fixtures: a broker on a temporary SQLite file (never :memory:) driven by a manual
-clock, and a standard initiator/target service pair."""
+"""Shared fixtures: a broker driven by a manual clock on each storage backend — a temporary
+SQLite file (never :memory:) and a fresh schema on a PostgreSQL server — and a standard
+initiator/target service pair.
+
+Every test that takes ``url`` (or ``broker``) runs once per backend. PostgreSQL is found at
+``SERVICEBROKER_TEST_POSTGRES_URL`` (default ``postgresql://postgres@127.0.0.1:5432/postgres``);
+without a reachable server its half is skipped on a laptop and fails when ``CI`` is set. Tests
+marked ``sqlite_only`` look at SQLite's own files."""
 
 from __future__ import annotations
 
 import os
+import uuid
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -20,14 +27,78 @@ def clock() -> ManualClock:
     return ManualClock(START)
 
 
-@pytest.fixture
-def db_path(tmp_path: Path) -> str:
-    return str(tmp_path / "broker.db")
+POSTGRES_URL = os.environ.get(
+    "SERVICEBROKER_TEST_POSTGRES_URL", "postgresql://postgres@127.0.0.1:5432/postgres"
+)
+_postgres_problem: list[str | None] = []
+
+
+def postgres_problem() -> str | None:
+    """Why PostgreSQL tests cannot run here (None when they can); asked once per run."""
+    if not _postgres_problem:
+        try:
+            import psycopg
+
+            with psycopg.connect(POSTGRES_URL, connect_timeout=3):
+                _postgres_problem.append(None)
+        except Exception as exc:  # not installed, not reachable, refused
+            _postgres_problem.append(f"no PostgreSQL at {POSTGRES_URL}: {exc}")
+    return _postgres_problem[0]
+
+
+def need_postgres() -> None:
+    problem = postgres_problem()
+    if problem is not None:
+        if in_ci():
+            pytest.fail(f"PostgreSQL tests must run in CI: {problem}")
+        pytest.skip(problem)
+
+
+def new_url(backend: str, folder: Path) -> str:
+    """A fresh, empty broker database: an SQLite file in ``folder`` or a new PostgreSQL schema
+    (dropped by :func:`drop_url`)."""
+    if backend == "sqlite":
+        return str(folder / "broker.db")
+    need_postgres()
+    import psycopg
+
+    schema = f"sbtest_{uuid.uuid4().hex[:12]}"
+    with psycopg.connect(POSTGRES_URL, autocommit=True) as c:
+        c.execute(f"CREATE SCHEMA {schema}")
+    sep = "&" if "?" in POSTGRES_URL else "?"
+    return f"{POSTGRES_URL}{sep}options=-csearch_path%3D{schema}"
+
+
+def drop_url(url: str) -> None:
+    """Drop a PostgreSQL test schema made by :func:`new_url` (SQLite files go with tmp_path)."""
+    if "search_path%3Dsbtest_" not in url:
+        return
+    import psycopg
+
+    schema = url.rsplit("%3D", 1)[1]
+    with psycopg.connect(POSTGRES_URL, autocommit=True) as c:
+        c.execute(f"DROP SCHEMA IF EXISTS {schema} CASCADE")
+
+
+@pytest.fixture(params=["sqlite", "postgres"])
+def backend(request: pytest.FixtureRequest) -> str:
+    if request.param == "postgres":
+        if request.node.get_closest_marker("sqlite_only"):
+            pytest.skip("looks at SQLite's own files")
+        need_postgres()
+    return str(request.param)
 
 
 @pytest.fixture
-def broker(db_path: str, clock: ManualClock) -> Iterator[Broker]:
-    b = Broker.open(db_path, clock=clock, poll_interval=0.01)
+def url(backend: str, tmp_path: Path) -> Iterator[str]:
+    u = new_url(backend, tmp_path)
+    yield u
+    drop_url(u)
+
+
+@pytest.fixture
+def broker(url: str, clock: ManualClock) -> Iterator[Broker]:
+    b = Broker.open(url, clock=clock, poll_interval=0.01)
     yield b
     b.close()
 

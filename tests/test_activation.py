@@ -232,7 +232,7 @@ def test_a_rollback_makes_the_monitor_check_at_once(
     assert checks[-1] == (Trigger.ROLLBACK, frozenset({tq}))
 
 
-def test_waiting_in_another_process_counts(db_path: str, broker: Broker, pair: Pair) -> None:
+def test_waiting_in_another_process_counts(url: str, broker: Broker, pair: Pair) -> None:
     # rule ACT-3: waits are seen from every process
     import multiprocessing as mp
 
@@ -240,7 +240,7 @@ def test_waiting_in_another_process_counts(db_path: str, broker: Broker, pair: P
 
     ctx = mp.get_context("spawn")
     ready = ctx.Event()
-    p = ctx.Process(target=proc_workers.wait_in_receive, args=(db_path, pair.tq, ready))
+    p = ctx.Process(target=proc_workers.wait_in_receive, args=(url, pair.tq, ready))
     p.start()
     try:
         assert ready.wait(60)
@@ -310,7 +310,8 @@ def test_queue_activation_notifications_are_spaced_by_the_timeout(
     first = notifications(broker)
     assert len(first) == 1  # at once: a message arrived on an idle queue (ACT-5a)
     assert first[0]["EventType"] == "QUEUE_ACTIVATION" and first[0]["ObjectName"] == pair.tq
-    assert first[0]["DatabaseName"] == "broker" and first[0]["ObjectType"] == "QUEUE"
+    expected_name = "broker" if broker.paramstyle == "qmark" else "postgres"
+    assert first[0]["DatabaseName"] == expected_name and first[0]["ObjectType"] == "QUEUE"
     (m,) = broker.views.dm_broker_queue_monitors()
     assert m.state == "NOTIFIED"
     clock.advance(
@@ -407,11 +408,11 @@ def test_task_handlers_run_and_a_dead_one_is_restarted_on_the_next_tick(
 
 
 def test_empty_receives_are_seen_by_another_broker_on_the_database(
-    db_path: str, broker: Broker, pair: Pair, clock: ManualClock
+    url: str, broker: Broker, pair: Pair, clock: ManualClock
 ) -> None:
     # rule ACT-3b: when a RECEIVE without WHERE last returned nothing, from any process
     broker.alter_queue(pair.tq, activation=Activation("json:dumps", status=True))
-    with Broker.open(db_path, clock=clock) as other, other.transaction() as tx:
+    with Broker.open(url, clock=clock) as other, other.transaction() as tx:
         assert tx.receive(pair.tq) == []
     (m,) = [m for m in broker.views.dm_broker_queue_monitors() if m.queue_name == pair.tq]
     assert m.last_empty_rowset_time is not None

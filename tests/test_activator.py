@@ -20,12 +20,12 @@ POST = "http://schemas.microsoft.com/SQL/Notifications/PostEventNotification"
 
 
 def write_config(
-    tmp_path: Path, db_path: str, command: list[str], *, low: int = 0, high: int = 2
+    tmp_path: Path, url: str, command: list[str], *, low: int = 0, high: int = 2
 ) -> str:
     path = tmp_path / "activator.toml"
     quoted = ", ".join(f'"{c}"' for c in command)
     path.write_text(
-        f'url = "{db_path}"\nnotification_queue = "notify_q"\n\n'
+        f'url = "{url}"\nnotification_queue = "notify_q"\n\n'
         f'[[queue]]\nname = "tq"\ncommand = [{quoted}]\nmin = {low}\nmax = {high}\n'
     )
     return str(path)
@@ -59,13 +59,13 @@ def test_config_errors_name_the_key(tmp_path: Path) -> None:
 
 
 def test_launches_up_to_max_and_adopts_after_a_restart(
-    tmp_path: Path, db_path: str, broker: Broker, pair: Pair, clock: ManualClock
+    tmp_path: Path, url: str, broker: Broker, pair: Pair, clock: ManualClock
 ) -> None:
     # rule ACT-8
     setup_notifications(broker)
     broker.start()
     config = load_config(
-        write_config(tmp_path, db_path, [sys.executable, "-c", "import time; time.sleep(60)"])
+        write_config(tmp_path, url, [sys.executable, "-c", "import time; time.sleep(60)"])
     )
     activator = ExternalActivator(config, broker)
     try:
@@ -92,16 +92,14 @@ def test_launches_up_to_max_and_adopts_after_a_restart(
 @pytest.mark.spark
 @pytest.mark.slow
 def test_activator_starts_a_pyspark_job(
-    spark: object, tmp_path: Path, db_path: str, broker: Broker, pair: Pair
+    spark: object, tmp_path: Path, url: str, broker: Broker, pair: Pair
 ) -> None:
     # rule ACT-8: a real PySpark job, launched on QUEUE_ACTIVATION, reads and drains the queue
     setup_notifications(broker)
     broker.start()
     out = tmp_path / "count.txt"
     job = Path(__file__).parent / "jobs" / "count_queue.py"
-    config = load_config(
-        write_config(tmp_path, db_path, [sys.executable, str(job), str(out)], high=1)
-    )
+    config = load_config(write_config(tmp_path, url, [sys.executable, str(job), str(out)], high=1))
     activator = ExternalActivator(config, broker)
     send(broker, pair, 5)
     broker.tasks.drain()

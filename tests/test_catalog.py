@@ -87,19 +87,20 @@ def test_activation_validation(broker: Broker) -> None:
     assert not row.is_receive_enabled and row.max_readers == 3
 
 
-def test_catalog_is_durable_and_shared(db_path: str, broker: Broker) -> None:
+def test_catalog_is_durable_and_shared(url: str, broker: Broker) -> None:
     broker.create_queue("q")
-    with Broker.open(db_path) as other:
+    with Broker.open(url) as other:
         assert "q" in other.catalog.queues
         other.create_queue("q2")
     assert "q2" in broker.catalog.queues
 
 
-def test_schema_is_versioned(db_path: str, broker: Broker) -> None:
+@pytest.mark.sqlite_only
+def test_schema_is_versioned(url: str, broker: Broker) -> None:
     import sqlite3
 
     assert broker._storage.schema_version() == 5  # type: ignore[attr-defined]
-    with sqlite3.connect(db_path) as c:
+    with sqlite3.connect(url) as c:
         names = [r[0] for r in c.execute("SELECT name FROM schema_migrations ORDER BY version")]
     assert names == [
         "0001_initial.sql",

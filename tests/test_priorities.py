@@ -394,6 +394,7 @@ def test_group_index_follows_every_change_to_the_queue(
     check()
 
 
+@pytest.mark.sqlite_only
 def test_group_choice_reads_the_group_index_not_the_messages(broker: Broker) -> None:
     # rule PRI-13: the candidate walk is an index search over groups
     import sqlite3
@@ -407,23 +408,24 @@ def test_group_choice_reads_the_group_index_not_the_messages(broker: Broker) -> 
     assert "queue_groups_next" in plan and "queue_messages" not in plan
 
 
-def test_upgrade_builds_the_group_index_from_queued_messages(db_path: str) -> None:
+@pytest.mark.sqlite_only
+def test_upgrade_builds_the_group_index_from_queued_messages(url: str) -> None:
     # rule PRI-12: a database made before migration 4 gets its group index from its messages
     import sqlite3
 
-    with Broker.open(db_path) as broker:
+    with Broker.open(url) as broker:
         setup(broker)
         broker.create_broker_priority("ten", contract_name="C10", priority_level=10)
         with broker.transaction() as tx:
             for contract in ("C5", "C10", "C1"):
                 tx.send(tx.begin_dialog("I", "T", contract=contract), "Req", contract.encode())
-    with sqlite3.connect(db_path) as c:
+    with sqlite3.connect(url) as c:
         for trigger in ("after_insert", "after_delete", "after_update"):
             c.execute(f"DROP TRIGGER queue_groups_{trigger}")
         c.execute("DROP TABLE queue_groups")
         c.execute("DELETE FROM schema_migrations WHERE version = 4")
-    with Broker.open(db_path) as broker:
-        kept, recomputed = _groups_table(db_path)
+    with Broker.open(url) as broker:
+        kept, recomputed = _groups_table(url)
         assert kept == recomputed and len(kept) == 3
         with broker.transaction() as tx:
             assert [m.message_body for m in tx.receive("tq")] == [b"C10"]

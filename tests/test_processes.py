@@ -24,13 +24,11 @@ def send_groups(broker: Broker, pair: Pair, groups: int) -> None:
             tx.send(h, "Req", f"g{g}".encode())
 
 
-def test_group_locked_in_another_process_is_skipped(
-    db_path: str, broker: Broker, pair: Pair
-) -> None:
+def test_group_locked_in_another_process_is_skipped(url: str, broker: Broker, pair: Pair) -> None:
     # rule RCV-2, rule DLG-9
     send_groups(broker, pair, 2)
     ready, release, out = ctx.Event(), ctx.Event(), ctx.Queue()
-    p = ctx.Process(target=proc_workers.hold_a_group, args=(db_path, pair.tq, ready, release, out))
+    p = ctx.Process(target=proc_workers.hold_a_group, args=(url, pair.tq, ready, release, out))
     p.start()
     try:
         assert ready.wait(60)
@@ -47,12 +45,12 @@ def test_group_locked_in_another_process_is_skipped(
 
 
 def test_a_killed_reader_loses_nothing_and_frees_its_group(
-    db_path: str, broker: Broker, pair: Pair
+    url: str, broker: Broker, pair: Pair
 ) -> None:
     # rule RCV-3 (rollback returns messages), rule RCV-2
     send_groups(broker, pair, 1)
     ready = ctx.Event()
-    p = ctx.Process(target=proc_workers.receive_then_die, args=(db_path, pair.tq, ready))
+    p = ctx.Process(target=proc_workers.receive_then_die, args=(url, pair.tq, ready))
     p.start()
     p.join(60)
     assert ready.is_set() and p.exitcode == -9
@@ -62,14 +60,14 @@ def test_a_killed_reader_loses_nothing_and_frees_its_group(
 
 @pytest.mark.slow
 def test_readers_and_senders_in_processes_exactly_once_in_order(
-    db_path: str, broker: Broker, pair: Pair
+    url: str, broker: Broker, pair: Pair
 ) -> None:
     # rule RCV-2, rule PRI-12 (send order per conversation), DLG-9; checked, not assumed
     conversations, per_conversation = 20, 30
     senders = [
         ctx.Process(
             target=proc_workers.sender,
-            args=(db_path, pair.initiator, pair.target, conversations, per_conversation, tag),
+            args=(url, pair.initiator, pair.target, conversations, per_conversation, tag),
         )
         for tag in ("a", "b")
     ]
@@ -77,7 +75,7 @@ def test_readers_and_senders_in_processes_exactly_once_in_order(
     received = ctx.Value("i", 0)
     total = 2 * conversations * per_conversation
     readers = [
-        ctx.Process(target=proc_workers.reader, args=(db_path, pair.tq, out, received, total))
+        ctx.Process(target=proc_workers.reader, args=(url, pair.tq, out, received, total))
         for _ in range(3)
     ]
     for p in senders + readers:

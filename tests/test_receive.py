@@ -8,6 +8,7 @@ import uuid
 import pytest
 
 from servicebroker import Broker, BrokerError, ConversationError, ManualClock, QueueDisabledError
+from servicebroker.storage.queries import portable_sql
 
 from .conftest import Pair
 
@@ -88,16 +89,20 @@ def test_rollback_returns_messages(broker: Broker, pair: Pair) -> None:
 
 def test_application_data_commits_with_the_messages(broker: Broker, pair: Pair) -> None:
     # rule RCV-3: RECEIVE and the application's own rows commit or roll back together
-    broker.execute("CREATE TABLE results (body BLOB)")
+    broker.execute(portable_sql("CREATE TABLE results (body BLOB)", broker.paramstyle))
     send_groups(broker, pair, 1)
     with pytest.raises(RuntimeError), broker.transaction() as tx:
         (m,) = tx.receive(pair.tq)
-        tx.execute("INSERT INTO results VALUES (?)", (m.message_body,))
+        tx.execute(
+            portable_sql("INSERT INTO results VALUES (?)", broker.paramstyle), (m.message_body,)
+        )
         raise RuntimeError("after the insert")
     assert broker.execute("SELECT count(*) FROM results") == [(0,)]
     with broker.transaction() as tx:
         (m,) = tx.receive(pair.tq)
-        tx.execute("INSERT INTO results VALUES (?)", (m.message_body,))
+        tx.execute(
+            portable_sql("INSERT INTO results VALUES (?)", broker.paramstyle), (m.message_body,)
+        )
     assert broker.execute("SELECT body FROM results") == [(b"0:0",)]
     assert broker.peek(pair.tq) == []
 

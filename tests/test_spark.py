@@ -19,11 +19,11 @@ def send(broker: Broker, pair: Pair, n: int) -> None:
 
 
 def test_read_peeks_a_queue_with_the_que2_columns(
-    spark: object, db_path: str, broker: Broker, pair: Pair
+    spark: object, url: str, broker: Broker, pair: Pair
 ) -> None:
     # rule QUE-2, rule QUE-1 (a queue can be read without receiving)
     send(broker, pair, 3)
-    df = spark.read.format("servicebroker").option("url", db_path).option("queue", pair.tq).load()  # type: ignore[attr-defined]
+    df = spark.read.format("servicebroker").option("url", url).option("queue", pair.tq).load()  # type: ignore[attr-defined]
     assert df.columns[:3] == ["status", "priority", "queuing_order"]
     rows = df.orderBy("queuing_order").collect()
     assert [bytes(r["message_body"]) for r in rows] == [b"m0", b"m1", b"m2"]
@@ -32,7 +32,7 @@ def test_read_peeks_a_queue_with_the_que2_columns(
     assert len(broker.peek(pair.tq)) == 3  # nothing consumed
     top = (
         spark.read.format("servicebroker")
-        .option("url", db_path)
+        .option("url", url)
         .option("queue", pair.tq)
         .option("top", "2")
         .load()
@@ -41,7 +41,7 @@ def test_read_peeks_a_queue_with_the_que2_columns(
 
 
 def test_write_sends_each_key_in_order_on_one_dialog(
-    spark: object, db_path: str, broker: Broker, pair: Pair
+    spark: object, url: str, broker: Broker, pair: Pair
 ) -> None:
     # rule DLG-1 (related conversation group), rule DLG-2 (send order within a dialog)
     rows = [
@@ -55,7 +55,7 @@ def test_write_sends_each_key_in_order_on_one_dialog(
         df.repartition(2, "group_key")
         .sortWithinPartitions("conversation_key", "seq")
         .write.format("servicebroker")
-        .option("url", db_path)
+        .option("url", url)
         .option("from_service", pair.initiator)
         .option("to_service", pair.target)
         .option("contract", "C")
@@ -74,7 +74,7 @@ def test_write_sends_each_key_in_order_on_one_dialog(
 
 
 def test_a_contract_column_chooses_each_conversations_contract_and_level(
-    spark: object, db_path: str, broker: Broker, pair: Pair
+    spark: object, url: str, broker: Broker, pair: Pair
 ) -> None:
     # rule PRI-6 (the level follows the contract each row names), rule DLG-1
     broker.create_contract("Urgent", {"Req": "INITIATOR", "Resp": "TARGET"})
@@ -87,7 +87,7 @@ def test_a_contract_column_chooses_each_conversations_contract_and_level(
     )
     (
         df.write.format("servicebroker")
-        .option("url", db_path)
+        .option("url", url)
         .option("from_service", pair.initiator)
         .option("to_service", "//test/Both")
         .option("contract", "C")
@@ -99,7 +99,7 @@ def test_a_contract_column_chooses_each_conversations_contract_and_level(
 
 
 def test_write_options_are_checked_on_the_driver(
-    spark: object, db_path: str, broker: Broker, pair: Pair
+    spark: object, url: str, broker: Broker, pair: Pair
 ) -> None:
     df = spark.createDataFrame(
         [("k", "Req", b"x")],
@@ -107,25 +107,25 @@ def test_write_options_are_checked_on_the_driver(
     )  # type: ignore[attr-defined]
     writer = (
         df.write.format("servicebroker")
-        .option("url", db_path)
+        .option("url", url)
         .option("to_service", pair.target)
         .mode("append")
     )
     with pytest.raises(Exception, match="from_service"):
         writer.save()
-    bad = df.drop("message_body").write.format("servicebroker").option("url", db_path)
+    bad = df.drop("message_body").write.format("servicebroker").option("url", url)
     with pytest.raises(Exception, match="lacks column"):
         bad.option("from_service", pair.initiator).option("to_service", pair.target).mode(
             "append"
         ).save()
     with pytest.raises(Exception, match="queue 'nope' does not exist"):
-        spark.read.format("servicebroker").option("url", db_path).option(
+        spark.read.format("servicebroker").option("url", url).option(
             "queue", "nope"
         ).load().collect()  # type: ignore[attr-defined]
     assert broker.peek(pair.tq) == []
 
 
-def test_a_retried_partition_sends_nothing_twice(db_path: str, broker: Broker, pair: Pair) -> None:
+def test_a_retried_partition_sends_nothing_twice(url: str, broker: Broker, pair: Pair) -> None:
     # exactly once per (write, partition): a task retried after its commit sends nothing
     pytest.importorskip("pyspark")
     from pyspark.sql import Row
@@ -139,7 +139,7 @@ def test_a_retried_partition_sends_nothing_twice(db_path: str, broker: Broker, p
     columns = ["conversation_key", "message_type_name", "message_body"]
     opts = parse_write_options(
         {
-            "url": db_path,
+            "url": url,
             "from_service": pair.initiator,
             "to_service": pair.target,
             "contract": "C",

@@ -22,7 +22,8 @@ def test_sqlite_url_and_plain_path_are_the_same_database(tmp_path: Path) -> None
     ("url", "message"),
     [
         ("", "required"),
-        ("postgresql://localhost/x", "unsupported storage URL scheme 'postgresql'"),
+        ("mysql://localhost/x", "unsupported storage URL scheme 'mysql'"),
+        ("postgresql://127.0.0.1:1/x", "cannot open the PostgreSQL broker"),
         ("sqlite://relative.db", "three slashes"),
         (":memory:", "file path"),
         ("/no/such/folder/b.db", "does not exist"),

@@ -83,27 +83,27 @@ def test_local_sends_to_an_active_queue_skip_the_transmission_queue(broker: Brok
     assert len(broker.peek("tq")) == 12
 
 
-def test_a_long_wait_raises_the_level_so_low_levels_are_not_starved(db_path: str) -> None:
+@pytest.mark.parametrize(
+    ("aging", "waited", "first"),
+    [(10.0, 95.0, b"low"), (10.0, 85.0, b"high"), (None, 10_000.0, b"high")],
+)
+def test_a_long_wait_raises_the_level_so_low_levels_are_not_starved(
+    url: str, aging: float | None, waited: float, first: bytes
+) -> None:
     # rule PRI-18, rule PRI-15: aging (10 s per level by default): a level-1 message that has
     # waited 9 intervals leaves before a level-10 message sent after it; 8.5 intervals are not
     # enough; with aging off (strict priority) level 10 always leaves first
-    for aging, waited, first in (
-        (10.0, 95.0, b"low"),
-        (10.0, 85.0, b"high"),
-        (None, 10_000.0, b"high"),
-    ):
-        clock = ManualClock(1_700_000_000.0)
-        path = f"{db_path}-{aging}-{waited}"
-        with Broker.open(path, clock=clock, priority_aging_interval=aging) as broker:
-            setup(broker)
-            broker.alter_database(honor_broker_priority=True)
-            with broker.transaction() as tx:
-                tx.send(tx.begin_dialog("I", "A", contract="C1"), "M", b"low")
-            clock.advance(waited)
-            with broker.transaction() as tx:
-                tx.send(tx.begin_dialog("I", "B", contract="C10"), "M", b"high")
-            broker.alter_queue("tq", status=True)
-            assert delivered_order(broker)[0] == first, (aging, waited)
+    clock = ManualClock(1_700_000_000.0)
+    with Broker.open(url, clock=clock, priority_aging_interval=aging) as broker:
+        setup(broker)
+        broker.alter_database(honor_broker_priority=True)
+        with broker.transaction() as tx:
+            tx.send(tx.begin_dialog("I", "A", contract="C1"), "M", b"low")
+        clock.advance(waited)
+        with broker.transaction() as tx:
+            tx.send(tx.begin_dialog("I", "B", contract="C10"), "M", b"high")
+        broker.alter_queue("tq", status=True)
+        assert delivered_order(broker)[0] == first
 
 
 def test_transmission_level_and_order_are_pure_functions() -> None:
@@ -156,4 +156,4 @@ def test_honor_broker_priority_in_ddl_and_bad_values(broker: Broker) -> None:
     with pytest.raises(CatalogError, match="HONOR_BROKER_PRIORITY"):
         broker.alter_database(honor_broker_priority="ON")  # type: ignore[arg-type]
     with pytest.raises(Exception, match="priority_aging_interval"):
-        Broker.open(broker.url + "-x", priority_aging_interval=0)
+        Broker.open(broker.url, priority_aging_interval=0)

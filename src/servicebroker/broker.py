@@ -8,7 +8,6 @@ does goes through :meth:`Broker.transaction` or the catalog methods here.
 from __future__ import annotations
 
 import logging
-import sqlite3
 import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
@@ -20,7 +19,7 @@ from .activation import EMPTY_RECEIVE_WINDOW, ActivationService, Trigger
 from .catalog import Activation, CatalogSnapshot
 from .clock import Clock, SystemClock
 from .delivery import Applier
-from .errors import BrokerError, CatalogError
+from .errors import BrokerError, CatalogError, IntegrityConflict
 from .messages import Message
 from .notifications import raise_event
 from .receive import to_messages
@@ -45,6 +44,15 @@ POISON_ROLLBACKS = 5
 """POI-1: consecutive rollbacks of receiving transactions that disable a queue."""
 
 
+def _check_aging(value: object) -> None:
+    if value is not None and not (
+        isinstance(value, (int, float)) and not isinstance(value, bool) and value > 0
+    ):
+        raise BrokerError(
+            f"priority_aging_interval must be a number of seconds > 0 or None, got {value!r}"
+        )
+
+
 class Broker:
     """A Service Broker instance over one database. Use :meth:`open`.
 
@@ -67,11 +75,7 @@ class Broker:
         self._storage = storage
         self.clock: Clock = clock
         self.lock_timeout = float(lock_timeout)
-        if priority_aging_interval is not None and not priority_aging_interval > 0:
-            raise BrokerError(
-                f"priority_aging_interval must be a number of seconds > 0 or None, "
-                f"got {priority_aging_interval!r}"
-            )
+        _check_aging(priority_aging_interval)
         self.priority_aging_interval = priority_aging_interval
         self._catalog_lock = threading.Lock()
         self._catalog: CatalogSnapshot | None = None
@@ -95,6 +99,7 @@ class Broker:
         self.timer.tasks.register("activation", 1, lambda now: self.activation.check())  # TICK-2a
         self.timer.tasks.register("transmission", 1, self._retry_transmission)
         self._thread: threading.Thread | None = None
+        self._leading = False
         self.clock.subscribe(self._on_clock)
         from .views import Views
 
@@ -125,7 +130,8 @@ class Broker:
         window = settings.pop("empty_receive_window", EMPTY_RECEIVE_WINDOW)
         external_timeout = settings.pop("external_activation_timeout", 60.0)
         aging = settings.pop("priority_aging_interval", _priorities.AGING_INTERVAL)
-        allowed = {"synchronous", "busy_timeout", "poll_interval"}
+        _check_aging(aging)
+        allowed = {"synchronous", "busy_timeout", "poll_interval", "pool_size"}
         unknown = set(settings) - allowed
         if unknown:
             raise BrokerError(f"unknown broker setting(s): {', '.join(sorted(unknown))}")
@@ -163,12 +169,18 @@ class Broker:
     def start(self) -> None:
         """Run the instance's background work: the 5-second timer (TICK-1), conversation
         timers and lifetimes (DLG-5, DLG-6), transmission-queue retries (QUE-3) and internal
-        activation (ACT-7). A broker used only as a library needs none of it."""
+        activation (ACT-7). A broker used only as a library needs none of it.
+
+        Of all started brokers on one database (threads, processes, hosts) one leads and runs
+        the timer and the queue monitors (:attr:`is_leader`); the others take over within a
+        tick when it stops or dies. Activation procedures given as Python callables run only
+        in the leader's process: give them as ``"module:function"`` where several processes
+        start brokers."""
         if self._thread is not None:
             return
         self._stopping = False
         self.tasks.start()
-        self.activation.enabled = True
+        self._lead()
         self._thread = threading.Thread(
             target=self._background, name="servicebroker-timer", daemon=True
         )
@@ -185,6 +197,9 @@ class Broker:
         if self._thread is not None:
             self._thread.join(timeout)
             self._thread = None
+        if self._leading:
+            self._storage.resign()
+            self._leading = False
         self.tasks.stop(timeout)
         self.activation.join(timeout)
 
@@ -193,14 +208,31 @@ class Broker:
         """True between :meth:`start` and :meth:`stop`."""
         return self._thread is not None and not self._stopping
 
+    @property
+    def is_leader(self) -> bool:
+        """True while this broker runs the database's timer and queue monitors: of all started
+        brokers on one database (any process, any host) exactly one does at a time; another
+        takes over within a tick when it stops or dies."""
+        return self._leading and self.running
+
+    def _lead(self) -> bool:
+        """Hold or take leadership; activation runs only in the leader."""
+        leading = self._storage.try_lead() and not self._stopping
+        if leading != self._leading:
+            log.info("broker on %s %s", self.url, "leads" if leading else "no longer leads")
+        self._leading = leading
+        self.activation.enabled = leading
+        return leading
+
     def _background(self) -> None:
         while not self._stopping:
             try:
                 now = self.clock.now()
-                self.timer.run_due(now)
-                # messages committed by other processes wake no one here: look for them (ACT-4a)
-                self.activation.check()
-                wake = self.timer.next_wakeup(now)
+                if self._lead():
+                    self.timer.run_due(now)
+                    # commits of other processes wake no one here: look for them (ACT-4a)
+                    self.activation.check()
+                wake = self.timer.next_wakeup(now) if self._leading else now + TICK_SECONDS
             except Exception:
                 log.exception("broker background step failed")
                 wake = self.clock.now() + TICK_SECONDS
@@ -210,7 +242,7 @@ class Broker:
                     self._cond.wait(max(real, 0.001))
 
     def _on_clock(self, now: float) -> None:
-        if self.running:
+        if self.running and self._leading:
             self.timer.run_due(now)
         self._notify()
 
@@ -263,7 +295,7 @@ class Broker:
             result = fn(conn, snap, *args, **kwargs)
             conn.bump_catalog_version()
             conn.commit()
-        except sqlite3.IntegrityError as exc:
+        except IntegrityConflict as exc:
             conn.rollback()
             raise CatalogError(f"catalog change refused by the database: {exc}") from exc
         except BaseException:
@@ -515,6 +547,18 @@ class Broker:
         if self._closed:
             raise BrokerError(f"the broker on {self.url} is closed")
         return Transaction(self)
+
+    @property
+    def database_name(self) -> str:
+        """The database's name as SQL Server events give it (EVENT_INSTANCE's DatabaseName):
+        the SQLite file's name without extension, or PostgreSQL's current_database()."""
+        return self._storage.database_name
+
+    @property
+    def paramstyle(self) -> str:
+        """The placeholder style of application SQL (``tx.execute``) on this storage, as in
+        DB-API: "qmark" (``?``, SQLite) or "format" (``%s``, PostgreSQL)."""
+        return self._storage.paramstyle
 
     def execute(
         self, sql: str, params: Sequence[Any] | dict[str, Any] = ()

@@ -10,6 +10,7 @@ __all__ = [
     "BrokerError",
     "CatalogError",
     "ConversationError",
+    "IntegrityConflict",
     "LockTimeoutError",
     "MessageValidationError",
     "QueueDisabledError",
@@ -55,3 +56,9 @@ class TransactionError(BrokerError):
 class StorageError(BrokerError):
     """The storage URL or database file is unusable (bad URL, newer schema, unsupported
     platform)."""
+
+
+class IntegrityConflict(StorageError):
+    """A database constraint refused a statement (a duplicate key in the application's SQL run
+    through ``tx.execute``, or a catalog row another process changed at the same time); the
+    transaction must be rolled back."""

@@ -82,11 +82,6 @@ def event_instance(event_type: str, post_time: float, database_name: str, queue_
     return text
 
 
-def _database_name(broker: Broker) -> str:
-    name = os.path.basename(broker.url.rstrip("/"))
-    return os.path.splitext(name)[0] or "servicebroker"
-
-
 def _clean_system_queue(broker: Broker) -> None:
     """End our side of notification dialogs the receivers ended (EndDialog/Error arrived)."""
     with broker.transaction() as tx:
@@ -107,7 +102,7 @@ def raise_event(broker: Broker, queue: QueueDef, event_type: str) -> int:
     if not registrations:
         return 0
     _clean_system_queue(broker)
-    body = event_instance(event_type, broker.clock.now(), _database_name(broker), queue.name)
+    body = event_instance(event_type, broker.clock.now(), broker.database_name, queue.name)
     sent = 0
     for en in registrations:
         try:

@@ -3,9 +3,10 @@ statement waiting for a conversation group another transaction holds.
 
 Wake-ups are per queue (a commit that put messages on queue 7 wakes only the waiters of queue 7)
 plus one key, :data:`LOCKS`, for lock waiters, woken whenever a transaction releases its groups.
-Changes made by other processes are noticed by one poller thread per broker, which asks the
-storage every ``poll_interval`` real seconds whether anything changed and then wakes everyone;
-it runs only while somebody waits.
+Changes made by other processes are noticed by one watcher thread per broker, which asks the
+storage whether anything changed (SQLite: polled every ``poll_interval`` real seconds;
+PostgreSQL: a LISTEN that returns as soon as a commit's NOTIFY arrives) and then wakes
+everyone; it runs only while somebody waits.
 """
 
 from __future__ import annotations
@@ -24,12 +25,13 @@ class Notifier:
     between a waiter's check and its sleep.
 
     Args:
-        changed: returns True when the storage changed since its last call (another process
-            committed); called from the poller thread only.
-        poll_interval: real seconds between two calls of ``changed``.
+        changed: waits up to the given real seconds and returns True when the storage changed
+            meanwhile (another process committed); called from the poller thread only. SQLite's
+            polls; PostgreSQL's returns as soon as a notification arrives.
+        poll_interval: real seconds passed to ``changed`` per call.
     """
 
-    def __init__(self, changed: Callable[[], bool] | None, poll_interval: float) -> None:
+    def __init__(self, changed: Callable[[float], bool] | None, poll_interval: float) -> None:
         self._lock = threading.Lock()
         self._conds: dict[int, threading.Condition] = {}
         self._generations: dict[int, int] = {}
@@ -92,15 +94,12 @@ class Notifier:
                 if self._closed:
                     return
             try:
-                changed = self._changed()
+                changed = self._changed(self._poll_interval)
             except Exception:
+                threading.Event().wait(self._poll_interval)
                 changed = True
             if changed:
                 self.notify(None)
-            with self._lock:
-                if self._closed:
-                    return
-            threading.Event().wait(self._poll_interval)
 
     def close(self) -> None:
         """Wake everyone and stop the poller."""

@@ -1,6 +1,6 @@
 """Storage backends. :func:`open_storage` picks one from a URL: ``sqlite:///path.db`` or a plain
-file path for the embedded SQLite default (PostgreSQL comes as a second backend behind the same
-:class:`~servicebroker.storage.base.Storage` seam)."""
+file path for the embedded SQLite default, ``postgresql://…`` (or ``postgres://…``) for
+PostgreSQL; both behind the same :class:`~servicebroker.storage.base.Storage` seam."""
 
 from __future__ import annotations
 
@@ -26,16 +26,38 @@ def sqlite_path(url: str) -> str | None:
 def open_storage(url: str, **options: object) -> Storage:
     """Open (creating and migrating if needed) the database at ``url``.
 
+    Args:
+        url: ``sqlite:///path.db``, a file path, or a libpq URL ``postgresql://…``.
+        options: backend settings — SQLite: ``synchronous``, ``busy_timeout``,
+            ``poll_interval``; PostgreSQL: ``busy_timeout``, ``poll_interval``, ``pool_size``.
+
     Raises:
-        StorageError: the URL is empty, names an unsupported scheme, or the file is unusable.
+        StorageError: the URL is empty, names an unsupported scheme, the file is unusable or
+            the server cannot be reached; a setting the backend does not know.
     """
+    allowed = (
+        {"busy_timeout", "poll_interval", "pool_size"}
+        if url.startswith(("postgresql://", "postgres://"))
+        else {"synchronous", "busy_timeout", "poll_interval"}
+    )
+    unknown = set(options) - allowed
+    if unknown:
+        raise StorageError(
+            f"unknown storage setting(s) for {url.split('://', 1)[0] if '://' in url else 'sqlite'}: "
+            f"{', '.join(sorted(unknown))}"
+        )
     if not isinstance(url, str) or not url.strip():
         raise StorageError(f"a storage URL is required, got {url!r}")
+    if url.startswith(("postgresql://", "postgres://")):
+        from .postgres import PostgresStorage
+
+        return PostgresStorage(url, **options)  # type: ignore[arg-type]
     path = sqlite_path(url)
     if path is None:
         scheme = url.split("://", 1)[0]
         raise StorageError(
-            f"unsupported storage URL scheme {scheme!r} in {url!r}: use sqlite:///path.db or a file path"
+            f"unsupported storage URL scheme {scheme!r} in {url!r}: use sqlite:///path.db, a "
+            f"file path or postgresql://…"
         )
     if path in ("", ":memory:"):
         raise StorageError(

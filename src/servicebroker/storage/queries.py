@@ -7,7 +7,7 @@ import re
 from collections.abc import Callable
 from importlib import resources
 
-__all__ = ["load_queries", "split_statements"]
+__all__ = ["load_queries", "portable_sql", "split_statements"]
 
 _HEADER = re.compile(r"^-- name: (\w+)\s*$", re.MULTILINE)
 
@@ -52,3 +52,14 @@ def split_statements(script: str, complete: Callable[[str], bool] = lambda text:
     if tail:
         statements.append(tail)
     return statements
+
+
+def portable_sql(sql: str, paramstyle: str) -> str:
+    """``sql`` written with ``?`` placeholders and SQLite's ``BLOB`` type, for a backend of
+    ``paramstyle`` (``broker.paramstyle``): unchanged for "qmark" (SQLite); ``%s``
+    placeholders, ``%%`` for a literal ``%`` and ``BYTEA`` for ``BLOB`` for "format"
+    (PostgreSQL). For the project's own application SQL (the demo, the Spark writer, tests);
+    ``?`` must not appear inside string literals."""
+    if paramstyle == "qmark":
+        return sql
+    return re.sub(r"\bBLOB\b", "BYTEA", sql.replace("%", "%%").replace("?", "%s"))

@@ -11,6 +11,7 @@ messages by polling every :attr:`SqliteStorage.poll_interval` seconds (0.05 by d
 from __future__ import annotations
 
 import json
+import os
 import sqlite3
 import threading
 import time
@@ -19,7 +20,7 @@ from contextlib import contextmanager
 from importlib import resources
 from typing import Any
 
-from ...errors import StorageError
+from ...errors import IntegrityConflict, StorageError
 from ..base import CatalogRows, EndpointRow, MessageRow, QueueInsert, TransmissionRow
 from ..queries import load_queries, split_statements
 from .activity import QueueActivity
@@ -119,16 +120,27 @@ class SqliteConnection:
     def execute_app(
         self, sql: str, params: Sequence[Any] | dict[str, Any]
     ) -> list[tuple[Any, ...]]:
-        """Run the application's SQL inside this transaction's write transaction."""
+        """Run the application's SQL (placeholders ``?``) inside this transaction's write
+        transaction.
+
+        Raises:
+            IntegrityConflict: a constraint refused the statement.
+        """
         self.begin_write()
-        return self._conn.execute(sql, params).fetchall()
+        try:
+            return self._conn.execute(sql, params).fetchall()
+        except sqlite3.IntegrityError as exc:
+            raise IntegrityConflict(f"the application's SQL was refused: {exc}") from exc
 
     def executemany_app(
         self, sql: str, seq_of_params: Iterable[Sequence[Any] | dict[str, Any]]
     ) -> None:
         """Run the application's statement once per parameter set, in the write transaction."""
         self.begin_write()
-        self._conn.executemany(sql, seq_of_params)
+        try:
+            self._conn.executemany(sql, seq_of_params)
+        except sqlite3.IntegrityError as exc:
+            raise IntegrityConflict(f"the application's SQL was refused: {exc}") from exc
 
     def close(self) -> None:
         """Release locks and close the SQLite connection."""
@@ -171,8 +183,15 @@ class SqliteConnection:
                 self._conn.execute("COMMIT")
 
     def catalog_write(self, name: str, params: Sequence[Any]) -> int:
-        """Run the catalog statement ``name``; returns the new row id for inserts."""
-        cur = self._conn.execute(_Q[name], params)
+        """Run the catalog statement ``name``; returns the new row id for inserts.
+
+        Raises:
+            IntegrityConflict: a constraint refused it.
+        """
+        try:
+            cur = self._conn.execute(_Q[name], params)
+        except sqlite3.IntegrityError as exc:
+            raise IntegrityConflict(str(exc)) from exc
         return int(cur.lastrowid or 0)
 
     def catalog_count(self, name: str, params: Sequence[Any]) -> int:
@@ -458,6 +477,9 @@ class SqliteStorage:
             this version of servicebroker knows.
     """
 
+    paramstyle = "qmark"
+    """The placeholder style of ``tx.execute`` here: ``?`` (sqlite3)."""
+
     def __init__(
         self,
         path: str,
@@ -471,6 +493,7 @@ class SqliteStorage:
             raise StorageError(f"unknown SQLite synchronous setting {synchronous!r}")
         self.path = path
         self.url = f"sqlite:///{path}"
+        self.database_name = os.path.splitext(os.path.basename(path))[0] or "servicebroker"
         self.lock_path = f"{path}-sblocks"
         self.poll_interval = poll_interval
         self._synchronous = synchronous
@@ -483,6 +506,7 @@ class SqliteStorage:
         self._closed = False
         self._migrate()
         self.activity = QueueActivity(f"{path}-sbactivity")
+        self._leader = GroupLocks(f"{path}-sbleader")
 
     def _raw(self) -> sqlite3.Connection:
         try:
@@ -543,8 +567,21 @@ class SqliteStorage:
         finally:
             conn.close()
 
-    def watch_changes(self) -> Callable[[], bool]:
-        """A function telling whether another process (probably) committed since its last call.
+    def try_lead(self) -> bool:
+        """Hold (or try to take) this database's leader lock (an open-file-description lock on
+        ``<db>-sbleader``); True while this storage's broker is the leader. The kernel frees it
+        when the leader's process dies, and another takes over on its next try."""
+        with self._pool_lock:
+            return not self._closed and self._leader.try_lock(b"leader")
+
+    def resign(self) -> None:
+        """Give leadership up."""
+        with self._pool_lock:
+            self._leader.release_all()
+
+    def watch_changes(self) -> Callable[[float], bool]:
+        """A function that waits ``timeout`` seconds, then tells whether another process
+        (probably) committed since its last call.
 
         It reads SQLite's ``PRAGMA data_version`` on a connection of its own. A change while this
         storage committed nothing itself is another process's: True. A change while this process
@@ -561,7 +598,8 @@ class SqliteStorage:
         last_ambiguous = [time.monotonic()]
         self._watchers.append(conn)
 
-        def changed() -> bool:
+        def changed(timeout: float) -> bool:
+            time.sleep(timeout)
             with lock:
                 if self._closed:
                     return False
@@ -628,3 +666,4 @@ class SqliteStorage:
         for watcher in self._watchers:
             watcher.close()
         self.activity.close()
+        self._leader.close()

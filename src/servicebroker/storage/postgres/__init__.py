@@ -1,0 +1,819 @@
+"""The PostgreSQL backend (psycopg 3 and its connection pool): many processes on many hosts
+share one broker database with the guarantees of the SQLite default.
+
+Same shape as SQLite's: a RECEIVE writes nothing; every change of a transaction is written at
+commit in one database transaction. Here:
+
+- **Conversation-group locks** are session-level advisory locks
+  (``pg_try_advisory_lock``), keyed by a 64-bit hash of the database, schema and group id:
+  taken without waiting, so a RECEIVE never blocks on a locked group and never gets one another
+  session holds; released when the transaction ends, and by the server when a session dies
+  (a killed reader's group is free at once).
+- **Commits are serialised** by a transaction-level advisory lock, as SQLite's single writer
+  serialises them: every commit re-applies its operations to fresh rows, and ``queuing_order``
+  (a sequence) is commit order. Commits are short: the work before them (RECEIVE, the
+  application's processing) runs in parallel; only ``tx.execute`` holds the lock from its first
+  call to the end of the transaction, as on SQLite.
+- **Wake-ups** across processes: every commit sends ``NOTIFY`` on the database's channel; a
+  waiting RECEIVE wakes as soon as it arrives (one ``LISTEN`` connection per broker), no
+  polling of tables.
+- **Activity** (waiting sessions, last empty RECEIVE, last RECEIVE: ACT-3, ACT-5b) lives in two
+  unlogged tables; a waiting count belongs to a session and is ignored once that session ends.
+- **Leadership**: one session per database holds the leader advisory lock; only its broker runs
+  the timer and the queue monitors.
+
+URLs are libpq's: ``postgresql://user@host:5432/dbname`` with any libpq parameter in the query
+string (``?options=-csearch_path%3Dmy_schema`` puts the broker in its own schema).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import threading
+import uuid
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from contextlib import contextmanager
+from importlib import resources
+from typing import Any
+
+from ...errors import IntegrityConflict, StorageError
+from ..base import CatalogRows, EndpointRow, MessageRow, QueueInsert, TransmissionRow
+from ..queries import load_queries
+
+__all__ = ["PostgresActivity", "PostgresConnection", "PostgresStorage"]
+
+_Q = load_queries(__name__)
+
+
+def _psycopg() -> Any:
+    try:
+        import psycopg
+        import psycopg_pool
+    except ImportError as exc:  # pragma: no cover - the extra is part of dev
+        raise StorageError(
+            "the PostgreSQL backend needs psycopg 3: pip install 'servicebroker[postgres]'"
+        ) from exc
+    return psycopg, psycopg_pool
+
+
+def _migrations() -> list[tuple[int, str, str]]:
+    folder = resources.files(__name__).joinpath("migrations")
+    found = []
+    for entry in folder.iterdir():
+        if entry.name.endswith(".sql"):
+            found.append((int(entry.name.split("_", 1)[0]), entry.name, entry.read_text("utf-8")))
+    return sorted(found)
+
+
+def _key(namespace: bytes, kind: bytes, value: bytes = b"") -> int:
+    """A signed 64-bit advisory-lock key for ``kind``/``value`` in this broker database."""
+    digest = hashlib.blake2b(namespace + b"\0" + kind + b"\0" + value, digest_size=8).digest()
+    return int.from_bytes(digest, "big", signed=True)
+
+
+def _configure(conn: Any) -> None:
+    """Each pooled connection: autocommit (transactions are explicit) and Python bools sent as
+    the integers 0/1 the schema stores."""
+    import psycopg
+    from psycopg.adapt import Dumper
+
+    class _BoolAsInt(Dumper):
+        oid = psycopg.adapters.types["int4"].oid
+
+        def dump(self, obj: Any) -> bytes:
+            return b"1" if obj else b"0"
+
+    conn.autocommit = True
+    conn.adapters.register_dumper(bool, _BoolAsInt)
+
+
+class PostgresConnection:
+    """One broker transaction's PostgreSQL session and its group locks (see
+    :class:`servicebroker.storage.base.StorageConnection` for the contract)."""
+
+    def __init__(self, storage: PostgresStorage, conn: Any) -> None:
+        self._storage = storage
+        self._conn = conn
+        self._in_write = False
+        self._held: dict[bytes, int] = {}
+        self.poll_interval = storage.poll_interval
+
+    # -- transaction control -------------------------------------------------------------
+    @property
+    def in_write(self) -> bool:
+        """True between :meth:`begin_write` and the end of that database transaction."""
+        return self._in_write
+
+    def begin_write(self) -> None:
+        """Start the write transaction and take the database's commit lock (a transaction-level
+        advisory lock, waited for up to ``busy_timeout``).
+
+        Raises:
+            StorageError: the lock was not had in time.
+        """
+        if self._in_write:
+            return
+        psycopg, _ = _psycopg()
+        self._conn.execute("BEGIN")
+        self._in_write = True
+        try:
+            self._conn.execute(
+                "SELECT set_config('lock_timeout', %s, true), pg_advisory_xact_lock(%s)",
+                (f"{int(self._storage.busy_timeout * 1000)}ms", self._storage.writer_key),
+            )
+        except psycopg.errors.LockNotAvailable as exc:
+            self.rollback()
+            raise StorageError(
+                f"no write lock on {self._storage.url} within {self._storage.busy_timeout:g} s"
+            ) from exc
+        except BaseException:
+            self.rollback()
+            raise
+
+    def commit(self) -> None:
+        """Commit the write transaction, if any, telling every listening broker."""
+        if self._in_write:
+            try:
+                self._conn.execute(
+                    "SELECT pg_notify(%s, %s)", (self._storage.channel, self._storage.token)
+                )
+                self._conn.execute("COMMIT")
+            except BaseException:
+                self._safe_rollback()
+                raise
+            finally:
+                self._in_write = False
+
+    def rollback(self) -> None:
+        """Roll the write transaction back, if any."""
+        if self._in_write:
+            try:
+                self._safe_rollback()
+            finally:
+                self._in_write = False
+
+    def _safe_rollback(self) -> None:
+        if not self._conn.closed:
+            self._conn.execute("ROLLBACK")
+
+    def execute_app(
+        self, sql: str, params: Sequence[Any] | dict[str, Any]
+    ) -> list[tuple[Any, ...]]:
+        """Run the application's SQL (psycopg placeholders ``%s``) inside this transaction's
+        write transaction.
+
+        Raises:
+            IntegrityConflict: a constraint refused the statement; the transaction must be
+                rolled back.
+        """
+        psycopg, _ = _psycopg()
+        self.begin_write()
+        try:
+            cur = self._conn.execute(sql, params or None)
+        except psycopg.errors.IntegrityError as exc:
+            raise IntegrityConflict(f"the application's SQL was refused: {exc}") from exc
+        return cur.fetchall() if cur.description else []
+
+    def executemany_app(
+        self, sql: str, seq_of_params: Iterable[Sequence[Any] | dict[str, Any]]
+    ) -> None:
+        """Run the application's statement once per parameter set, in the write transaction."""
+        psycopg, _ = _psycopg()
+        self.begin_write()
+        try:
+            with self._conn.cursor() as cur:
+                cur.executemany(sql, list(seq_of_params))
+        except psycopg.errors.IntegrityError as exc:
+            raise IntegrityConflict(f"the application's SQL was refused: {exc}") from exc
+
+    def close(self) -> None:
+        """Release locks and give the session back."""
+        self.release_locks()
+
+    # -- helpers -------------------------------------------------------------------------
+    def _one(self, name: str, params: Sequence[Any] = ()) -> Any:
+        row = self._conn.execute(_Q[name], params).fetchone()
+        return None if row is None else row[0]
+
+    def _all(self, name: str, params: Sequence[Any] = ()) -> list[Any]:
+        return list(self._conn.execute(_Q[name], params).fetchall())
+
+    def _run(self, name: str, params: Sequence[Any] = ()) -> None:
+        self._conn.execute(_Q[name], params)
+
+    # -- catalog -------------------------------------------------------------------------
+    def catalog_version(self) -> int:
+        """The catalog's version number (bumped by every catalog change)."""
+        return int(self._one("get_setting", ("catalog_version",)))
+
+    def load_catalog(self) -> CatalogRows:
+        """Every catalog row, from one snapshot."""
+        started = not self._in_write
+        if started:
+            self._conn.execute("BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY")
+        try:
+            return CatalogRows(
+                version=self.catalog_version(),
+                message_types=self._all("catalog_message_types"),
+                contracts=self._all("catalog_contracts"),
+                contract_usages=self._all("catalog_contract_usages"),
+                queues=self._all("catalog_queues"),
+                services=self._all("catalog_services"),
+                service_contracts=self._all("catalog_service_contracts"),
+                event_notifications=self._all("catalog_event_notifications"),
+                broker_priorities=self._all("catalog_broker_priorities"),
+                honor_broker_priority=self._one("get_setting", ("honor_broker_priority",)) == "1",
+            )
+        finally:
+            if started:
+                self._conn.execute("COMMIT")
+
+    def catalog_write(self, name: str, params: Sequence[Any]) -> int:
+        """Run the catalog statement ``name``; returns the new row id for inserts.
+
+        Raises:
+            IntegrityConflict: a constraint refused it.
+        """
+        psycopg, _ = _psycopg()
+        try:
+            cur = self._conn.execute(_Q[name], params)
+        except psycopg.errors.IntegrityError as exc:
+            raise IntegrityConflict(str(exc)) from exc
+        if cur.description:
+            row = cur.fetchone()
+            return int(row[0]) if row and row[0] is not None else 0
+        return 0
+
+    def catalog_count(self, name: str, params: Sequence[Any]) -> int:
+        """Run the counting query ``name`` and return its number."""
+        return int(self._one(name, params) or 0)
+
+    def bump_catalog_version(self) -> None:
+        """Mark the catalog changed, so every process reloads it."""
+        self._run("bump_catalog_version")
+
+    def add_rollback(self, queue_id: int) -> int:
+        """Count one more consecutive rolled-back receive on the queue (POI-1); returns it."""
+        return int(self._one("add_rollback", (queue_id,)) or 0)
+
+    def reset_rollbacks(self, queue_id: int) -> None:
+        """A receive on the queue committed: the run of rollbacks is broken (POI-1)."""
+        self._run("reset_rollbacks", (queue_id,))
+
+    def disable_queue(self, queue_id: int, now: float) -> None:
+        """Turn the queue's STATUS OFF (POI-1)."""
+        self._run("disable_queue", (now, queue_id))
+        self.bump_catalog_version()
+
+    # -- endpoints -----------------------------------------------------------------------
+    def get_endpoint(self, handle: bytes) -> EndpointRow | None:
+        """The endpoint with this conversation handle, or None."""
+        row = self._conn.execute(_Q["get_endpoint"], (handle,)).fetchone()
+        return None if row is None else _endpoint(row)
+
+    def get_far_endpoint(
+        self, conversation_id: bytes, far_is_initiator: bool
+    ) -> EndpointRow | None:
+        """The endpoint of ``conversation_id`` on the given side, or None."""
+        row = self._conn.execute(
+            _Q["get_far_endpoint"], (conversation_id, int(far_is_initiator))
+        ).fetchone()
+        return None if row is None else _endpoint(row)
+
+    def get_conversation(self, conversation_id: bytes) -> list[EndpointRow]:
+        """Both endpoints of a conversation (one, or none, when the other does not exist)."""
+        return [_endpoint(r) for r in self._all("get_conversation", (conversation_id,))]
+
+    def insert_endpoint(self, row: EndpointRow) -> int:
+        """Insert an endpoint; returns its ``endpoint_id``."""
+        return int(
+            self._one(
+                "insert_endpoint",
+                (
+                    row.conversation_handle,
+                    row.conversation_id,
+                    int(row.is_initiator),
+                    row.service_contract_id,
+                    row.conversation_group_id,
+                    row.service_id,
+                    row.queue_id,
+                    row.far_service,
+                    row.lifetime,
+                    row.state,
+                    row.dialog_timer,
+                    row.send_sequence,
+                    row.receive_sequence,
+                    row.priority,
+                ),
+            )
+        )
+
+    def update_endpoint(self, row: EndpointRow) -> None:
+        """Write an endpoint's changeable columns (group, state, timer, sequences)."""
+        self._run(
+            "update_endpoint",
+            (
+                row.conversation_group_id,
+                row.state,
+                row.dialog_timer,
+                row.send_sequence,
+                row.receive_sequence,
+                row.endpoint_id,
+            ),
+        )
+
+    def delete_endpoint(self, endpoint_id: int) -> None:
+        """Delete one endpoint."""
+        self._run("delete_endpoint", (endpoint_id,))
+
+    def group_queue(self, group_id: bytes) -> int | None:
+        """The queue of an existing conversation group, or None if no endpoint is in it."""
+        value = self._one("group_queue", (group_id,))
+        return None if value is None else int(value)
+
+    def due_timers(self, now: float, limit: int) -> list[bytes]:
+        """Handles whose conversation timer is due at ``now`` (DLG-6)."""
+        return [bytes(r[0]) for r in self._all("due_timers", (now, _limit(limit)))]
+
+    def due_lifetimes(self, now: float, limit: int) -> list[bytes]:
+        """Handles of live endpoints whose LIFETIME has passed at ``now`` (DLG-5)."""
+        return [bytes(r[0]) for r in self._all("due_lifetimes", (now, _limit(limit)))]
+
+    def next_due_time(self) -> float | None:
+        """The earliest conversation timer or lifetime still to fire."""
+        value = self._one("next_due_time")
+        return None if value is None else float(value)
+
+    def list_endpoints(self) -> list[tuple[Any, ...]]:
+        """Rows for the ``conversation_endpoints`` view."""
+        return self._all("list_endpoints")
+
+    # -- queues --------------------------------------------------------------------------
+    def insert_messages(self, rows: Iterable[QueueInsert]) -> None:
+        """Put messages on their queues, in the given order."""
+        with self._conn.cursor() as cur:
+            cur.executemany(_Q["insert_message"], list(rows))
+
+    def group_messages(self, group_id: bytes, limit: int) -> list[MessageRow]:
+        """Ready messages of a group in RECEIVE order (PRI-12, SYS-2), at most ``limit``."""
+        return self._all("group_messages", (group_id, _limit(limit)))
+
+    def conversation_messages(self, group_id: bytes, handle: bytes, limit: int) -> list[MessageRow]:
+        """Ready messages of one conversation (in group ``group_id``) in RECEIVE order."""
+        return self._all("conversation_messages", (group_id, handle, _limit(limit)))
+
+    def peek(self, queue_id: int, limit: int) -> list[MessageRow]:
+        """Every row of a queue (any status), at most ``limit``."""
+        return self._all("peek", (queue_id, _limit(limit)))
+
+    def peek_after(self, queue_id: int, after: int, limit: int) -> list[MessageRow]:
+        """Rows of a queue with ``queuing_order > after``, in queuing order."""
+        return self._all("peek_after", (queue_id, after, _limit(limit)))
+
+    def message_sequence(self) -> int:
+        """The highest queuing_order ever assigned (the sequence's last value)."""
+        return int(self._one("message_sequence") or 0)
+
+    def queue_has_ready(self, queue_id: int) -> bool:
+        """True when the queue holds a message with status 1."""
+        return bool(self._one("queue_has_ready", (queue_id,)))
+
+    def queue_counts(self) -> list[tuple[int, int, int]]:
+        """(queue_id, status, count) for every queue holding messages."""
+        return self._all("queue_counts")
+
+    def finish_received(self, queuing_orders: Iterable[int], *, retain: bool) -> None:
+        """Delete received messages, or mark them status 0 when the queue retains (RCV-3)."""
+        self._run("retain_received" if retain else "delete_received", (list(queuing_orders),))
+
+    def delete_conversation_messages(self, group_id: bytes, handle: bytes) -> None:
+        """Delete every queue row of a conversation endpoint (END CONVERSATION)."""
+        self._run("delete_conversation_messages", (group_id, handle))
+
+    def delete_queue_messages(self, queue_id: int) -> None:
+        """Delete every row of a queue (DROP QUEUE)."""
+        self._run("delete_queue_messages", (queue_id,))
+
+    def move_conversation_messages(self, handle: bytes, old_group: bytes, group_id: bytes) -> None:
+        """Move a conversation's queue rows from ``old_group`` to ``group_id`` (DLG-7)."""
+        self._run("move_conversation_messages", (group_id, old_group, handle))
+
+    # -- transmission queue --------------------------------------------------------------
+    def insert_transmission(self, row: tuple[Any, ...]) -> None:
+        """Hold a message in the transmission queue (row without its id)."""
+        self._run("insert_transmission", row)
+
+    def transmission_pending(self, limit: int) -> list[TransmissionRow]:
+        """For each level 10..1, its oldest ``limit`` transmission-queue rows in send order
+        (PRI-14, PRI-18)."""
+        rows: list[TransmissionRow] = []
+        for level in range(10, 0, -1):
+            rows += self._all("transmission_pending_at_level", (level, _limit(limit)))
+        return rows
+
+    def transmission_count(self) -> int:
+        """How many rows the transmission queue holds."""
+        return int(self._one("transmission_count") or 0)
+
+    def transmission_exists(self) -> bool:
+        """True when the transmission queue holds anything."""
+        return bool(self._one("transmission_exists"))
+
+    def transmission_waiting(self, conversation_id: bytes, is_initiator: bool) -> bool:
+        """True when a message sent by that side of the conversation waits in the transmission
+        queue (later ones must wait behind it to keep the send order)."""
+        return bool(
+            self._one("transmission_conversation_waiting", (conversation_id, int(is_initiator)))
+        )
+
+    def delete_transmission(self, transmission_id: int) -> None:
+        """Remove a delivered or dropped transmission-queue row."""
+        self._run("delete_transmission", (transmission_id,))
+
+    def set_transmission_status(self, transmission_id: int, status: str) -> None:
+        """Record why a row is still waiting (``transmission_status``)."""
+        self._run("set_transmission_status", (status, transmission_id))
+
+    def delete_transmission_of_endpoint(self, conversation_id: bytes, is_initiator: bool) -> None:
+        """Drop the unsent messages of one side of a conversation (DLG-4 WITH ERROR/CLEANUP)."""
+        self._run("delete_transmission_of_endpoint", (conversation_id, int(is_initiator)))
+
+    def list_transmission(self) -> list[tuple[Any, ...]]:
+        """Rows for the ``transmission_queue`` view."""
+        return self._all("list_transmission")
+
+    # -- conversation-group locks --------------------------------------------------------
+    def try_lock_group(self, group_id: bytes) -> bool:
+        """Lock a group for this transaction without waiting; False if another holds it."""
+        group_id = bytes(group_id)
+        if group_id in self._held:
+            return True
+        key = _key(self._storage.namespace, b"group", group_id)
+        row = self._conn.execute("SELECT pg_try_advisory_lock(%s)", (key,)).fetchone()
+        if row is not None and row[0]:
+            self._held[group_id] = key
+            return True
+        return False
+
+    def held_groups(self) -> frozenset[bytes]:
+        """The groups this transaction holds."""
+        return frozenset(self._held)
+
+    def unlock_group(self, group_id: bytes) -> None:
+        """Release one group this transaction locked but did not use."""
+        key = self._held.pop(bytes(group_id), None)
+        if key is not None:
+            self._conn.execute("SELECT pg_advisory_unlock(%s)", (key,))
+
+    def lock_next_group(
+        self,
+        queue_id: int,
+        skip: set[int],
+        *,
+        exclude_held: bool = False,
+        known_locked: set[bytes] | None = None,
+    ) -> bytes | None:
+        """Lock the highest-priority group of the queue that has a ready message not in
+        ``skip`` and that no other session holds (PRI-12, PRI-13, RCV-2, RCV-5); see the
+        SQLite backend for the rules. Groups are walked through ``queue_groups_next``, each
+        tried with ``pg_try_advisory_lock``: never waiting, never a group another holds."""
+        best: tuple[int, int, bytes] | None = None
+        if self._held and not exclude_held:
+            skipped = list(skip)
+            for group_id in self._held:
+                head = self._conn.execute(
+                    _Q["held_group_head"], (group_id, queue_id, skipped)
+                ).fetchone()
+                if head is not None and (best is None or (-head[0], head[1]) < best[:2]):
+                    best = (-head[0], head[1], group_id)
+        locked = known_locked if known_locked is not None else set()
+        for group_id, level, head_order in self._all("candidate_groups", (queue_id,)):
+            group_id = bytes(group_id)
+            if best is not None and best[:2] <= (-level, head_order):
+                return best[2]
+            if group_id in locked or group_id in self._held:
+                continue
+            if self.try_lock_group(group_id):
+                return group_id
+            locked.add(group_id)
+        return None if best is None else best[2]
+
+    def release_locks(self) -> None:
+        """Release every group lock this transaction holds, and wake lock waiters elsewhere."""
+        if self._held and not self._conn.closed:
+            self._held.clear()
+            self._conn.execute(
+                "SELECT pg_advisory_unlock_all(), pg_notify(%s, %s)",
+                (self._storage.channel, self._storage.token),
+            )
+        self._held.clear()
+
+
+def _limit(n: int) -> int | None:
+    """SQLite's LIMIT -1 (no limit) is PostgreSQL's LIMIT NULL."""
+    return None if n < 0 else n
+
+
+def _endpoint(row: Sequence[Any]) -> EndpointRow:
+    values = list(row)
+    for i in (1, 2, 5):  # handle, conversation id, group id
+        values[i] = bytes(values[i])
+    return EndpointRow(*values)
+
+
+class PostgresActivity:
+    """Queue activity every process sees (ACT-3, ACT-5b): see the module docstring.
+
+    Args:
+        storage: the storage whose pool serves the activity's own session.
+    """
+
+    def __init__(self, storage: PostgresStorage) -> None:
+        self._storage = storage
+        self._lock = threading.Lock()
+        self._conn: Any = None
+        self._counts: dict[int, int] = {}
+        self._tokens: dict[int, int] = {}
+        self._next = 0
+        self._noted: dict[tuple[str, int], float] = {}
+
+    def _session(self) -> Any:
+        if self._conn is None or self._conn.closed:
+            psycopg, _ = _psycopg()
+            self._conn = psycopg.connect(self._storage.conninfo, autocommit=True)
+            self._counts.clear()
+        return self._conn
+
+    def begin_wait(self, queue_id: int) -> int | None:
+        """Count one more session of this process waiting on the queue; returns a token."""
+        with self._lock:
+            session = self._session()
+            self._counts[queue_id] = self._counts.get(queue_id, 0) + 1
+            session.execute(_Q["set_waiting"], (queue_id, self._counts[queue_id]))
+            self._next += 1
+            self._tokens[self._next] = queue_id
+            return self._next
+
+    def end_wait(self, token: int | None) -> None:
+        """The wait of ``token`` ended."""
+        if token is None:
+            return
+        with self._lock:
+            queue_id = self._tokens.pop(token, None)
+            if queue_id is None:
+                return
+            session = self._session()
+            self._counts[queue_id] = max(0, self._counts.get(queue_id, 0) - 1)
+            session.execute(_Q["set_waiting"], (queue_id, self._counts[queue_id]))
+
+    def waiting(self, queue_id: int) -> int:
+        """Sessions of every live process waiting on the queue now."""
+        with self._lock:
+            row = self._session().execute(_Q["count_waiting"], (queue_id,)).fetchone()
+            return int(row[0]) if row else 0
+
+    def _note(self, name: str, queue_id: int, when: float) -> None:
+        with self._lock:
+            if self._noted.get((name, queue_id), float("-inf")) >= when:
+                return
+            self._noted[(name, queue_id)] = when
+            self._session().execute(_Q[name], (queue_id, when))
+
+    def _last(self, name: str, queue_id: int) -> float | None:
+        with self._lock:
+            row = self._session().execute(_Q[name], (queue_id,)).fetchone()
+            return None if row is None or row[0] is None else float(row[0])
+
+    def note_empty(self, queue_id: int, when: float) -> None:
+        """A RECEIVE or GET CONVERSATION GROUP on the queue came back empty at ``when``."""
+        self._note("note_empty", queue_id, when)
+
+    def last_empty(self, queue_id: int) -> float | None:
+        """The latest empty result on the queue from any process, or None."""
+        return self._last("last_empty", queue_id)
+
+    def note_receive(self, queue_id: int, when: float) -> None:
+        """A RECEIVE ran on the queue at ``when``."""
+        self._note("note_receive", queue_id, when)
+
+    def last_receive(self, queue_id: int) -> float | None:
+        """The latest RECEIVE on the queue from any process, or None."""
+        return self._last("last_receive", queue_id)
+
+    def forget(self, queue_id: int) -> None:
+        """Drop a queue's activity (DROP QUEUE)."""
+        with self._lock:
+            self._session().execute(_Q["forget_activity"], (queue_id,))
+            self._session().execute(_Q["forget_waiters"], (queue_id,))
+            self._noted = {k: v for k, v in self._noted.items() if k[1] != queue_id}
+
+    def close(self) -> None:
+        """Close the activity session (its waiting counts vanish with it)."""
+        with self._lock:
+            if self._conn is not None:
+                self._conn.close()
+                self._conn = None
+
+
+class PostgresStorage:
+    """A PostgreSQL database (or schema) opened for the broker.
+
+    Args:
+        url: a libpq URL, ``postgresql://…`` or ``postgres://…``.
+        busy_timeout: seconds a commit waits for the commit lock (default 60).
+        poll_interval: seconds the change listener waits for a notification at a time
+            (default 0.5; notifications wake it at once).
+        pool_size: the most sessions this process opens for transactions (default 64).
+
+    Raises:
+        StorageError: psycopg is missing, the server cannot be reached, or the schema is newer
+            than this version of servicebroker knows.
+    """
+
+    paramstyle = "format"
+    """The placeholder style of ``tx.execute`` here: ``%s`` (psycopg)."""
+
+    def __init__(
+        self,
+        url: str,
+        *,
+        busy_timeout: float = 60.0,
+        poll_interval: float = 0.5,
+        pool_size: int = 64,
+    ) -> None:
+        psycopg, psycopg_pool = _psycopg()
+        self.url = url
+        self.conninfo = url
+        self.busy_timeout = float(busy_timeout)
+        self.poll_interval = float(poll_interval)
+        self.token = uuid.uuid4().hex
+        self._closed = False
+        self._listeners: list[Any] = []
+        try:
+            with psycopg.connect(url, autocommit=True) as conn:
+                database, schema = conn.execute(
+                    "SELECT current_database(), current_schema()"
+                ).fetchone()
+                if schema is None:
+                    raise StorageError(
+                        f"{url!r}: no schema to create the broker in (search_path names none "
+                        f"that exists)"
+                    )
+                self.namespace = f"{database}.{schema}".encode()
+                self.database_name = str(database)
+                self._migrate(conn)
+        except psycopg.Error as exc:
+            raise StorageError(f"cannot open the PostgreSQL broker at {url!r}: {exc}") from exc
+        self.writer_key = _key(self.namespace, b"writer")
+        self.leader_key = _key(self.namespace, b"leader")
+        self.channel = "servicebroker_" + hashlib.blake2b(self.namespace, digest_size=8).hexdigest()
+        self._pool = psycopg_pool.ConnectionPool(
+            url,
+            min_size=1,
+            max_size=pool_size,
+            configure=_configure,
+            check=psycopg_pool.ConnectionPool.check_connection,
+            open=True,
+            name="servicebroker",
+        )
+        self.activity = PostgresActivity(self)
+        self._leader: Any = None
+        self._leading = False
+        self._leader_lock = threading.Lock()
+
+    def _migrate(self, conn: Any) -> None:
+        conn.execute("BEGIN")
+        try:
+            conn.execute("SELECT pg_advisory_xact_lock(%s)", (_key(self.namespace, b"migrations"),))
+            conn.execute(
+                "CREATE TABLE IF NOT EXISTS schema_migrations "
+                "(version INTEGER PRIMARY KEY, name TEXT NOT NULL)"
+            )
+            applied = {r[0] for r in conn.execute("SELECT version FROM schema_migrations")}
+            known = _migrations()
+            newest = max((v for v, _, _ in known), default=0)
+            if applied and max(applied) > newest:
+                raise StorageError(
+                    f"database {self.url!r} has schema version {max(applied)}, newer than this "
+                    f"servicebroker knows ({newest}); upgrade servicebroker"
+                )
+            for version, name, script in known:
+                if version not in applied:
+                    conn.execute(script.encode())
+                    conn.execute(
+                        "INSERT INTO schema_migrations (version, name) VALUES (%s, %s)",
+                        (version, name),
+                    )
+            conn.execute("COMMIT")
+        except BaseException:
+            conn.execute("ROLLBACK")
+            raise
+
+    def schema_version(self) -> int:
+        """The highest migration applied."""
+        with self._pool.connection() as conn:
+            return int(conn.execute("SELECT max(version) FROM schema_migrations").fetchone()[0])
+
+    def watch_changes(self) -> Callable[[float], bool]:
+        """A function that waits up to ``timeout`` seconds for another process's commit (a
+        ``NOTIFY`` on this database's channel from a broker other than this one) and tells
+        whether one came. It returns as soon as one arrives: waiting statements wake at once."""
+        psycopg, _ = _psycopg()
+        conn = psycopg.connect(self.conninfo, autocommit=True)
+        conn.execute(f"LISTEN {self.channel}")
+        self._listeners.append(conn)
+        lock = threading.Lock()
+
+        def changed(timeout: float) -> bool:
+            with lock:
+                if self._closed or conn.closed:
+                    return False
+                seen = False
+                for note in conn.notifies(timeout=timeout, stop_after=1):
+                    seen = seen or note.payload != self.token
+                for note in conn.notifies(timeout=0):
+                    seen = seen or note.payload != self.token
+                return seen
+
+        return changed
+
+    def try_lead(self) -> bool:
+        """Hold (or try to take) this database's leader lock on a session of its own; True
+        while this storage's broker is the leader. A dead leader's session ends and another
+        takes over on its next try."""
+        psycopg, _ = _psycopg()
+        with self._leader_lock:
+            if self._closed:
+                return False
+            try:
+                if self._leader is None or self._leader.closed:
+                    self._leader = psycopg.connect(self.conninfo, autocommit=True)
+                    self._leading = False
+                if self._leading:
+                    self._leader.execute("SELECT 1")  # still connected: still the leader
+                    return True
+                row = self._leader.execute(
+                    "SELECT pg_try_advisory_lock(%s)", (self.leader_key,)
+                ).fetchone()
+                self._leading = bool(row is not None and row[0])
+                return self._leading
+            except psycopg.Error:
+                if self._leader is not None:
+                    self._leader.close()
+                self._leader, self._leading = None, False
+                return False
+
+    def resign(self) -> None:
+        """Give leadership up (closing its session)."""
+        with self._leader_lock:
+            if self._leader is not None:
+                self._leader.close()
+            self._leader, self._leading = None, False
+
+    def connect(self) -> PostgresConnection:
+        """A session from the pool for one broker transaction.
+
+        Raises:
+            StorageError: the storage is closed or no session came within the busy time-out.
+        """
+        if self._closed:
+            raise StorageError(f"the storage {self.url} is closed")
+        _, psycopg_pool = _psycopg()
+        try:
+            conn = self._pool.getconn(timeout=self.busy_timeout)
+        except psycopg_pool.PoolTimeout as exc:
+            raise StorageError(
+                f"no PostgreSQL session free within {self.busy_timeout:g} s "
+                f"(pool of {self._pool.max_size}); raise pool_size"
+            ) from exc
+        return PostgresConnection(self, conn)
+
+    @contextmanager
+    def connection(self) -> Iterator[PostgresConnection]:
+        """A pooled session for the ``with`` block, released (rolled back, unlocked) after."""
+        conn = self.connect()
+        try:
+            yield conn
+        finally:
+            self.release(conn)
+
+    def release(self, conn: Any) -> None:
+        """Roll back, release its locks and return the session to the pool."""
+        assert isinstance(conn, PostgresConnection)
+        try:
+            conn.rollback()
+            conn.release_locks()
+        except Exception:
+            conn._conn.close()  # broken: the pool discards it
+        self._pool.putconn(conn._conn)
+
+    def close(self) -> None:
+        """Close the pool, the listeners, the leader and activity sessions."""
+        if self._closed:
+            return
+        self._closed = True
+        self.resign()
+        for listener in self._listeners:
+            listener.close()
+        self.activity.close()
+        self._pool.close()
