@@ -25,6 +25,7 @@ def test_all_names_the_public_surface() -> None:
         "BrokerError",
         "CatalogError",
         "ConversationError",
+        "IntegrityConflict",
         "MessageValidationError",
         "QueueDisabledError",
         "LockTimeoutError",

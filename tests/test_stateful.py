@@ -1,5 +1,5 @@
-"""A Hypothesis state machine over dialogs: random BEGIN DIALOG, SEND, RECEIVE, END
-CONVERSATION, COMMIT and ROLLBACK in two transactions bound to two threads. Invariant: every
+"""A Hypothesis state machine over dialogs, on each storage backend: random BEGIN DIALOG, SEND,
+RECEIVE, END CONVERSATION, COMMIT and ROLLBACK in two transactions bound to two threads. Invariant: every
 committed message is received exactly once, in send order per conversation, and only by the
 transaction holding its group's lock (RCV-2, RCV-3, DLG-2, DLG-4, DLG-9)."""
 
@@ -9,6 +9,7 @@ import shutil
 import tempfile
 import uuid
 from collections import defaultdict
+from pathlib import Path
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
@@ -25,17 +26,20 @@ from servicebroker import (
     Transaction,
 )
 
-from .conftest import make_pair
+from .conftest import drop_url, make_pair, new_url
 
 SLOTS = (0, 1)
 
 
 class DialogMachine(RuleBasedStateMachine):
+    BACKEND = "sqlite"
+
     def __init__(self) -> None:
         super().__init__()
         self.dir = tempfile.mkdtemp()
+        self.url = new_url(self.BACKEND, Path(self.dir))
         self.broker = Broker.open(
-            f"{self.dir}/b.db", clock=ManualClock(), lock_timeout=0, poll_interval=0.001
+            self.url, clock=ManualClock(), lock_timeout=0, poll_interval=0.001
         )
         self.pair = make_pair(self.broker)
         self.threads = [ThreadPoolExecutor(max_workers=1) for _ in SLOTS]
@@ -81,6 +85,7 @@ class DialogMachine(RuleBasedStateMachine):
         for ex in self.threads:
             ex.shutdown()
         self.broker.close()
+        drop_url(self.url)
         shutil.rmtree(self.dir, ignore_errors=True)
 
     def tx_of(self, slot: int) -> Transaction:
@@ -206,3 +211,13 @@ DialogMachine.TestCase.settings = settings(
     suppress_health_check=[HealthCheck.too_slow],
 )
 TestDialogs = DialogMachine.TestCase
+
+
+class PostgresDialogMachine(DialogMachine):
+    """The same machine on the PostgreSQL backend (a fresh schema per example)."""
+
+    BACKEND = "postgres"
+
+
+PostgresDialogMachine.TestCase.settings = DialogMachine.TestCase.settings
+TestDialogsPostgres = PostgresDialogMachine.TestCase
