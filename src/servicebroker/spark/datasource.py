@@ -41,7 +41,7 @@ from pyspark.sql.datasource import (
     WriterCommitMessage,
 )
 
-from ..errors import BrokerError
+from ..errors import BrokerError, IntegrityConflict
 
 __all__ = [
     "QUEUE_SCHEMA",
@@ -255,11 +255,10 @@ class _DialogWriter(DataSourceWriter):
 
     def write(self, iterator: Iterator[Any]) -> SendReport:
         """Send one partition's rows in one transaction; skip a partition already written."""
-        import sqlite3
-
         from pyspark import TaskContext
 
         from ..broker import Broker
+        from ..storage.queries import portable_sql
 
         ctx = TaskContext.get()
         partition_id = ctx.partitionId() if ctx is not None else 0
@@ -302,10 +301,14 @@ class _DialogWriter(DataSourceWriter):
                     )
                     sent += 1
                 tx.execute(
-                    "INSERT INTO servicebroker_spark_writes (write_id, partition_id) VALUES (?, ?)",
+                    portable_sql(
+                        "INSERT INTO servicebroker_spark_writes (write_id, partition_id) "
+                        "VALUES (?, ?)",
+                        broker.paramstyle,
+                    ),
                     (opts.write_id, partition_id),
                 )
-            except sqlite3.IntegrityError:
+            except IntegrityConflict:
                 tx.rollback()
                 return SendReport(
                     partition_id, 0, 0
