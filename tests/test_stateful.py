@@ -9,8 +9,8 @@ import shutil
 import tempfile
 import uuid
 from collections import defaultdict
-from pathlib import Path
 from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
 from typing import Any
 
 from hypothesis import HealthCheck, settings

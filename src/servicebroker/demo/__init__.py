@@ -18,7 +18,6 @@ from __future__ import annotations
 import functools
 import os
 import shutil
-import sqlite3
 import time
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -32,6 +31,8 @@ from ..broker import Broker
 from ..catalog import Activation
 from ..clock import ManualClock
 from ..errors import BrokerError
+from ..storage import sqlite_path
+from ..storage.queries import portable_sql
 from ..timer import TICK_SECONDS
 from .procedures import (
     ARRIVAL_GRACE,
@@ -121,18 +122,17 @@ def _setup_catalog(broker: Broker, flights: Any, state: DemoState) -> tuple[list
                 ),
             )
             broker.create_service(service_name(kind, code), queue=queue, contracts=contracts)
-    broker.execute(
-        "CREATE TABLE flight_results (flight_id INTEGER NOT NULL, carrier TEXT NOT NULL, origin TEXT NOT NULL, "
-        "status TEXT NOT NULL, dep_delay REAL, arr_delay REAL, processed_at REAL NOT NULL, "
-        "priority INTEGER NOT NULL, receive_position INTEGER NOT NULL)"
-    )
-    broker.execute(
-        "CREATE TABLE carrier_pending (conversation_handle BLOB PRIMARY KEY, flight_id INTEGER NOT NULL, "
-        "carrier TEXT NOT NULL, origin TEXT NOT NULL, dep_delay REAL)"
-    )
-    broker.execute(
-        "CREATE TABLE airport_replies (flight_id INTEGER NOT NULL, status TEXT NOT NULL, conversation_group_id TEXT NOT NULL)"
-    )
+    for table in (
+        "flight_results (flight_id INTEGER NOT NULL, carrier TEXT NOT NULL, "
+        "origin TEXT NOT NULL, status TEXT NOT NULL, dep_delay DOUBLE PRECISION, "
+        "arr_delay DOUBLE PRECISION, processed_at DOUBLE PRECISION NOT NULL, "
+        "priority INTEGER NOT NULL, receive_position INTEGER NOT NULL)",
+        "carrier_pending (conversation_handle BLOB PRIMARY KEY, flight_id INTEGER NOT NULL, "
+        "carrier TEXT NOT NULL, origin TEXT NOT NULL, dep_delay DOUBLE PRECISION)",
+        "airport_replies (flight_id INTEGER NOT NULL, status TEXT NOT NULL, "
+        "conversation_group_id TEXT NOT NULL)",
+    ):
+        broker.execute(portable_sql(f"CREATE TABLE {table}", broker.paramstyle))
     return airports, carriers
 
 
@@ -280,7 +280,6 @@ def _quiet(
     clock: ManualClock,
     progress: Progress,
     task: Any,
-    results_db: str,
     timeout: float = 1800.0,
 ) -> None:
     """Wait until no message is ready, none waits for transmission and every running
@@ -313,10 +312,8 @@ def _quiet(
             last_change = time.monotonic()
         if time.monotonic() - last_count > 0.5:
             last_count = time.monotonic()
-            with sqlite3.connect(results_db) as c:
-                progress.update(
-                    task, completed=c.execute("SELECT count(*) FROM flight_results").fetchone()[0]
-                )
+            settled = broker.execute("SELECT count(*) FROM flight_results")[0][0]
+            progress.update(task, completed=settled)
         time.sleep(0.2)
 
 
@@ -332,15 +329,17 @@ def run_demo(
     """Run the flights demo; see the module docstring. Returns whether every count matched.
 
     Args:
-        url: an SQLite URL or path for the broker database (default ``OUTPUT/flights.db``,
-            recreated); it must not exist yet.
+        url: the broker database: an SQLite URL or path that must not exist yet (default
+            ``OUTPUT/flights.db``, recreated), or a PostgreSQL URL whose database (or schema)
+            holds no broker yet.
         limit: the first ``limit`` flights only (default: the whole year).
         output: folder for the database and the Parquet results.
         master: the Spark master URL.
         spark: a SparkSession to use (left running); default: one made here and stopped.
 
     Raises:
-        BrokerError: ``url`` names an existing file, or the queues never drained.
+        BrokerError: ``url`` names an existing file or a PostgreSQL broker already in use, or
+            the queues never drained.
     """
     console = console or Console()
     os.makedirs(output, exist_ok=True)
@@ -350,9 +349,16 @@ def run_demo(
             if os.path.exists(db + suffix):
                 os.remove(db + suffix)
         url = db
-    db_path = url[len("sqlite:///") :] if url.startswith("sqlite:///") else url
-    if os.path.exists(db_path):
+    db_path = sqlite_path(url)
+    if db_path is not None and os.path.exists(db_path):
         raise BrokerError(f"demo database {db_path!r} exists already; the demo needs a fresh one")
+    if db_path is None:
+        with Broker.open(url) as existing:
+            if any(q != "sys_event_notifications" for q in existing.catalog.queues):
+                raise BrokerError(
+                    f"the broker at {url!r} has queues already; the demo needs a fresh database "
+                    f"or schema"
+                )
 
     started = time.monotonic()
     console.print(
@@ -408,16 +414,16 @@ def run_demo(
                     .save()
                 )
                 progress.update(month_task, description=f"month {month:2d}: receiving")
-                _quiet(broker, clock, progress, flight_task, db_path)
+                _quiet(broker, clock, progress, flight_task)
                 end_of_month = datetime(
                     2013 + month // 12, month % 12 + 1, 1, tzinfo=UTC
                 ).timestamp()
                 clock.set(max(clock.now(), end_of_month))
-                _quiet(broker, clock, progress, flight_task, db_path)
+                _quiet(broker, clock, progress, flight_task)
                 progress.advance(month_task)
             progress.update(month_task, description="year end: last timers")
             clock.set(datetime(2014, 1, 2, tzinfo=UTC).timestamp())
-            _quiet(broker, clock, progress, flight_task, db_path)
+            _quiet(broker, clock, progress, flight_task)
             progress.update(flight_task, completed=len(flights))
         processing = time.monotonic() - process_start
         monitors = {
@@ -432,15 +438,22 @@ def run_demo(
 
         import pandas as pd
 
-        with sqlite3.connect(db_path) as c:
-            results = pd.read_sql_query(
-                "SELECT flight_id, carrier, origin, status, dep_delay, arr_delay, priority, "
-                "receive_position FROM flight_results",
-                c,
-            )
-            replies = c.execute(
-                "SELECT count(*), count(DISTINCT flight_id) FROM airport_replies"
-            ).fetchone()
+        columns = [
+            "flight_id",
+            "carrier",
+            "origin",
+            "status",
+            "dep_delay",
+            "arr_delay",
+            "priority",
+            "receive_position",
+        ]
+        results = pd.DataFrame(
+            broker.execute(f"SELECT {', '.join(columns)} FROM flight_results"), columns=columns
+        )
+        replies = broker.execute("SELECT count(*), count(DISTINCT flight_id) FROM airport_replies")[
+            0
+        ]
         results_path = os.path.join(output, "results.parquet")
         results.to_parquet(results_path, index=False)
         from pyspark.sql import functions as F

@@ -4,6 +4,7 @@ and write their rows in the same transaction as their RECEIVE."""
 
 from __future__ import annotations
 
+import functools
 import json
 import threading
 import uuid
@@ -13,6 +14,7 @@ from dataclasses import dataclass, field
 from ..catalog import ActivationContext
 from ..dialogs import DIALOG_TIMER, END_DIALOG, ERROR
 from ..messages import Message
+from ..storage.queries import portable_sql
 
 __all__ = [
     "ARRIVED",
@@ -105,6 +107,7 @@ def carrier_procedure(ctx: ActivationContext, state: DemoState) -> None:
     FlightProcessed and end the conversation once the flight is settled."""
     broker = ctx.broker
     queue = ctx.queue_name
+    sql = functools.partial(portable_sql, paramstyle=broker.paramstyle)
     while True:
         with broker.transaction() as tx:
             batch = tx.receive(queue, timeout=READER_WAIT)
@@ -139,8 +142,10 @@ def carrier_procedure(ctx: ActivationContext, state: DemoState) -> None:
                         outcome = "cancelled"
                     elif kind == DIALOG_TIMER:
                         rows = tx.execute(
-                            "SELECT flight_id, carrier, origin, dep_delay FROM carrier_pending "
-                            "WHERE conversation_handle = ?",
+                            sql(
+                                "SELECT flight_id, carrier, origin, dep_delay FROM carrier_pending "
+                                "WHERE conversation_handle = ?"
+                            ),
                             (handle.bytes,),
                         )
                         if rows:
@@ -186,14 +191,15 @@ def carrier_procedure(ctx: ActivationContext, state: DemoState) -> None:
                         )
                     )
             if pending:
-                tx.executemany("INSERT INTO carrier_pending VALUES (?, ?, ?, ?, ?)", pending)
+                tx.executemany(sql("INSERT INTO carrier_pending VALUES (?, ?, ?, ?, ?)"), pending)
             if settled_pending:
                 tx.executemany(
-                    "DELETE FROM carrier_pending WHERE conversation_handle = ?", settled_pending
+                    sql("DELETE FROM carrier_pending WHERE conversation_handle = ?"),
+                    settled_pending,
                 )
             if results:
                 tx.executemany(
-                    "INSERT INTO flight_results VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)", results
+                    sql("INSERT INTO flight_results VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)"), results
                 )
         state.count(len(batch), carrier=True)
 
@@ -203,6 +209,7 @@ def airport_procedure(ctx: ActivationContext, state: DemoState) -> None:
     record them, and end the airport's side when the carrier's EndDialog arrives."""
     broker = ctx.broker
     queue = ctx.queue_name
+    sql = functools.partial(portable_sql, paramstyle=broker.paramstyle)
     while True:
         groups: list[uuid.UUID] = []
         try:
@@ -229,7 +236,7 @@ def airport_procedure(ctx: ActivationContext, state: DemoState) -> None:
                     elif m.message_type_name in (END_DIALOG, ERROR):
                         tx.end_conversation(m.conversation_handle)
                 if replies:
-                    tx.executemany("INSERT INTO airport_replies VALUES (?, ?, ?)", replies)
+                    tx.executemany(sql("INSERT INTO airport_replies VALUES (?, ?, ?)"), replies)
                 # stop claiming the planes just before COMMIT releases their locks: a second
                 # reader can only get them after that, so any overlap seen is a real one
                 state.release(groups)
