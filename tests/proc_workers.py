@@ -77,3 +77,20 @@ def wait_in_receive(path: str, queue: str, ready: Any) -> None:
     with Broker.open(path, poll_interval=0.01) as broker, broker.transaction() as tx:
         ready.set()
         tx.receive(queue, timeout=None)
+
+
+def start_and_wait(path: str, ready: Any) -> None:
+    """Start a broker (it becomes the leader), then wait to be killed."""
+    broker = Broker.open(path, poll_interval=0.01)
+    broker.start()
+    assert broker.is_leader
+    ready.set()
+    time.sleep(120)
+
+
+def send_one_later(path: str, initiator: str, target: str, delay: float) -> None:
+    """Send one message after ``delay`` real seconds."""
+    with Broker.open(path) as broker:
+        time.sleep(delay)
+        with broker.transaction() as tx:
+            tx.send(tx.begin_dialog(initiator, target, contract="C"), "Req", b"late")
