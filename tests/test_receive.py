@@ -69,6 +69,7 @@ def test_messages_keep_arriving_in_a_locked_group(broker: Broker, pair: Pair) ->
     (h,) = send_groups(broker, pair, 1)
     with broker.transaction() as reader:
         (first,) = reader.receive(pair.tq)
+        assert reader.receive(pair.tq) == []  # the group it holds has nothing left now
         with broker.transaction() as sender:
             sender.send(h, "Req", b"more")
         with broker.transaction() as other:

@@ -23,6 +23,7 @@ __all__ = [
     "Storage",
     "StorageConnection",
     "TransmissionRow",
+    "held_best",
 ]
 
 MessageRow = tuple[int, int, int, bytes, bytes, int, int, int, int, str, bytes, bytes, int]
@@ -215,3 +216,33 @@ class Storage(Protocol):
     def resign(self) -> None: ...
     def release(self, conn: StorageConnection) -> None: ...
     def close(self) -> None: ...
+
+
+def held_best(
+    held: Iterable[bytes],
+    drained: dict[bytes, int],
+    message_sequence: Callable[[], int],
+    head_of: Callable[[bytes], Sequence[int] | None],
+) -> tuple[int, int, bytes] | None:
+    """The best group among those a transaction holds, ranked by what it has not received yet
+    (PRI-9): ``(-level, head queuing order, group)``, or None when none has anything left.
+
+    ``head_of(group)`` reads a held group's first unreceived ready message in RECEIVE order as
+    ``(priority, queuing_order)`` (one query). A group found with nothing left is remembered in
+    ``drained`` with the queue's ``message_sequence()`` at that moment and not read again until
+    a new message is put on any queue (messages keep arriving in locked groups, RCV-2), so a
+    transaction that took many groups does not read them all again on each RECEIVE.
+    """
+    best: tuple[int, int, bytes] | None = None
+    sequence = message_sequence()  # read before the heads: a later arrival shows as a change
+    for group_id in held:
+        if drained.get(group_id) == sequence:
+            continue
+        head = head_of(group_id)
+        if head is None:
+            drained[group_id] = sequence
+            continue
+        drained.pop(group_id, None)
+        if best is None or (-head[0], head[1]) < best[:2]:
+            best = (-head[0], head[1], group_id)
+    return best

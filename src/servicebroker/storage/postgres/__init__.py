@@ -37,12 +37,21 @@ from importlib import resources
 from typing import Any
 
 from ...errors import IntegrityConflict, StorageError
-from ..base import CatalogRows, EndpointRow, MessageRow, QueueInsert, TransmissionRow
+from ..base import (
+    CatalogRows,
+    EndpointRow,
+    MessageRow,
+    QueueInsert,
+    TransmissionRow,
+    held_best,
+)
 from ..queries import load_queries
 
 __all__ = ["PostgresActivity", "PostgresConnection", "PostgresStorage"]
 
 _Q = load_queries(__name__)
+_PAGE = 64
+"""Groups read per page while looking for one to lock."""
 
 
 def _psycopg() -> Any:
@@ -96,6 +105,7 @@ class PostgresConnection:
         self._conn = conn
         self._in_write = False
         self._held: dict[bytes, int] = {}
+        self._drained: dict[bytes, int] = {}
         self.poll_interval = storage.poll_interval
 
     # -- transaction control -------------------------------------------------------------
@@ -480,26 +490,39 @@ class PostgresConnection:
         best: tuple[int, int, bytes] | None = None
         if self._held and not exclude_held:
             skipped = list(skip)
-            for group_id in self._held:
-                head = self._conn.execute(
-                    _Q["held_group_head"], (group_id, queue_id, skipped)
-                ).fetchone()
-                if head is not None and (best is None or (-head[0], head[1]) < best[:2]):
-                    best = (-head[0], head[1], group_id)
+            best = held_best(
+                self._held,
+                self._drained,
+                self.message_sequence,
+                lambda g: self._conn.execute(
+                    _Q["held_group_head"], (g, queue_id, skipped)
+                ).fetchone(),
+            )
         locked = known_locked if known_locked is not None else set()
-        for group_id, level, head_order in self._all("candidate_groups", (queue_id,)):
-            group_id = bytes(group_id)
-            if best is not None and best[:2] <= (-level, head_order):
-                return best[2]
-            if group_id in locked or group_id in self._held:
-                continue
-            if self.try_lock_group(group_id):
-                return group_id
-            locked.add(group_id)
-        return None if best is None else best[2]
+        after: tuple[int, int] | None = None
+        while True:  # pages of groups, in order, from the index
+            if after is None:
+                page = self._all("candidate_groups", (queue_id, _PAGE))
+            else:
+                page = self._all(
+                    "candidate_groups_after", (queue_id, after[0], after[0], after[1], _PAGE)
+                )
+            for group_id, level, head_order in page:
+                group_id = bytes(group_id)
+                if best is not None and best[:2] <= (-level, head_order):
+                    return best[2]
+                if group_id in locked or group_id in self._held:
+                    continue
+                if self.try_lock_group(group_id):
+                    return group_id
+                locked.add(group_id)
+            if len(page) < _PAGE:
+                return None if best is None else best[2]
+            after = (page[-1][1], page[-1][2])
 
     def release_locks(self) -> None:
         """Release every group lock this transaction holds, and wake lock waiters elsewhere."""
+        self._drained.clear()
         if self._held and not self._conn.closed:
             self._held.clear()
             self._conn.execute(

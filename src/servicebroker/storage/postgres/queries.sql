@@ -167,7 +167,12 @@ VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s);
 
 -- name: candidate_groups
 SELECT conversation_group_id, level, head_order FROM queue_groups WHERE queue_id = %s
-ORDER BY level DESC, head_order;
+ORDER BY level DESC, head_order LIMIT %s;
+
+-- name: candidate_groups_after
+SELECT conversation_group_id, level, head_order FROM queue_groups
+WHERE queue_id = %s AND (level < %s OR (level = %s AND head_order > %s))
+ORDER BY level DESC, head_order LIMIT %s;
 
 -- name: held_group_head
 SELECT priority, queuing_order FROM queue_messages

@@ -21,7 +21,7 @@ from importlib import resources
 from typing import Any
 
 from ...errors import IntegrityConflict, StorageError
-from ..base import CatalogRows, EndpointRow, MessageRow, QueueInsert, TransmissionRow
+from ..base import CatalogRows, EndpointRow, MessageRow, QueueInsert, TransmissionRow, held_best
 from ..queries import load_queries, split_statements
 from .activity import QueueActivity
 from .locks import GroupLocks, check_platform
@@ -58,6 +58,7 @@ class SqliteConnection:
     ) -> None:
         self._conn = conn
         self._locks = GroupLocks(lock_path)
+        self._drained: dict[bytes, int] = {}
         self._in_write = False
         self._writer = writer
         self._busy_timeout = busy_timeout
@@ -435,12 +436,14 @@ class SqliteConnection:
         best: tuple[int, int, bytes] | None = None  # (-level, head order, group) of a held group
         if held and not exclude_held:
             skipped = json.dumps(list(skip))
-            for group_id in held:
-                head = self._conn.execute(
-                    _Q["held_group_head"], (group_id, queue_id, skipped)
-                ).fetchone()
-                if head is not None and (best is None or (-head[0], head[1]) < best[:2]):
-                    best = (-head[0], head[1], group_id)
+            best = held_best(
+                held,
+                self._drained,
+                self.message_sequence,
+                lambda g: self._conn.execute(
+                    _Q["held_group_head"], (g, queue_id, skipped)
+                ).fetchone(),
+            )
         locked = known_locked if known_locked is not None else set()
         cur = self._conn.execute(_Q["candidate_groups"], (queue_id,))
         try:
@@ -459,6 +462,7 @@ class SqliteConnection:
     def release_locks(self) -> None:
         """Release every group lock this transaction holds."""
         self._locks.release_all()
+        self._drained.clear()
 
 
 class SqliteStorage:
