@@ -493,10 +493,13 @@ class PostgresConnection:
             best = held_best(
                 self._held,
                 self._drained,
-                self.message_sequence,
+                lambda: int(self._one("arrival_watermark")),  # committed rows only
                 lambda g: self._conn.execute(
                     _Q["held_group_head"], (g, queue_id, skipped)
                 ).fetchone(),
+                lambda after: {
+                    bytes(r[0]) for r in self._all("groups_arrived_since", (after, queue_id))
+                },
             )
         locked = known_locked if known_locked is not None else set()
         after: tuple[int, int] | None = None

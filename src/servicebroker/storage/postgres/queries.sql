@@ -336,3 +336,10 @@ DELETE FROM queue_activity WHERE queue_id = %s;
 
 -- name: forget_waiters
 DELETE FROM queue_waiters WHERE queue_id = %s;
+
+-- name: groups_arrived_since
+SELECT DISTINCT conversation_group_id FROM queue_messages
+WHERE queuing_order > %s AND queue_id = %s AND status = 1;
+
+-- name: arrival_watermark
+SELECT coalesce(max(queuing_order), 0) FROM queue_messages;

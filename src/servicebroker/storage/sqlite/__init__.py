@@ -439,10 +439,13 @@ class SqliteConnection:
             best = held_best(
                 held,
                 self._drained,
-                self.message_sequence,
+                self.message_sequence,  # SQLite's counter shows committed inserts only
                 lambda g: self._conn.execute(
                     _Q["held_group_head"], (g, queue_id, skipped)
                 ).fetchone(),
+                lambda after: {
+                    bytes(r[0]) for r in self._all("groups_arrived_since", (after, queue_id))
+                },
             )
         locked = known_locked if known_locked is not None else set()
         cur = self._conn.execute(_Q["candidate_groups"], (queue_id,))

@@ -296,3 +296,7 @@ UPDATE conversation_priorities SET service_contract_name = ?, local_service_name
 
 -- name: delete_broker_priority
 DELETE FROM conversation_priorities WHERE priority_id = ?;
+
+-- name: groups_arrived_since
+SELECT DISTINCT conversation_group_id FROM queue_messages
+WHERE queuing_order > ? AND queue_id = ? AND status = 1;
