@@ -124,13 +124,10 @@ class PostgresConnection:
         if self._in_write:
             return
         psycopg, _ = _psycopg()
-        self._conn.execute("BEGIN")
         self._in_write = True
         try:
-            self._conn.execute(
-                "SELECT set_config('lock_timeout', %s, true), pg_advisory_xact_lock(%s)",
-                (f"{int(self._storage.busy_timeout * 1000)}ms", self._storage.writer_key),
-            )
+            # one round trip (simple protocol; both values are this storage's own numbers)
+            self._conn.execute(self._storage.begin_write_sql.encode())
         except psycopg.errors.LockNotAvailable as exc:
             self.rollback()
             raise StorageError(
@@ -144,10 +141,7 @@ class PostgresConnection:
         """Commit the write transaction, if any, telling every listening broker."""
         if self._in_write:
             try:
-                self._conn.execute(
-                    "SELECT pg_notify(%s, %s)", (self._storage.channel, self._storage.token)
-                )
-                self._conn.execute("COMMIT")
+                self._conn.execute(self._storage.commit_sql.encode())  # NOTIFY + COMMIT
             except BaseException:
                 self._safe_rollback()
                 raise
@@ -693,6 +687,11 @@ class PostgresStorage:
         self.writer_key = _key(self.namespace, b"writer")
         self.leader_key = _key(self.namespace, b"leader")
         self.channel = "servicebroker_" + hashlib.blake2b(self.namespace, digest_size=8).hexdigest()
+        self.begin_write_sql = (
+            f"BEGIN; SELECT set_config('lock_timeout', '{int(self.busy_timeout * 1000)}ms', true), "
+            f"pg_advisory_xact_lock({self.writer_key})"
+        )
+        self.commit_sql = f"SELECT pg_notify('{self.channel}', '{self.token}'); COMMIT"
         self._pool = psycopg_pool.ConnectionPool(
             url,
             min_size=1,
