@@ -124,7 +124,7 @@ def main() -> None:
     args = parser.parse_args()
     batches = [int(b) for b in args.batches.split(",")]
     reader_counts = [int(r) for r in args.readers.split(",")]
-    console = Console()
+    console = Console(width=max(Console().width, 120))
     table = Table(title="SEND + RECEIVE msg/s: one sender process, N reader processes")
     table.add_column("batch", justify="right")
     table.add_column("messages", justify="right")
