@@ -12,6 +12,7 @@ deletes a conversation once both its endpoints are closed (DLG-4).
 from __future__ import annotations
 
 import uuid
+from collections.abc import Iterable
 from dataclasses import dataclass
 
 from .catalog import CatalogSnapshot
@@ -79,15 +80,19 @@ class Applier:
         self.arrived_on_empty: set[int] = set()
 
     # -- rows ----------------------------------------------------------------------------
-    def prefetch(self, conversation_id: bytes) -> None:
-        """Read both endpoints of a conversation in one query into the cache."""
-        rows = self.conn.get_conversation(conversation_id)
-        for side in (True, False):
-            self._sides.setdefault((conversation_id, side), None)
-        for row in rows:
+    def prefetch(self, conversation_ids: Iterable[bytes]) -> None:
+        """Read both endpoints of the conversations into the cache (one query where the
+        backend can)."""
+        wanted = [c for c in dict.fromkeys(conversation_ids) if (c, True) not in self._sides]
+        if not wanted:
+            return
+        for conversation_id in wanted:
+            for side in (True, False):
+                self._sides.setdefault((conversation_id, side), None)
+        for row in self.conn.get_conversations(wanted):
             if row.conversation_handle not in self._rows:
                 self._rows[row.conversation_handle] = row
-                self._sides[(conversation_id, row.is_initiator)] = row.conversation_handle
+                self._sides[(row.conversation_id, row.is_initiator)] = row.conversation_handle
 
     def endpoint(self, handle: bytes, locked_group: bytes | None = None) -> EndpointRow | None:
         """The endpoint as it stands in this commit (read once, then cached).
@@ -146,9 +151,11 @@ class Applier:
     def finish(self) -> None:
         """Write pending messages and changed endpoints."""
         self.flush_messages()
-        for row in self._dirty.values():
-            if self._rows.get(row.conversation_handle) is row:
-                self.conn.update_endpoint(row)
+        changed = [
+            row for row in self._dirty.values() if self._rows.get(row.conversation_handle) is row
+        ]
+        if changed:
+            self.conn.update_endpoints(changed)
         self._dirty.clear()
 
     # -- operations ----------------------------------------------------------------------

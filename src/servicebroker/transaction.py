@@ -509,9 +509,9 @@ class Transaction:
         self._broker._after_commit(woken, self._locked_queues, arrived_on_empty)
 
     def _apply(self, applier: Applier) -> None:
+        applier.prefetch(row.conversation_id for row in self._endpoints.values() if row.endpoint_id)
         for row in self._endpoints.values():
             if row.endpoint_id:  # existing endpoints: still in the group this transaction locked?
-                applier.prefetch(row.conversation_id)
                 applier.endpoint(
                     row.conversation_handle, self._locked_group_of[row.conversation_handle]
                 )

@@ -138,10 +138,16 @@ class PostgresConnection:
             raise
 
     def commit(self) -> None:
-        """Commit the write transaction, if any, telling every listening broker."""
+        """Commit the write transaction, if any, telling every listening broker; the group
+        locks go in the same round trip, just after the commit (the transaction is over)."""
         if self._in_write:
             try:
-                self._conn.execute(self._storage.commit_sql.encode())  # NOTIFY + COMMIT
+                if self._held:
+                    self._conn.execute(self._storage.commit_unlock_sql.encode())
+                    self._held.clear()
+                    self._drained.clear()
+                else:
+                    self._conn.execute(self._storage.commit_sql.encode())  # NOTIFY + COMMIT
             except BaseException:
                 self._safe_rollback()
                 raise
@@ -288,6 +294,12 @@ class PostgresConnection:
         """Both endpoints of a conversation (one, or none, when the other does not exist)."""
         return [_endpoint(r) for r in self._all("get_conversation", (conversation_id,))]
 
+    def get_conversations(self, conversation_ids: Sequence[bytes]) -> list[EndpointRow]:
+        """Every endpoint of the given conversations, in one query."""
+        if not conversation_ids:
+            return []
+        return [_endpoint(r) for r in self._all("get_conversations", (list(conversation_ids),))]
+
     def insert_endpoint(self, row: EndpointRow) -> int:
         """Insert an endpoint; returns its ``endpoint_id``."""
         return int(
@@ -314,17 +326,25 @@ class PostgresConnection:
 
     def update_endpoint(self, row: EndpointRow) -> None:
         """Write an endpoint's changeable columns (group, state, timer, sequences)."""
-        self._run(
-            "update_endpoint",
-            (
-                row.conversation_group_id,
-                row.state,
-                row.dialog_timer,
-                row.send_sequence,
-                row.receive_sequence,
-                row.endpoint_id,
-            ),
-        )
+        self.update_endpoints([row])
+
+    def update_endpoints(self, rows: Sequence[EndpointRow]) -> None:
+        """Write several endpoints' changeable columns (pipelined: one round trip)."""
+        with self._conn.cursor() as cur:
+            cur.executemany(
+                _Q["update_endpoint"],
+                [
+                    (
+                        r.conversation_group_id,
+                        r.state,
+                        r.dialog_timer,
+                        r.send_sequence,
+                        r.receive_sequence,
+                        r.endpoint_id,
+                    )
+                    for r in rows
+                ],
+            )
 
     def delete_endpoint(self, endpoint_id: int) -> None:
         """Delete one endpoint."""
@@ -691,13 +711,14 @@ class PostgresStorage:
             f"BEGIN; SELECT set_config('lock_timeout', '{int(self.busy_timeout * 1000)}ms', true), "
             f"pg_advisory_xact_lock({self.writer_key})"
         )
-        self.commit_sql = f"SELECT pg_notify('{self.channel}', '{self.token}'); COMMIT"
+        notify = f"SELECT pg_notify('{self.channel}', '{self.token}')"
+        self.commit_sql = f"{notify}; COMMIT"
+        self.commit_unlock_sql = f"{notify}; COMMIT; SELECT pg_advisory_unlock_all(); {notify}"
         self._pool = psycopg_pool.ConnectionPool(
             url,
             min_size=1,
             max_size=pool_size,
             configure=_configure,
-            check=psycopg_pool.ConnectionPool.check_connection,
             open=True,
             name="servicebroker",
         )

@@ -343,3 +343,9 @@ WHERE queuing_order > %s AND queue_id = %s AND status = 1;
 
 -- name: arrival_watermark
 SELECT coalesce(max(queuing_order), 0) FROM queue_messages;
+
+-- name: get_conversations
+SELECT endpoint_id, conversation_handle, conversation_id, is_initiator, service_contract_id,
+       conversation_group_id, service_id, queue_id, far_service, lifetime, state, dialog_timer,
+       send_sequence, receive_sequence, priority
+FROM conversation_endpoints WHERE conversation_id = ANY(%s);

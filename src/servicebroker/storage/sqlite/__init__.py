@@ -235,6 +235,13 @@ class SqliteConnection:
         """Both endpoints of a conversation (one, or none, when the other does not exist)."""
         return [EndpointRow(*r) for r in self._all("get_conversation", (conversation_id,))]
 
+    def get_conversations(self, conversation_ids: Sequence[bytes]) -> list[EndpointRow]:
+        """Every endpoint of the given conversations (in-process: one indexed read each)."""
+        rows: list[EndpointRow] = []
+        for conversation_id in conversation_ids:
+            rows += self.get_conversation(conversation_id)
+        return rows
+
     def insert_endpoint(self, row: EndpointRow) -> int:
         """Insert an endpoint; returns its ``endpoint_id``."""
         return int(
@@ -261,17 +268,11 @@ class SqliteConnection:
 
     def update_endpoint(self, row: EndpointRow) -> None:
         """Write an endpoint's changeable columns (group, state, timer, sequences)."""
-        self._conn.execute(
-            _Q["update_endpoint"],
-            (
-                row.conversation_group_id,
-                row.state,
-                row.dialog_timer,
-                row.send_sequence,
-                row.receive_sequence,
-                row.endpoint_id,
-            ),
-        )
+        self.update_endpoints([row])
+
+    def update_endpoints(self, rows: Sequence[EndpointRow]) -> None:
+        """Write several endpoints' changeable columns."""
+        self._conn.executemany(_Q["update_endpoint"], [_endpoint_update(r) for r in rows])
 
     def delete_endpoint(self, endpoint_id: int) -> None:
         """Delete one endpoint."""
@@ -466,6 +467,17 @@ class SqliteConnection:
         """Release every group lock this transaction holds."""
         self._locks.release_all()
         self._drained.clear()
+
+
+def _endpoint_update(row: EndpointRow) -> tuple[Any, ...]:
+    return (
+        row.conversation_group_id,
+        row.state,
+        row.dialog_timer,
+        row.send_sequence,
+        row.receive_sequence,
+        row.endpoint_id,
+    )
 
 
 class SqliteStorage:
