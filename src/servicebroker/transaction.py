@@ -123,10 +123,12 @@ class Transaction:
         return self._catalog
 
     # -- locks ---------------------------------------------------------------------------
-    def _lock_group(self, group_id: bytes, what: str, queue_id: int) -> None:
+    def _lock_group(
+        self, group_id: bytes, what: str, queue_id: int, *, locked: bool = False
+    ) -> None:
         conn = self._conn
         self._locked_queues.add(queue_id)
-        if conn.try_lock_group(group_id):
+        if locked or conn.try_lock_group(group_id):
             return
         clock = self._broker.clock
         deadline = clock.now() + self._broker.lock_timeout
@@ -154,11 +156,16 @@ class Transaction:
         known = self._endpoints.get(h.bytes)
         if known is not None:
             return known
-        row = self._conn.get_endpoint(h.bytes)
+        row, locked = self._conn.get_endpoint_and_lock(h.bytes)
         if row is None or row.state == "CD":
+            if locked and row is not None:
+                self._conn.unlock_group(row.conversation_group_id)
             raise ConversationError(f"{statement}: conversation handle {h} does not exist")
         self._lock_group(
-            row.conversation_group_id, f"{statement} on conversation {h}", row.queue_id
+            row.conversation_group_id,
+            f"{statement} on conversation {h}",
+            row.queue_id,
+            locked=locked,
         )
         self._locked_group_of[h.bytes] = row.conversation_group_id
         # the commit re-reads the row and refuses it if a concurrent MOVE changed its group

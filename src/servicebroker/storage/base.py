@@ -114,6 +114,11 @@ class StorageConnection(Protocol):
 
     # endpoints
     def get_endpoint(self, handle: bytes) -> EndpointRow | None: ...
+    def get_endpoint_and_lock(self, handle: bytes) -> tuple[EndpointRow | None, bool]:
+        """The endpoint, and whether its group is now locked by this transaction (False: another
+        holds it); one round trip where the backend can."""
+        ...
+
     def get_far_endpoint(
         self, conversation_id: bytes, far_is_initiator: bool
     ) -> EndpointRow | None: ...

@@ -281,6 +281,21 @@ class PostgresConnection:
         row = self._conn.execute(_Q["get_endpoint"], (handle,)).fetchone()
         return None if row is None else _endpoint(row)
 
+    def get_endpoint_and_lock(self, handle: bytes) -> tuple[EndpointRow | None, bool]:
+        """The endpoint, and whether its group is now locked by this session: one round trip
+        (the advisory-lock key is computed by the server, as :meth:`try_lock_group` does)."""
+        row = self._conn.execute(
+            _Q["get_endpoint_and_lock"],
+            (list(self._held.values()), self._storage.lock_prefix, handle),
+        ).fetchone()
+        if row is None:
+            return None, False
+        endpoint = _endpoint(row[:-2])
+        key, locked = int(row[-2]), bool(row[-1])
+        if locked:
+            self._held.setdefault(endpoint.conversation_group_id, key)
+        return endpoint, locked
+
     def get_far_endpoint(
         self, conversation_id: bytes, far_is_initiator: bool
     ) -> EndpointRow | None:
@@ -472,10 +487,11 @@ class PostgresConnection:
         group_id = bytes(group_id)
         if group_id in self._held:
             return True
-        key = _key(self._storage.namespace, b"group", group_id)
-        row = self._conn.execute("SELECT pg_try_advisory_lock(%s)", (key,)).fetchone()
-        if row is not None and row[0]:
-            self._held[group_id] = key
+        row = self._conn.execute(
+            _Q["try_lock_group"], (self._storage.lock_prefix, group_id)
+        ).fetchone()
+        if row is not None and row[1]:
+            self._held[group_id] = int(row[0])
             return True
         return False
 
@@ -487,7 +503,7 @@ class PostgresConnection:
         """Release one group this transaction locked but did not use."""
         key = self._held.pop(bytes(group_id), None)
         if key is not None:
-            self._conn.execute("SELECT pg_advisory_unlock(%s)", (key,))
+            self._conn.execute("SELECT pg_advisory_unlock(%s)", (key,))  # key: as locked
 
     def lock_next_group(
         self,
@@ -705,6 +721,9 @@ class PostgresStorage:
         except psycopg.Error as exc:
             raise StorageError(f"cannot open the PostgreSQL broker at {url!r}: {exc}") from exc
         self.writer_key = _key(self.namespace, b"writer")
+        self.lock_prefix = self.namespace.decode() + "/group/"
+        """Group lock keys are hashtextextended(lock_prefix || hex(group id), 0), computed by
+        the server so that reading an endpoint and locking its group is one round trip."""
         self.leader_key = _key(self.namespace, b"leader")
         self.channel = "servicebroker_" + hashlib.blake2b(self.namespace, digest_size=8).hexdigest()
         self.begin_write_sql = (

@@ -349,3 +349,15 @@ SELECT endpoint_id, conversation_handle, conversation_id, is_initiator, service_
        conversation_group_id, service_id, queue_id, far_service, lifetime, state, dialog_timer,
        send_sequence, receive_sequence, priority
 FROM conversation_endpoints WHERE conversation_id = ANY(%s);
+
+-- name: try_lock_group
+SELECT k, pg_try_advisory_lock(k)
+FROM (SELECT hashtextextended(%s || encode(%s::bytea, 'hex'), 0) AS k) AS key;
+
+-- name: get_endpoint_and_lock
+SELECT endpoint_id, conversation_handle, conversation_id, is_initiator, service_contract_id,
+       conversation_group_id, service_id, queue_id, far_service, lifetime, state, dialog_timer,
+       send_sequence, receive_sequence, priority, k,
+       CASE WHEN k = ANY(%s::bigint[]) THEN true ELSE pg_try_advisory_lock(k) END
+FROM (SELECT e.*, hashtextextended(%s || encode(e.conversation_group_id, 'hex'), 0) AS k
+      FROM conversation_endpoints e WHERE e.conversation_handle = %s) AS e;

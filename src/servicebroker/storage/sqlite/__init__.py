@@ -222,6 +222,11 @@ class SqliteConnection:
         row = self._conn.execute(_Q["get_endpoint"], (handle,)).fetchone()
         return None if row is None else EndpointRow(*row)
 
+    def get_endpoint_and_lock(self, handle: bytes) -> tuple[EndpointRow | None, bool]:
+        """The endpoint, and whether its group is now locked by this transaction."""
+        row = self.get_endpoint(handle)
+        return row, row is not None and self._locks.try_lock(row.conversation_group_id)
+
     def get_far_endpoint(
         self, conversation_id: bytes, far_is_initiator: bool
     ) -> EndpointRow | None:
