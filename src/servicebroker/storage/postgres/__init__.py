@@ -628,9 +628,9 @@ class PostgresActivity:
             row = self._session().execute(_Q["count_waiting"], (queue_id,)).fetchone()
             return int(row[0]) if row else 0
 
-    def _note(self, name: str, queue_id: int, when: float) -> None:
+    def _note(self, name: str, queue_id: int, when: float, coarse: float = 0.0) -> None:
         with self._lock:
-            if self._noted.get((name, queue_id), float("-inf")) >= when:
+            if self._noted.get((name, queue_id), float("-inf")) + coarse >= when:
                 return
             self._noted[(name, queue_id)] = when
             self._session().execute(_Q[name], (queue_id, when))
@@ -649,8 +649,10 @@ class PostgresActivity:
         return self._last("last_empty", queue_id)
 
     def note_receive(self, queue_id: int, when: float) -> None:
-        """A RECEIVE ran on the queue at ``when``."""
-        self._note("note_receive", queue_id, when)
+        """A RECEIVE ran on the queue at ``when`` (written at most once per broker-clock second
+        per process: it re-arms QUEUE_ACTIVATION notifications, ACT-8, whose spacing is a
+        minute, so a write per RECEIVE would only cost a round trip)."""
+        self._note("note_receive", queue_id, when, coarse=1.0)
 
     def last_receive(self, queue_id: int) -> float | None:
         """The latest RECEIVE on the queue from any process, or None."""
