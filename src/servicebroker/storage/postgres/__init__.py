@@ -50,8 +50,6 @@ from ..queries import load_queries
 __all__ = ["PostgresActivity", "PostgresConnection", "PostgresStorage"]
 
 _Q = load_queries(__name__)
-_PAGE = 64
-"""Groups read per page while looking for one to lock."""
 
 
 def _psycopg() -> Any:
@@ -516,7 +514,8 @@ class PostgresConnection:
         """Lock the highest-priority group of the queue that has a ready message not in
         ``skip`` and that no other session holds (PRI-12, PRI-13, RCV-2, RCV-5); see the
         SQLite backend for the rules. Groups are walked through ``queue_groups_next``, each
-        tried with ``pg_try_advisory_lock``: never waiting, never a group another holds."""
+        tried with ``pg_try_advisory_lock`` in the statement that finds it (one round trip
+        per group tried): never waiting, never a group another holds."""
         best: tuple[int, int, bytes] | None = None
         if self._held and not exclude_held:
             skipped = list(skip)
@@ -532,26 +531,23 @@ class PostgresConnection:
                 },
             )
         locked = known_locked if known_locked is not None else set()
-        after: tuple[int, int] | None = None
-        while True:  # pages of groups, in order, from the index
-            if after is None:
-                page = self._all("candidate_groups", (queue_id, _PAGE))
-            else:
-                page = self._all(
-                    "candidate_groups_after", (queue_id, after[0], after[0], after[1], _PAGE)
-                )
-            for group_id, level, head_order in page:
-                group_id = bytes(group_id)
-                if best is not None and best[:2] <= (-level, head_order):
-                    return best[2]
-                if group_id in locked or group_id in self._held:
-                    continue
-                if self.try_lock_group(group_id):
-                    return group_id
-                locked.add(group_id)
-            if len(page) < _PAGE:
+        excluded = [*self._held, *locked]
+        while True:  # the first group not excluded, tried in the same round trip
+            row = self._conn.execute(
+                _Q["lock_first_candidate"], (self._storage.lock_prefix, queue_id, excluded)
+            ).fetchone()
+            if row is None:
                 return None if best is None else best[2]
-            after = (page[-1][1], page[-1][2])
+            group_id, level, head_order, key, got = bytes(row[0]), row[1], row[2], row[3], row[4]
+            if best is not None and best[:2] <= (-level, head_order):
+                if got:
+                    self._conn.execute("SELECT pg_advisory_unlock(%s)", (key,))
+                return best[2]
+            if got:
+                self._held[group_id] = int(key)
+                return group_id
+            locked.add(group_id)
+            excluded.append(group_id)
 
     def release_locks(self) -> None:
         """Release every group lock this transaction holds, and wake lock waiters elsewhere."""

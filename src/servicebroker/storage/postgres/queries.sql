@@ -165,14 +165,14 @@ INSERT INTO queue_messages (queue_id, status, priority, conversation_group_id,
     service_contract_id, message_type_id, validation, message_body, message_id)
 VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s);
 
--- name: candidate_groups
-SELECT conversation_group_id, level, head_order FROM queue_groups WHERE queue_id = %s
-ORDER BY level DESC, head_order LIMIT %s;
-
--- name: candidate_groups_after
-SELECT conversation_group_id, level, head_order FROM queue_groups
-WHERE queue_id = %s AND (level < %s OR (level = %s AND head_order > %s))
-ORDER BY level DESC, head_order LIMIT %s;
+-- name: lock_first_candidate
+SELECT conversation_group_id, level, head_order, k, pg_try_advisory_lock(k)
+FROM (SELECT conversation_group_id, level, head_order,
+             hashtextextended(%s || encode(conversation_group_id, 'hex'), 0) AS k
+      FROM queue_groups
+      WHERE queue_id = %s AND NOT (conversation_group_id = ANY(%s::bytea[]))
+      ORDER BY level DESC, head_order
+      LIMIT 1) AS c;
 
 -- name: held_group_head
 SELECT priority, queuing_order FROM queue_messages
