@@ -2,12 +2,20 @@
 
 from __future__ import annotations
 
+import functools
 import threading
 import uuid
 
 import pytest
 
-from servicebroker import Broker, BrokerError, ConversationError, ManualClock, QueueDisabledError
+from servicebroker import (
+    Broker,
+    BrokerError,
+    ConversationError,
+    IntegrityConflict,
+    ManualClock,
+    QueueDisabledError,
+)
 from servicebroker.storage.queries import portable_sql
 
 from .conftest import Pair
@@ -106,6 +114,19 @@ def test_application_data_commits_with_the_messages(broker: Broker, pair: Pair) 
         )
     assert broker.execute("SELECT body FROM results") == [(b"0:0",)]
     assert broker.peek(pair.tq) == []
+
+
+def test_a_refused_application_row_rolls_back_the_receive(broker: Broker, pair: Pair) -> None:
+    # rule RCV-3: a constraint refusing the application's row is IntegrityConflict on every
+    # backend, and the message it was processing goes back on the queue
+    sql = functools.partial(portable_sql, paramstyle=broker.paramstyle)
+    broker.execute(sql("CREATE TABLE seen (body BLOB PRIMARY KEY)"))
+    broker.execute(sql("INSERT INTO seen VALUES (?)"), (b"0:0",))
+    send_groups(broker, pair, 1)
+    with pytest.raises(IntegrityConflict, match="refused"), broker.transaction() as tx:
+        (m,) = tx.receive(pair.tq)
+        tx.execute(sql("INSERT INTO seen VALUES (?)"), (m.message_body,))
+    assert [m.message_body for m in broker.peek(pair.tq)] == [b"0:0"]
 
 
 def test_where_clauses(broker: Broker, pair: Pair) -> None:
