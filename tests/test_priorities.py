@@ -402,10 +402,14 @@ def test_group_choice_reads_the_group_index_not_the_messages(broker: Broker) -> 
     from servicebroker.storage.queries import load_queries
 
     setup(broker)
-    query = load_queries("servicebroker.storage.sqlite")["candidate_groups"]
+    queries = load_queries("servicebroker.storage.sqlite")
     with sqlite3.connect(broker.url.removeprefix("sqlite:///")) as c:
-        plan = " ".join(r[3] for r in c.execute("EXPLAIN QUERY PLAN " + query, (1,)))
-    assert "queue_groups_next" in plan and "queue_messages" not in plan
+        for name, params in (
+            ("candidate_groups", (1,)),
+            ("candidate_groups_excluding", (1, '["00"]')),
+        ):
+            plan = " ".join(r[3] for r in c.execute("EXPLAIN QUERY PLAN " + queries[name], params))
+            assert "queue_groups_next" in plan and "queue_messages" not in plan, name
 
 
 @pytest.mark.sqlite_only

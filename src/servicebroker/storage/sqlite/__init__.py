@@ -454,7 +454,11 @@ class SqliteConnection:
                 },
             )
         locked = known_locked if known_locked is not None else set()
-        cur = self._conn.execute(_Q["candidate_groups"], (queue_id,))
+        if held or locked:  # skipped inside SQLite, not row by row here
+            excluded = json.dumps([bytes(g).hex().upper() for g in (*held, *locked)])
+            cur = self._conn.execute(_Q["candidate_groups_excluding"], (queue_id, excluded))
+        else:
+            cur = self._conn.execute(_Q["candidate_groups"], (queue_id,))
         try:
             for group_id, level, head_order in cur:
                 if best is not None and best[:2] <= (-level, head_order):

@@ -168,6 +168,11 @@ VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?);
 SELECT conversation_group_id, level, head_order FROM queue_groups WHERE queue_id = ?
 ORDER BY level DESC, head_order;
 
+-- name: candidate_groups_excluding
+SELECT conversation_group_id, level, head_order FROM queue_groups
+WHERE queue_id = ? AND hex(conversation_group_id) NOT IN (SELECT value FROM json_each(?))
+ORDER BY level DESC, head_order;
+
 -- name: held_group_head
 SELECT priority, queuing_order FROM queue_messages
 WHERE conversation_group_id = ? AND queue_id = ? AND status = 1
