@@ -282,3 +282,12 @@ def test_used_transaction_is_refused(broker: Broker, pair: Pair) -> None:
     tx.commit()
     with pytest.raises(TransactionError):
         tx.receive(pair.tq)
+
+
+def test_application_sql_keeps_its_own_types(broker: Broker) -> None:
+    # tx.execute runs the application's SQL as written: its booleans stay booleans
+    sql = functools.partial(portable_sql, paramstyle=broker.paramstyle)
+    broker.execute(sql("CREATE TABLE flags (name TEXT, on_off BOOLEAN)"))
+    with broker.transaction() as tx:
+        tx.execute(sql("INSERT INTO flags VALUES (?, ?)"), ("a", True))
+    assert [bool(v) for (v,) in broker.execute("SELECT on_off FROM flags")] == [True]

@@ -79,19 +79,14 @@ def _key(namespace: bytes, kind: bytes, value: bytes = b"") -> int:
 
 
 def _configure(conn: Any) -> None:
-    """Each pooled connection: autocommit (transactions are explicit) and Python bools sent as
-    the integers 0/1 the schema stores."""
-    import psycopg
-    from psycopg.adapt import Dumper
-
-    class _BoolAsInt(Dumper):
-        oid = psycopg.adapters.types["int4"].oid
-
-        def dump(self, obj: Any) -> bytes:
-            return b"1" if obj else b"0"
-
+    """Each pooled connection is in autocommit mode: transactions are explicit."""
     conn.autocommit = True
-    conn.adapters.register_dumper(bool, _BoolAsInt)
+
+
+def _flags(params: Sequence[Any]) -> list[Any]:
+    """The broker's own parameters with Python bools as the integers 0/1 its schema stores
+    (the application's SQL keeps its bools)."""
+    return [int(p) if isinstance(p, bool) else p for p in params]
 
 
 class PostgresConnection:
@@ -200,14 +195,14 @@ class PostgresConnection:
 
     # -- helpers -------------------------------------------------------------------------
     def _one(self, name: str, params: Sequence[Any] = ()) -> Any:
-        row = self._conn.execute(_Q[name], params).fetchone()
+        row = self._conn.execute(_Q[name], _flags(params)).fetchone()
         return None if row is None else row[0]
 
     def _all(self, name: str, params: Sequence[Any] = ()) -> list[Any]:
-        return list(self._conn.execute(_Q[name], params).fetchall())
+        return list(self._conn.execute(_Q[name], _flags(params)).fetchall())
 
     def _run(self, name: str, params: Sequence[Any] = ()) -> None:
-        self._conn.execute(_Q[name], params)
+        self._conn.execute(_Q[name], _flags(params))
 
     # -- catalog -------------------------------------------------------------------------
     def catalog_version(self) -> int:
@@ -244,7 +239,7 @@ class PostgresConnection:
         """
         psycopg, _ = _psycopg()
         try:
-            cur = self._conn.execute(_Q[name], params)
+            cur = self._conn.execute(_Q[name], _flags(params))
         except psycopg.errors.IntegrityError as exc:
             raise IntegrityConflict(str(exc)) from exc
         if cur.description:
