@@ -94,3 +94,13 @@ def send_one_later(path: str, initiator: str, target: str, delay: float) -> None
         time.sleep(delay)
         with broker.transaction() as tx:
             tx.send(tx.begin_dialog(initiator, target, contract="C"), "Req", b"late")
+
+
+def hold_then_roll_back(path: str, queue: str, ready: Any, delay: float) -> None:
+    """Receive a group, hold it ``delay`` real seconds, then roll back (its message returns)."""
+    with Broker.open(path, poll_interval=0.01) as broker:
+        tx = broker.transaction()
+        tx.receive(queue)
+        ready.set()
+        time.sleep(delay)
+        tx.rollback()

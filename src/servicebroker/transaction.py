@@ -504,7 +504,7 @@ class Transaction:
                     conn.reset_rollbacks(queue_id)
                 self._apply(applier)
                 applier.finish()
-                conn.commit()
+                conn.commit(applier.woken_queues | self._locked_queues | {LOCKS})
                 woken = applier.woken_queues
                 arrived_on_empty = frozenset(applier.arrived_on_empty)
         except BaseException:
@@ -553,7 +553,7 @@ class Transaction:
             if rolled_back:
                 conn.rollback()
         finally:
-            conn.release_locks()
+            conn.release_locks(set(self._received) | self._locked_queues | {LOCKS})
             self._broker._storage.release(conn)
         if rolled_back:
             self._broker._after_rollback(set(self._received), self._locked_queues)

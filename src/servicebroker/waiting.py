@@ -25,13 +25,16 @@ class Notifier:
     between a waiter's check and its sleep.
 
     Args:
-        changed: waits up to the given real seconds and returns True when the storage changed
-            meanwhile (another process committed); called from the poller thread only. SQLite's
-            polls; PostgreSQL's returns as soon as a notification arrives.
+        changed: waits up to the given real seconds and returns what another process's commits
+            concern meanwhile: False (nothing), True (everyone) or the wait keys to wake;
+            called from the poller thread only. SQLite's polls; PostgreSQL's returns as soon as
+            a notification arrives.
         poll_interval: real seconds passed to ``changed`` per call.
     """
 
-    def __init__(self, changed: Callable[[float], bool] | None, poll_interval: float) -> None:
+    def __init__(
+        self, changed: Callable[[float], bool | set[int]] | None, poll_interval: float
+    ) -> None:
         self._lock = threading.Lock()
         self._conds: dict[int, threading.Condition] = {}
         self._generations: dict[int, int] = {}
@@ -98,8 +101,10 @@ class Notifier:
             except Exception:
                 threading.Event().wait(self._poll_interval)
                 changed = True
-            if changed:
+            if changed is True:
                 self.notify(None)
+            elif changed:
+                self.notify(changed)
 
     def close(self) -> None:
         """Wake everyone and stop the poller."""

@@ -9,7 +9,7 @@ natively by each backend).
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Collection, Iterable, Sequence
 from contextlib import AbstractContextManager
 from dataclasses import dataclass
 from typing import Any, Protocol
@@ -92,7 +92,11 @@ class StorageConnection(Protocol):
     @property
     def in_write(self) -> bool: ...
     def begin_write(self) -> None: ...
-    def commit(self) -> None: ...
+    def commit(self, wake: Collection[int] | None = None) -> None:
+        """Commit; ``wake``: the wait keys (queue ids, LOCKS) whose waiters in other processes
+        this commit concerns (None: everyone)."""
+        ...
+
     def rollback(self) -> None: ...
     def execute_app(
         self, sql: str, params: Sequence[Any] | dict[str, Any]
@@ -186,7 +190,9 @@ class StorageConnection(Protocol):
         exclude_held: bool = False,
         known_locked: set[bytes] | None = None,
     ) -> bytes | None: ...
-    def release_locks(self) -> None: ...
+    def release_locks(self, wake: Collection[int] | None = None) -> None:
+        """Release the transaction's group locks; ``wake`` as for :meth:`commit`."""
+        ...
 
 
 class QueueActivityStore(Protocol):
@@ -221,7 +227,11 @@ class Storage(Protocol):
 
     def connect(self) -> StorageConnection: ...
     def connection(self) -> AbstractContextManager[StorageConnection]: ...
-    def watch_changes(self) -> Callable[[float], bool]: ...
+    def watch_changes(self) -> Callable[[float], bool | set[int]]:
+        """A function waiting up to the given seconds for other processes' commits: False
+        (none), True (wake every waiter) or the wait keys to wake."""
+        ...
+
     def try_lead(self) -> bool:
         """Hold or take the database's leader lock; True while this storage leads."""
         ...

@@ -31,7 +31,7 @@ from __future__ import annotations
 import hashlib
 import threading
 import uuid
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Callable, Collection, Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from importlib import resources
 from typing import Any
@@ -130,17 +130,21 @@ class PostgresConnection:
             self.rollback()
             raise
 
-    def commit(self) -> None:
-        """Commit the write transaction, if any, telling every listening broker; the group
-        locks go in the same round trip, just after the commit (the transaction is over)."""
+    def commit(self, wake: Collection[int] | None = None) -> None:
+        """Commit the write transaction, if any, and NOTIFY the listening brokers of the wait
+        keys in ``wake`` (None: all); the group locks go in the same round trip, just after
+        the commit (the transaction is over)."""
         if self._in_write:
+            notify = self._storage.notify_sql(wake)
             try:
                 if self._held:
-                    self._conn.execute(self._storage.commit_unlock_sql.encode())
+                    self._conn.execute(
+                        f"{notify}; COMMIT; SELECT pg_advisory_unlock_all(); {notify}".encode()
+                    )
                     self._held.clear()
                     self._drained.clear()
                 else:
-                    self._conn.execute(self._storage.commit_sql.encode())  # NOTIFY + COMMIT
+                    self._conn.execute(f"{notify}; COMMIT".encode())
             except BaseException:
                 self._safe_rollback()
                 raise
@@ -544,14 +548,14 @@ class PostgresConnection:
             locked.add(group_id)
             excluded.append(group_id)
 
-    def release_locks(self) -> None:
-        """Release every group lock this transaction holds, and wake lock waiters elsewhere."""
+    def release_locks(self, wake: Collection[int] | None = None) -> None:
+        """Release every group lock this transaction holds, and wake the waiters of ``wake``
+        (None: all) elsewhere."""
         self._drained.clear()
         if self._held and not self._conn.closed:
             self._held.clear()
             self._conn.execute(
-                "SELECT pg_advisory_unlock_all(), pg_notify(%s, %s)",
-                (self._storage.channel, self._storage.token),
+                f"SELECT pg_advisory_unlock_all(); {self._storage.notify_sql(wake)}".encode()
             )
         self._held.clear()
 
@@ -723,9 +727,7 @@ class PostgresStorage:
             f"BEGIN; SELECT set_config('lock_timeout', '{int(self.busy_timeout * 1000)}ms', true), "
             f"pg_advisory_xact_lock({self.writer_key})"
         )
-        notify = f"SELECT pg_notify('{self.channel}', '{self.token}')"
-        self.commit_sql = f"{notify}; COMMIT"
-        self.commit_unlock_sql = f"{notify}; COMMIT; SELECT pg_advisory_unlock_all(); {notify}"
+
         self._pool = psycopg_pool.ConnectionPool(
             url,
             min_size=1,
@@ -767,31 +769,46 @@ class PostgresStorage:
             conn.execute("ROLLBACK")
             raise
 
+    def notify_sql(self, wake: Collection[int] | None) -> str:
+        """``SELECT pg_notify(channel, 'token|keys')`` for the wait keys ``wake`` (``*``: all).
+        Built as text (the channel, token and integer keys are this storage's own), so it can
+        share a round trip with COMMIT."""
+        keys = "*" if wake is None else ",".join(str(int(k)) for k in sorted(wake))
+        return f"SELECT pg_notify('{self.channel}', '{self.token}|{keys}')"
+
     def schema_version(self) -> int:
         """The highest migration applied."""
         with self._pool.connection() as conn:
             return int(conn.execute("SELECT max(version) FROM schema_migrations").fetchone()[0])
 
-    def watch_changes(self) -> Callable[[float], bool]:
-        """A function that waits up to ``timeout`` seconds for another process's commit (a
-        ``NOTIFY`` on this database's channel from a broker other than this one) and tells
-        whether one came. It returns as soon as one arrives: waiting statements wake at once."""
+    def watch_changes(self) -> Callable[[float], bool | set[int]]:
+        """A function that waits up to ``timeout`` seconds for other processes' commits (a
+        ``NOTIFY`` on this database's channel from a broker other than this one) and returns
+        the wait keys they concern (True: all; False: none came). It returns as soon as one
+        arrives: waiting statements wake at once, and only those the commit concerns."""
         psycopg, _ = _psycopg()
         conn = psycopg.connect(self.conninfo, autocommit=True)
         conn.execute(f"LISTEN {self.channel}")
         self._listeners.append(conn)
         lock = threading.Lock()
 
-        def changed(timeout: float) -> bool:
+        def changed(timeout: float) -> bool | set[int]:
             with lock:
                 if self._closed or conn.closed:
                     return False
-                seen = False
-                for note in conn.notifies(timeout=timeout, stop_after=1):
-                    seen = seen or note.payload != self.token
-                for note in conn.notifies(timeout=0):
-                    seen = seen or note.payload != self.token
-                return seen
+                keys: set[int] = set()
+                everyone = False
+                notes = [*conn.notifies(timeout=timeout, stop_after=1)]
+                notes += conn.notifies(timeout=0)
+                for note in notes:
+                    token, _, wake = note.payload.partition("|")
+                    if token == self.token:
+                        continue
+                    if wake == "*" or not wake:
+                        everyone = True
+                    else:
+                        keys.update(int(k) for k in wake.split(","))
+                return True if everyone else keys or False
 
         return changed
 

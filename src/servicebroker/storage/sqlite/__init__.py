@@ -15,7 +15,7 @@ import os
 import sqlite3
 import threading
 import time
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Callable, Collection, Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from importlib import resources
 from typing import Any
@@ -95,8 +95,9 @@ class SqliteConnection:
             raise
         self._in_write = True
 
-    def commit(self) -> None:
-        """Commit the write transaction, if any."""
+    def commit(self, wake: Collection[int] | None = None) -> None:
+        """Commit the write transaction, if any (``wake`` is for backends that notify; other
+        processes see SQLite's commits by polling)."""
         if self._in_write:
             try:
                 self._conn.execute("COMMIT")
@@ -472,8 +473,8 @@ class SqliteConnection:
         finally:
             cur.close()
 
-    def release_locks(self) -> None:
-        """Release every group lock this transaction holds."""
+    def release_locks(self, wake: Collection[int] | None = None) -> None:
+        """Release every group lock this transaction holds (``wake``: as for :meth:`commit`)."""
         self._locks.release_all()
         self._drained.clear()
 
@@ -607,7 +608,7 @@ class SqliteStorage:
         with self._pool_lock:
             self._leader.release_all()
 
-    def watch_changes(self) -> Callable[[float], bool]:
+    def watch_changes(self) -> Callable[[float], bool | set[int]]:
         """A function that waits ``timeout`` seconds, then tells whether another process
         (probably) committed since its last call.
 
