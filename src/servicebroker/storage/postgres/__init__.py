@@ -14,9 +14,10 @@ commit in one database transaction. Here:
   (a sequence) is commit order. Commits are short: the work before them (RECEIVE, the
   application's processing) runs in parallel; only ``tx.execute`` holds the lock from its first
   call to the end of the transaction, as on SQLite.
-- **Wake-ups** across processes: every commit sends ``NOTIFY`` on the database's channel; a
-  waiting RECEIVE wakes as soon as it arrives (one ``LISTEN`` connection per broker), no
-  polling of tables.
+- **Wake-ups** across processes: every commit sends ``NOTIFY`` on the database's channel,
+  naming the wait keys it concerns (queues that got messages or had groups released, lock
+  waiters; ``*`` for catalog changes); a waiting RECEIVE on one of them wakes as soon as it
+  arrives (one ``LISTEN`` connection per broker), no polling of tables.
 - **Activity** (waiting sessions, last empty RECEIVE, last RECEIVE: ACT-3, ACT-5b) lives in two
   unlogged tables; a waiting count belongs to a session and is ignored once that session ends.
 - **Leadership**: one session per database holds the leader advisory lock; only its broker runs
