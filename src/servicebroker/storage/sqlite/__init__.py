@@ -21,7 +21,8 @@ from importlib import resources
 from typing import Any
 
 from ...errors import IntegrityConflict, StorageError
-from ..base import CatalogRows, EndpointRow, MessageRow, QueueInsert, TransmissionRow, held_best
+from ..base import CatalogRows, EndpointRow, held_best
+from ..named import NamedQueryConnection
 from ..queries import load_queries, split_statements
 from .activity import QueueActivity
 from .locks import GroupLocks, check_platform
@@ -43,9 +44,10 @@ def _migrations() -> list[tuple[int, str, str]]:
     return sorted(found)
 
 
-class SqliteConnection:
+class SqliteConnection(NamedQueryConnection):
     """One broker transaction's SQLite connection and its group locks (see
-    :class:`servicebroker.storage.base.StorageConnection` for the contract)."""
+    :class:`servicebroker.storage.base.StorageConnection` for the contract; the operations the
+    backends share come from :class:`~servicebroker.storage.named.NamedQueryConnection`)."""
 
     def __init__(
         self,
@@ -157,11 +159,13 @@ class SqliteConnection:
     def _all(self, name: str, params: Sequence[Any] = ()) -> list[Any]:
         return self._conn.execute(_Q[name], params).fetchall()
 
-    # -- catalog -------------------------------------------------------------------------
-    def catalog_version(self) -> int:
-        """The catalog's version number (bumped by every catalog change)."""
-        return int(self._one("get_setting", ("catalog_version",)))
+    def _run(self, name: str, params: Sequence[Any] = ()) -> None:
+        self._conn.execute(_Q[name], params)
 
+    def _many(self, name: str, rows: Iterable[Sequence[Any]]) -> None:
+        self._conn.executemany(_Q[name], rows)
+
+    # -- catalog -------------------------------------------------------------------------
     def load_catalog(self) -> CatalogRows:
         """Every catalog row, read in one read transaction."""
         started = not self._in_write and not self._conn.in_transaction
@@ -196,50 +200,11 @@ class SqliteConnection:
             raise IntegrityConflict(str(exc)) from exc
         return int(cur.lastrowid or 0)
 
-    def catalog_count(self, name: str, params: Sequence[Any]) -> int:
-        """Run the counting query ``name`` and return its number."""
-        return int(self._one(name, params) or 0)
-
-    def bump_catalog_version(self) -> None:
-        """Mark the catalog changed, so every process reloads it."""
-        self._conn.execute(_Q["bump_catalog_version"])
-
-    def add_rollback(self, queue_id: int) -> int:
-        """Count one more consecutive rolled-back receive on the queue (POI-1); returns it."""
-        return int(self._one("add_rollback", (queue_id,)) or 0)
-
-    def reset_rollbacks(self, queue_id: int) -> None:
-        """A receive on the queue committed: the run of rollbacks is broken (POI-1)."""
-        self._conn.execute(_Q["reset_rollbacks"], (queue_id,))
-
-    def disable_queue(self, queue_id: int, now: float) -> None:
-        """Turn the queue's STATUS OFF (POI-1)."""
-        self._conn.execute(_Q["disable_queue"], (now, queue_id))
-        self.bump_catalog_version()
-
     # -- endpoints -----------------------------------------------------------------------
-    def get_endpoint(self, handle: bytes) -> EndpointRow | None:
-        """The endpoint with this conversation handle, or None."""
-        row = self._conn.execute(_Q["get_endpoint"], (handle,)).fetchone()
-        return None if row is None else EndpointRow(*row)
-
     def get_endpoint_and_lock(self, handle: bytes) -> tuple[EndpointRow | None, bool]:
         """The endpoint, and whether its group is now locked by this transaction."""
         row = self.get_endpoint(handle)
         return row, row is not None and self._locks.try_lock(row.conversation_group_id)
-
-    def get_far_endpoint(
-        self, conversation_id: bytes, far_is_initiator: bool
-    ) -> EndpointRow | None:
-        """The endpoint of ``conversation_id`` on the given side, or None."""
-        row = self._conn.execute(
-            _Q["get_far_endpoint"], (conversation_id, int(far_is_initiator))
-        ).fetchone()
-        return None if row is None else EndpointRow(*row)
-
-    def get_conversation(self, conversation_id: bytes) -> list[EndpointRow]:
-        """Both endpoints of a conversation (one, or none, when the other does not exist)."""
-        return [EndpointRow(*r) for r in self._all("get_conversation", (conversation_id,))]
 
     def get_conversations(self, conversation_ids: Sequence[bytes]) -> list[EndpointRow]:
         """Every endpoint of the given conversations (in-process: one indexed read each)."""
@@ -248,97 +213,7 @@ class SqliteConnection:
             rows += self.get_conversation(conversation_id)
         return rows
 
-    def insert_endpoint(self, row: EndpointRow) -> int:
-        """Insert an endpoint; returns its ``endpoint_id``."""
-        return int(
-            self._one(
-                "insert_endpoint",
-                (
-                    row.conversation_handle,
-                    row.conversation_id,
-                    int(row.is_initiator),
-                    row.service_contract_id,
-                    row.conversation_group_id,
-                    row.service_id,
-                    row.queue_id,
-                    row.far_service,
-                    row.lifetime,
-                    row.state,
-                    row.dialog_timer,
-                    row.send_sequence,
-                    row.receive_sequence,
-                    row.priority,
-                ),
-            )
-        )
-
-    def update_endpoint(self, row: EndpointRow) -> None:
-        """Write an endpoint's changeable columns (group, state, timer, sequences)."""
-        self.update_endpoints([row])
-
-    def update_endpoints(self, rows: Sequence[EndpointRow]) -> None:
-        """Write several endpoints' changeable columns."""
-        self._conn.executemany(_Q["update_endpoint"], [_endpoint_update(r) for r in rows])
-
-    def delete_endpoint(self, endpoint_id: int) -> None:
-        """Delete one endpoint."""
-        self._conn.execute(_Q["delete_endpoint"], (endpoint_id,))
-
-    def group_queue(self, group_id: bytes) -> int | None:
-        """The queue of an existing conversation group, or None if no endpoint is in it."""
-        value = self._one("group_queue", (group_id,))
-        return None if value is None else int(value)
-
-    def due_timers(self, now: float, limit: int) -> list[bytes]:
-        """Handles whose conversation timer is due at ``now`` (DLG-6)."""
-        return [r[0] for r in self._all("due_timers", (now, limit))]
-
-    def due_lifetimes(self, now: float, limit: int) -> list[bytes]:
-        """Handles of live endpoints whose LIFETIME has passed at ``now`` (DLG-5)."""
-        return [r[0] for r in self._all("due_lifetimes", (now, limit))]
-
-    def next_due_time(self) -> float | None:
-        """The earliest conversation timer or lifetime still to fire."""
-        value = self._one("next_due_time")
-        return None if value is None else float(value)
-
-    def list_endpoints(self) -> list[tuple[Any, ...]]:
-        """Rows for the ``conversation_endpoints`` view."""
-        return self._all("list_endpoints")
-
     # -- queues --------------------------------------------------------------------------
-    def insert_messages(self, rows: Iterable[QueueInsert]) -> None:
-        """Put messages on their queues, in the given order."""
-        self._conn.executemany(_Q["insert_message"], rows)
-
-    def group_messages(self, group_id: bytes, limit: int) -> list[MessageRow]:
-        """Ready messages of a group in RECEIVE order (PRI-12, SYS-2), at most ``limit``."""
-        return self._all("group_messages", (group_id, limit))
-
-    def conversation_messages(self, group_id: bytes, handle: bytes, limit: int) -> list[MessageRow]:
-        """Ready messages of one conversation (in group ``group_id``) in RECEIVE order."""
-        return self._all("conversation_messages", (group_id, handle, limit))
-
-    def peek(self, queue_id: int, limit: int) -> list[MessageRow]:
-        """Every row of a queue (any status), at most ``limit``."""
-        return self._all("peek", (queue_id, limit))
-
-    def peek_after(self, queue_id: int, after: int, limit: int) -> list[MessageRow]:
-        """Rows of a queue with ``queuing_order > after``, in queuing order."""
-        return self._all("peek_after", (queue_id, after, limit))
-
-    def message_sequence(self) -> int:
-        """The highest queuing_order ever assigned (AUTOINCREMENT's counter)."""
-        return int(self._one("message_sequence") or 0)
-
-    def queue_has_ready(self, queue_id: int) -> bool:
-        """True when the queue holds a message with status 1."""
-        return bool(self._one("queue_has_ready", (queue_id,)))
-
-    def queue_counts(self) -> list[tuple[int, int, int]]:
-        """(queue_id, status, count) for every queue holding messages."""
-        return self._all("queue_counts")
-
     def finish_received(self, queuing_orders: Iterable[int], *, retain: bool) -> None:
         """Delete received messages, or mark them status 0 when the queue retains (RCV-3).
 
@@ -349,65 +224,7 @@ class SqliteConnection:
         for start in range(0, len(orders), 10_000):
             self._conn.execute(query, (json.dumps(orders[start : start + 10_000]),))
 
-    def delete_conversation_messages(self, group_id: bytes, handle: bytes) -> None:
-        """Delete every queue row of a conversation endpoint (END CONVERSATION)."""
-        self._conn.execute(_Q["delete_conversation_messages"], (group_id, handle))
-
-    def delete_queue_messages(self, queue_id: int) -> None:
-        """Delete every row of a queue (DROP QUEUE)."""
-        self._conn.execute(_Q["delete_queue_messages"], (queue_id,))
-
-    def move_conversation_messages(self, handle: bytes, old_group: bytes, group_id: bytes) -> None:
-        """Move a conversation's queue rows from ``old_group`` to ``group_id`` (DLG-7)."""
-        self._conn.execute(_Q["move_conversation_messages"], (group_id, old_group, handle))
-
     # -- transmission queue --------------------------------------------------------------
-    def insert_transmission(self, row: tuple[Any, ...]) -> None:
-        """Hold a message in the transmission queue (row without its id)."""
-        self._conn.execute(_Q["insert_transmission"], row)
-
-    def transmission_pending(self, limit: int) -> list[TransmissionRow]:
-        """For each level 10..1, its oldest ``limit`` transmission-queue rows in send order
-        (one index range each): every row the first ``limit`` to leave can come from, whatever
-        the levels' ages (PRI-14, PRI-18)."""
-        rows: list[TransmissionRow] = []
-        for level in range(10, 0, -1):
-            rows += self._all("transmission_pending_at_level", (level, limit))
-        return rows
-
-    def transmission_count(self) -> int:
-        """How many rows the transmission queue holds."""
-        return int(self._one("transmission_count") or 0)
-
-    def transmission_exists(self) -> bool:
-        """True when the transmission queue holds anything."""
-        return bool(self._one("transmission_exists"))
-
-    def transmission_waiting(self, conversation_id: bytes, is_initiator: bool) -> bool:
-        """True when a message sent by that side of the conversation waits in the transmission
-        queue (later ones must wait behind it to keep the send order)."""
-        return bool(
-            self._one("transmission_conversation_waiting", (conversation_id, int(is_initiator)))
-        )
-
-    def delete_transmission(self, transmission_id: int) -> None:
-        """Remove a delivered or dropped transmission-queue row."""
-        self._conn.execute(_Q["delete_transmission"], (transmission_id,))
-
-    def set_transmission_status(self, transmission_id: int, status: str) -> None:
-        """Record why a row is still waiting (``transmission_status``)."""
-        self._conn.execute(_Q["set_transmission_status"], (status, transmission_id))
-
-    def delete_transmission_of_endpoint(self, conversation_id: bytes, is_initiator: bool) -> None:
-        """Drop the unsent messages of one side of a conversation (DLG-4 WITH ERROR/CLEANUP)."""
-        self._conn.execute(
-            _Q["delete_transmission_of_endpoint"], (conversation_id, int(is_initiator))
-        )
-
-    def list_transmission(self) -> list[tuple[Any, ...]]:
-        """Rows for the ``transmission_queue`` view."""
-        return self._all("list_transmission")
-
     # -- conversation-group locks --------------------------------------------------------
     def try_lock_group(self, group_id: bytes) -> bool:
         """Lock a group for this transaction without waiting; False if another holds it."""
@@ -477,17 +294,6 @@ class SqliteConnection:
         """Release every group lock this transaction holds (``wake``: as for :meth:`commit`)."""
         self._locks.release_all()
         self._drained.clear()
-
-
-def _endpoint_update(row: EndpointRow) -> tuple[Any, ...]:
-    return (
-        row.conversation_group_id,
-        row.state,
-        row.dialog_timer,
-        row.send_sequence,
-        row.receive_sequence,
-        row.endpoint_id,
-    )
 
 
 class SqliteStorage:
