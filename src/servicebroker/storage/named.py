@@ -8,9 +8,10 @@ plus its transaction control, its group locks and what its SQL dialect makes dif
 from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
+from contextlib import AbstractContextManager
 from typing import Any
 
-from .base import EndpointRow, MessageRow, QueueInsert, TransmissionRow
+from .base import CatalogRows, EndpointRow, MessageRow, QueueInsert, TransmissionRow
 
 __all__ = ["NamedQueryConnection"]
 
@@ -48,6 +49,10 @@ class NamedQueryConnection:
         """Run named statement ``name`` once per parameter set, batched by the backend."""
         raise NotImplementedError
 
+    def _snapshot(self) -> AbstractContextManager[None]:
+        """A block whose reads see one consistent state of the database."""
+        raise NotImplementedError
+
     def _limit(self, n: int) -> int | None:
         """A LIMIT value; -1 means no limit (SQLite's own meaning)."""
         return n
@@ -57,6 +62,22 @@ class NamedQueryConnection:
         return EndpointRow(*row)
 
     # -- catalog -------------------------------------------------------------------------
+    def load_catalog(self) -> CatalogRows:
+        """Every catalog row, from one consistent snapshot."""
+        with self._snapshot():
+            return CatalogRows(
+                version=self.catalog_version(),
+                message_types=self._all("catalog_message_types"),
+                contracts=self._all("catalog_contracts"),
+                contract_usages=self._all("catalog_contract_usages"),
+                queues=self._all("catalog_queues"),
+                services=self._all("catalog_services"),
+                service_contracts=self._all("catalog_service_contracts"),
+                event_notifications=self._all("catalog_event_notifications"),
+                broker_priorities=self._all("catalog_broker_priorities"),
+                honor_broker_priority=self._one("get_setting", ("honor_broker_priority",)) == "1",
+            )
+
     def catalog_version(self) -> int:
         """The catalog's version number (bumped by every catalog change)."""
         return int(self._one("get_setting", ("catalog_version",)))

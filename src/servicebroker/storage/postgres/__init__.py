@@ -38,7 +38,7 @@ from importlib import resources
 from typing import Any
 
 from ...errors import IntegrityConflict, StorageError
-from ..base import CatalogRows, EndpointRow, held_best
+from ..base import EndpointRow, held_best
 from ..named import NamedQueryConnection
 from ..queries import load_queries
 
@@ -215,24 +215,14 @@ class PostgresConnection(NamedQueryConnection):
         return _endpoint(row)
 
     # -- catalog -------------------------------------------------------------------------
-    def load_catalog(self) -> CatalogRows:
-        """Every catalog row, from one snapshot."""
+    @contextmanager
+    def _snapshot(self) -> Iterator[None]:
+        """One repeatable-read snapshot (unless the write transaction is open)."""
         started = not self._in_write
         if started:
             self._conn.execute("BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY")
         try:
-            return CatalogRows(
-                version=self.catalog_version(),
-                message_types=self._all("catalog_message_types"),
-                contracts=self._all("catalog_contracts"),
-                contract_usages=self._all("catalog_contract_usages"),
-                queues=self._all("catalog_queues"),
-                services=self._all("catalog_services"),
-                service_contracts=self._all("catalog_service_contracts"),
-                event_notifications=self._all("catalog_event_notifications"),
-                broker_priorities=self._all("catalog_broker_priorities"),
-                honor_broker_priority=self._one("get_setting", ("honor_broker_priority",)) == "1",
-            )
+            yield
         finally:
             if started:
                 self._conn.execute("COMMIT")

@@ -21,7 +21,7 @@ from importlib import resources
 from typing import Any
 
 from ...errors import IntegrityConflict, StorageError
-from ..base import CatalogRows, EndpointRow, held_best
+from ..base import EndpointRow, held_best
 from ..named import NamedQueryConnection
 from ..queries import load_queries, split_statements
 from .activity import QueueActivity
@@ -166,24 +166,14 @@ class SqliteConnection(NamedQueryConnection):
         self._conn.executemany(_Q[name], rows)
 
     # -- catalog -------------------------------------------------------------------------
-    def load_catalog(self) -> CatalogRows:
-        """Every catalog row, read in one read transaction."""
+    @contextmanager
+    def _snapshot(self) -> Iterator[None]:
+        """One read transaction (unless the write transaction is open)."""
         started = not self._in_write and not self._conn.in_transaction
         if started:
             self._conn.execute("BEGIN")
         try:
-            return CatalogRows(
-                version=self.catalog_version(),
-                message_types=self._all("catalog_message_types"),
-                contracts=self._all("catalog_contracts"),
-                contract_usages=self._all("catalog_contract_usages"),
-                queues=self._all("catalog_queues"),
-                services=self._all("catalog_services"),
-                service_contracts=self._all("catalog_service_contracts"),
-                event_notifications=self._all("catalog_event_notifications"),
-                broker_priorities=self._all("catalog_broker_priorities"),
-                honor_broker_priority=self._one("get_setting", ("honor_broker_priority",)) == "1",
-            )
+            yield
         finally:
             if started:
                 self._conn.execute("COMMIT")
