@@ -8,6 +8,7 @@ import itertools
 import multiprocessing as mp
 import time
 from collections import defaultdict
+from pathlib import Path
 
 import pytest
 
@@ -200,3 +201,42 @@ def test_a_receive_waiting_for_a_group_wakes_when_another_process_lets_it_go(
     assert [m.message_body for m in got] == [b"g0"]
     if on_postgres:
         assert took < 15, took
+
+
+def test_a_lost_listening_session_is_opened_again(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # PostgreSQL: when the server drops the LISTEN session, the next waits open it again and
+    # other processes' commits wake waiting statements as before
+    from .conftest import drop_url, make_pair, new_url
+
+    url = new_url("postgres", tmp_path)
+    monkeypatch.setattr("servicebroker.broker.WAIT_SAFETY", 30.0)
+    try:
+        with Broker.open(url, poll_interval=0.2) as waiting:
+            pair = make_pair(waiting)
+            with waiting.transaction() as tx:  # starts the listener
+                assert tx.receive(pair.tq, timeout=0.3) == []
+            import psycopg
+
+            with psycopg.connect(url, autocommit=True) as admin:
+                killed = admin.execute(
+                    "SELECT pg_terminate_backend(pid) FROM pg_stat_activity "
+                    "WHERE query LIKE 'LISTEN servicebroker_%'"
+                ).fetchall()
+            assert killed
+            p = ctx.Process(
+                target=proc_workers.send_one_later, args=(url, pair.initiator, pair.target, 1.0)
+            )
+            p.start()
+            try:
+                started = time.monotonic()
+                with waiting.transaction() as tx:
+                    got = tx.receive(pair.tq, timeout=60)
+                took = time.monotonic() - started
+            finally:
+                p.join(30)
+        assert [m.message_body for m in got] == [b"late"]
+        assert took < 15, took
+    finally:
+        drop_url(url)

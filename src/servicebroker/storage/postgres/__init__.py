@@ -573,17 +573,29 @@ class PostgresStorage:
         """A function that waits up to ``timeout`` seconds for other processes' commits (a
         ``NOTIFY`` on this database's channel from a broker other than this one) and returns
         the wait keys they concern (True: all; False: none came). It returns as soon as one
-        arrives: waiting statements wake at once, and only those the commit concerns."""
+        arrives: waiting statements wake at once, and only those the commit concerns. A lost
+        listening session is opened again on the next call, which then wakes everyone (what
+        happened meanwhile is unknown)."""
         psycopg, _ = _psycopg()
-        conn = psycopg.connect(self.conninfo, autocommit=True)
-        conn.execute(f"LISTEN {self.channel}")
-        self._listeners.append(conn)
         lock = threading.Lock()
+        session: list[Any] = []
+
+        def listen() -> Any:
+            conn = psycopg.connect(self.conninfo, autocommit=True)
+            conn.execute(f"LISTEN {self.channel}")
+            self._listeners.append(conn)
+            return conn
+
+        session.append(listen())
 
         def changed(timeout: float) -> bool | set[int]:
             with lock:
-                if self._closed or conn.closed:
+                if self._closed:
                     return False
+                conn = session[0]
+                if conn.closed or conn.broken:
+                    session[0] = listen()  # raises while the server is away: the caller waits
+                    return True
                 keys: set[int] = set()
                 everyone = False
                 notes = [*conn.notifies(timeout=timeout, stop_after=1)]
