@@ -377,7 +377,7 @@ class PostgresActivity:
         self._noted: dict[tuple[str, int], float] = {}
 
     def _session(self) -> Any:
-        if self._conn is None or self._conn.closed:
+        if self._conn is None or self._conn.closed or self._conn.broken:
             psycopg, _ = _psycopg()
             self._conn = psycopg.connect(self._storage.conninfo, autocommit=True)
             self._counts.clear()
