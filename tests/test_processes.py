@@ -240,3 +240,41 @@ def test_a_lost_listening_session_is_opened_again(
         assert took < 15, took
     finally:
         drop_url(url)
+
+
+def test_waits_stay_counted_when_the_activity_session_is_lost(tmp_path: Path) -> None:
+    # rule ACT-3 on PostgreSQL: the session that publishes this process's waiting RECEIVEs is
+    # opened again when the server drops it, and the waits are published again
+    import threading
+
+    import psycopg
+
+    from .conftest import drop_url, make_pair, new_url
+
+    url = new_url("postgres", tmp_path)
+    try:
+        with Broker.open(url, poll_interval=0.05) as broker:
+            pair = make_pair(broker)
+            queue_id = broker.catalog.queue(pair.tq).queue_id
+            activity = broker._storage.activity
+
+            def wait() -> None:
+                with broker.transaction() as tx:
+                    tx.receive(pair.tq, timeout=None)
+
+            waiter = threading.Thread(target=wait, daemon=True)
+            waiter.start()
+            deadline = time.monotonic() + 10
+            while activity.waiting(queue_id) != 1:
+                assert time.monotonic() < deadline, "the wait was never counted"
+                time.sleep(0.01)
+            with psycopg.connect(url, autocommit=True) as admin:
+                killed = admin.execute(
+                    "SELECT pg_terminate_backend(w.backend_pid) FROM queue_waiters w "
+                    "WHERE w.waiting > 0"
+                ).fetchall()
+            assert killed
+            assert activity.waiting(queue_id) == 1  # a new session, the wait published again
+        waiter.join(10)  # closing the broker ends the wait
+    finally:
+        drop_url(url)

@@ -377,18 +377,39 @@ class PostgresActivity:
         self._noted: dict[tuple[str, int], float] = {}
 
     def _session(self) -> Any:
+        """The activity session, opened again (with this process's waits published again) when
+        it was lost."""
         if self._conn is None or self._conn.closed or self._conn.broken:
             psycopg, _ = _psycopg()
             self._conn = psycopg.connect(self._storage.conninfo, autocommit=True)
-            self._counts.clear()
+            for queue_id, count in self._counts.items():
+                if count:
+                    self._conn.execute(_Q["set_waiting"], (queue_id, count))
         return self._conn
+
+    def _execute(self, name: str, params: Sequence[Any]) -> Any:
+        """Run named query ``name`` on the activity session, once more on a new session if the
+        old one was lost.
+
+        Raises:
+            StorageError: the server cannot be reached.
+        """
+        psycopg, _ = _psycopg()
+        try:
+            try:
+                return self._session().execute(_Q[name], params)
+            except psycopg.OperationalError:
+                if self._conn is not None:
+                    self._conn.close()
+                return self._session().execute(_Q[name], params)
+        except psycopg.Error as exc:
+            raise StorageError(f"queue activity on {self._storage.url}: {exc}") from exc
 
     def begin_wait(self, queue_id: int) -> int | None:
         """Count one more session of this process waiting on the queue; returns a token."""
         with self._lock:
-            session = self._session()
             self._counts[queue_id] = self._counts.get(queue_id, 0) + 1
-            session.execute(_Q["set_waiting"], (queue_id, self._counts[queue_id]))
+            self._execute("set_waiting", (queue_id, self._counts[queue_id]))
             self._next += 1
             self._tokens[self._next] = queue_id
             return self._next
@@ -401,14 +422,13 @@ class PostgresActivity:
             queue_id = self._tokens.pop(token, None)
             if queue_id is None:
                 return
-            session = self._session()
             self._counts[queue_id] = max(0, self._counts.get(queue_id, 0) - 1)
-            session.execute(_Q["set_waiting"], (queue_id, self._counts[queue_id]))
+            self._execute("set_waiting", (queue_id, self._counts[queue_id]))
 
     def waiting(self, queue_id: int) -> int:
         """Sessions of every live process waiting on the queue now."""
         with self._lock:
-            row = self._session().execute(_Q["count_waiting"], (queue_id,)).fetchone()
+            row = self._execute("count_waiting", (queue_id,)).fetchone()
             return int(row[0]) if row else 0
 
     def _note(self, name: str, queue_id: int, when: float, coarse: float = 0.0) -> None:
@@ -416,11 +436,11 @@ class PostgresActivity:
             if self._noted.get((name, queue_id), float("-inf")) + coarse >= when:
                 return
             self._noted[(name, queue_id)] = when
-            self._session().execute(_Q[name], (queue_id, when))
+            self._execute(name, (queue_id, when))
 
     def _last(self, name: str, queue_id: int) -> float | None:
         with self._lock:
-            row = self._session().execute(_Q[name], (queue_id,)).fetchone()
+            row = self._execute(name, (queue_id,)).fetchone()
             return None if row is None or row[0] is None else float(row[0])
 
     def note_empty(self, queue_id: int, when: float) -> None:
@@ -444,8 +464,8 @@ class PostgresActivity:
     def forget(self, queue_id: int) -> None:
         """Drop a queue's activity (DROP QUEUE)."""
         with self._lock:
-            self._session().execute(_Q["forget_activity"], (queue_id,))
-            self._session().execute(_Q["forget_waiters"], (queue_id,))
+            self._execute("forget_activity", (queue_id,))
+            self._execute("forget_waiters", (queue_id,))
             self._noted = {k: v for k, v in self._noted.items() if k[1] != queue_id}
 
     def close(self) -> None:
