@@ -65,7 +65,7 @@ def test_closed_broker_refuses_transactions(tmp_path: Path) -> None:
 def test_held_groups_are_read_again_only_after_new_messages() -> None:
     # rule RCV-2, rule PRI-9: a transaction's held groups rank by what is left in them; one it
     # drained is not read again until a new message arrives in it
-    from servicebroker.storage.base import held_best
+    from servicebroker.storage.named import held_best
 
     heads: dict[bytes, tuple[int, int] | None] = {b"a": None, b"b": (3, 7)}
     reads: list[bytes] = []

@@ -3,17 +3,18 @@ named queries (``queries.sql``): endpoints, queue rows, the transmission queue, 
 counter and the catalog's version. A backend subclasses :class:`NamedQueryConnection` and gives
 the primitives — run a named query for one value, all rows, no rows or many parameter sets —
 plus its transaction control, its group locks and what its SQL dialect makes different.
+:func:`held_best` is the backends' shared rule for ranking the groups a transaction holds.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from contextlib import AbstractContextManager
 from typing import Any
 
 from .base import CatalogRows, EndpointRow, MessageRow, QueueInsert, TransmissionRow
 
-__all__ = ["NamedQueryConnection"]
+__all__ = ["NamedQueryConnection", "held_best"]
 
 
 def _endpoint_update(row: EndpointRow) -> tuple[Any, ...]:
@@ -25,6 +26,42 @@ def _endpoint_update(row: EndpointRow) -> tuple[Any, ...]:
         row.receive_sequence,
         row.endpoint_id,
     )
+
+
+def held_best(
+    held: Iterable[bytes],
+    drained: dict[bytes, int],
+    watermark: Callable[[], int],
+    head_of: Callable[[bytes], Sequence[int] | None],
+    arrived_since: Callable[[int], set[bytes]],
+) -> tuple[int, int, bytes] | None:
+    """The best group among those a transaction holds, ranked by what it has not received yet
+    (PRI-9): ``(-level, head queuing order, group)``, or None when none has anything left.
+
+    ``head_of(group)`` reads a held group's first unreceived ready message in RECEIVE order as
+    ``(priority, queuing_order)``. A group found with nothing left is remembered in ``drained``
+    with the ``watermark()`` of that moment (every committed message's queuing_order is at most
+    it) and read again only when ``arrived_since(w)`` — the groups of ready messages of the
+    queue with a queuing order above ``w``, one query for all of them — names it (messages keep
+    arriving in locked groups, RCV-2). So a transaction that took many groups does not read them
+    all again on each RECEIVE.
+    """
+    best: tuple[int, int, bytes] | None = None
+    mark = watermark()  # read before the heads: anything committed later is above it
+    waiting = [g for g in held if g in drained and drained[g] < mark]
+    arrived = arrived_since(min(drained[g] for g in waiting)) if waiting else set()
+    for group_id in held:
+        if group_id in drained and group_id not in arrived:
+            drained[group_id] = mark
+            continue
+        head = head_of(group_id)
+        if head is None:
+            drained[group_id] = mark
+            continue
+        drained.pop(group_id, None)
+        if best is None or (-head[0], head[1]) < best[:2]:
+            best = (-head[0], head[1], group_id)
+    return best
 
 
 class NamedQueryConnection:

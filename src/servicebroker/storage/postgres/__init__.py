@@ -38,8 +38,8 @@ from importlib import resources
 from typing import Any
 
 from ...errors import IntegrityConflict, StorageError
-from ..base import EndpointRow, held_best
-from ..named import NamedQueryConnection
+from ..base import EndpointRow
+from ..named import NamedQueryConnection, held_best
 from ..queries import load_queries
 
 __all__ = ["PostgresActivity", "PostgresConnection", "PostgresStorage"]
@@ -381,7 +381,7 @@ class PostgresActivity:
         it was lost."""
         if self._conn is None or self._conn.closed or self._conn.broken:
             psycopg, _ = _psycopg()
-            self._conn = psycopg.connect(self._storage.conninfo, autocommit=True)
+            self._conn = psycopg.connect(self._storage.url, autocommit=True)
             for queue_id, count in self._counts.items():
                 if count:
                     self._conn.execute(_Q["set_waiting"], (queue_id, count))
@@ -504,7 +504,6 @@ class PostgresStorage:
     ) -> None:
         psycopg, psycopg_pool = _psycopg()
         self.url = url
-        self.conninfo = url
         self.busy_timeout = float(busy_timeout)
         self.poll_interval = float(poll_interval)
         self.token = uuid.uuid4().hex
@@ -601,7 +600,7 @@ class PostgresStorage:
         session: list[Any] = []
 
         def listen() -> Any:
-            conn = psycopg.connect(self.conninfo, autocommit=True)
+            conn = psycopg.connect(self.url, autocommit=True)
             conn.execute(f"LISTEN {self.channel}")
             self._listeners.append(conn)
             return conn
@@ -642,7 +641,7 @@ class PostgresStorage:
                 return False
             try:
                 if self._leader is None or self._leader.closed:
-                    self._leader = psycopg.connect(self.conninfo, autocommit=True)
+                    self._leader = psycopg.connect(self.url, autocommit=True)
                     self._leading = False
                 if self._leading:
                     self._leader.execute("SELECT 1")  # still connected: still the leader

@@ -83,14 +83,8 @@ WITH t(id) AS (VALUES (%s::bigint))
 SELECT (SELECT count(*) FROM queue_messages, t WHERE message_type_id = t.id)
      + (SELECT count(*) FROM transmission_queue, t WHERE message_type_id = t.id);
 
--- name: queue_message_count
-SELECT count(*) FROM queue_messages WHERE queue_id = %s;
-
 -- name: delete_queue_messages
 DELETE FROM queue_messages WHERE queue_id = %s;
-
--- name: rollback_count
-SELECT rollback_count FROM service_queues WHERE queue_id = %s;
 
 -- name: add_rollback
 UPDATE service_queues SET rollback_count = rollback_count + 1 WHERE queue_id = %s

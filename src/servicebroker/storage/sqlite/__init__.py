@@ -21,8 +21,8 @@ from importlib import resources
 from typing import Any
 
 from ...errors import IntegrityConflict, StorageError
-from ..base import EndpointRow, held_best
-from ..named import NamedQueryConnection
+from ..base import EndpointRow
+from ..named import NamedQueryConnection, held_best
 from ..queries import load_queries, split_statements
 from .activity import QueueActivity
 from .locks import GroupLocks, check_platform

@@ -82,14 +82,8 @@ SELECT count(*) FROM conversation_endpoints WHERE service_contract_id = ? AND st
 SELECT (SELECT count(*) FROM queue_messages WHERE message_type_id = ?1)
      + (SELECT count(*) FROM transmission_queue WHERE message_type_id = ?1);
 
--- name: queue_message_count
-SELECT count(*) FROM queue_messages WHERE queue_id = ?;
-
 -- name: delete_queue_messages
 DELETE FROM queue_messages WHERE queue_id = ?;
-
--- name: rollback_count
-SELECT rollback_count FROM service_queues WHERE queue_id = ?;
 
 -- name: add_rollback
 UPDATE service_queues SET rollback_count = rollback_count + 1 WHERE queue_id = ?
