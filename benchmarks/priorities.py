@@ -1,7 +1,7 @@
 """Transmission under saturation: which level gets the link, and how long level 1 waits.
 
 A link that carries CAPACITY messages per simulated second takes messages off the real
-transmission queue in the broker's own transmission order (``Applier.transmission_batch``: the
+transmission queue in the broker's own transmission order (``TransmissionQueue.batch``: the
 per-level index reads and ``transmission_order``, as the drain and a transport use them) and
 acknowledges them. Senders offer OVERLOAD x CAPACITY messages per second, split evenly over the
 levels of the scenario ({1, 10}, {9, 10}, 1..10), on conversations to a service of another
@@ -91,7 +91,7 @@ def run(
                 with broker._storage.connection() as conn:  # the link: CAPACITY per second
                     conn.begin_write()
                     applier = Applier(conn, broker.catalog, now)
-                    for row in applier.transmission_batch(capacity, aging)[:capacity]:
+                    for row in applier.transmission.batch(capacity, aging)[:capacity]:
                         waits[row[15]].append(now - row[7])
                         conn.delete_transmission(row[0])
                     conn.commit()

@@ -1,14 +1,15 @@
 """servicebroker: SQL Server Service Broker re-built in Python.
 
 Dialogs under contracts, exactly-once in-order delivery per conversation, conversation-group
-locks held to the end of the transaction, activation, on SQLite (embedded) — with a PySpark data
-source in :mod:`servicebroker.spark` (imported only when used).
+locks held to the end of the transaction, activation — on SQLite (the embedded default: one
+file, nothing to start) and on PostgreSQL (readers and senders in many processes on many hosts),
+with a PySpark data source in :mod:`servicebroker.spark` (imported only when used).
 """
 
 from __future__ import annotations
 
-from .broker import Broker
-from .catalog import Activation, ActivationContext
+from .broker import ActivationContext, Broker
+from .catalog import Activation
 from .clock import Clock, ManualClock, SystemClock
 from .dialogs import DIALOG_TIMER, END_DIALOG, ERROR, parse_error_body
 from .errors import (

@@ -1,47 +1,52 @@
-"""The Broker: one database opened as a Service Broker instance.
+"""The Broker: one database opened as a Service Broker instance — the facade users hold.
 
-It owns the storage, the catalog cache, the clock, the waiting machinery of RECEIVE, and the
-background services (timer and activation) that :meth:`Broker.start` runs. Everything a user
-does goes through :meth:`Broker.transaction` or the catalog methods here.
+It builds the broker's parts on one :class:`~servicebroker.context.BrokerContext` (storage,
+clock, catalog cache, wait loop, settings), wires the background services — the timer
+(:mod:`.timer`), the transmission queue (:mod:`.transmission`), activation
+(:mod:`.activation`), poison-message handling (:mod:`.poison`) — and runs them under a
+:class:`~servicebroker.supervisor.Supervisor` between :meth:`Broker.start` and
+:meth:`Broker.stop`. Everything a user does goes through :meth:`Broker.transaction`, the catalog
+methods here, or :attr:`Broker.views`.
 """
 
 from __future__ import annotations
 
 import logging
 import threading
-import time
 from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
 from typing import Any, TypeVar
 
-from . import catalog as _catalog
-from . import priorities as _priorities
-from .activation import EMPTY_RECEIVE_WINDOW, ActivationService, Trigger
-from .catalog import Activation, CatalogSnapshot
+from . import priorities
+from .activation.monitor import EMPTY_RECEIVE_WINDOW, Trigger
+from .activation.service import ActivationService
+from .activation.tasks import TaskHandlers
+from .catalog import Activation, CatalogCache, CatalogSnapshot, changes
 from .clock import Clock, SystemClock
+from .context import BrokerContext
 from .delivery import Applier
-from .errors import BrokerError, CatalogError, IntegrityConflict
+from .errors import BrokerError, CatalogError
+from .events import Reactions
 from .messages import Message
-from .notifications import raise_event
+from .poison import PoisonMessageHandling
 from .receive import to_messages
 from .storage import open_storage
-from .storage.base import Storage, StorageConnection
-from .tasks import TaskHandlers
+from .storage.base import Storage
+from .supervisor import Supervisor
 from .timer import TICK_SECONDS, BrokerTimer
 from .transaction import Transaction
-from .waiting import LOCKS, Notifier
+from .transmission import TransmissionService
+from .views import Views
+from .waiting import Notifier, Waiting
 
-__all__ = ["Broker"]
+__all__ = ["ActivationContext", "Broker"]
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")
-WAIT_SAFETY = 1.0
-"""Real seconds a waiting statement sleeps at most before it looks again on its own (a safety
-net: wake-ups and the poller normally come first)."""
 BACKGROUND_POLL = 0.25
 """Real seconds between the background thread's looks at the database for work that other
 processes made due (messages to activate for, timers they set)."""
-POISON_ROLLBACKS = 5
-"""POI-1: consecutive rollbacks of receiving transactions that disable a queue."""
+TIMER_THREAD = "servicebroker-timer"
 
 
 def _check_aging(value: object) -> None:
@@ -51,6 +56,20 @@ def _check_aging(value: object) -> None:
         raise BrokerError(
             f"priority_aging_interval must be a number of seconds > 0 or None, got {value!r}"
         )
+
+
+def _check_seconds(name: str, value: object) -> float:
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not value >= 0:
+        raise BrokerError(f"{name} must be a number of seconds >= 0, got {value!r}")
+    return float(value)
+
+
+@dataclass(frozen=True)
+class ActivationContext:
+    """What an activated procedure is called with: the broker and the queue it serves."""
+
+    broker: Broker
+    queue_name: str
 
 
 class Broker:
@@ -70,46 +89,68 @@ class Broker:
         lock_timeout: float = 60.0,
         empty_receive_window: float = EMPTY_RECEIVE_WINDOW,
         external_activation_timeout: float = 60.0,
-        priority_aging_interval: float | None = _priorities.AGING_INTERVAL,
+        priority_aging_interval: float | None = priorities.AGING_INTERVAL,
     ) -> None:
+        _check_aging(priority_aging_interval)
         self._storage = storage
         self.clock: Clock = clock
-        self.lock_timeout = float(lock_timeout)
-        _check_aging(priority_aging_interval)
-        self.priority_aging_interval = priority_aging_interval
-        self._catalog_lock = threading.Lock()
-        self._catalog: CatalogSnapshot | None = None
-        self._catalog_checked = float("-inf")
-        self._catalog_epoch = 0
+        self._supervisor = Supervisor(clock)
+        self._notifier = Notifier(
+            storage.watch_changes(), storage.poll_interval, self._supervisor.start
+        )
+        self._catalog = CatalogCache(storage)
         self._cond = threading.Condition()  # wakes the background thread
-        self._notifier = Notifier(storage.watch_changes(), storage.poll_interval)
         self._stopping = False
         self._closed = False
-        self._dropped_queue_names: set[str] = set()
-        self._disabled_events: list[tuple[str, float]] = []
+        self._running = False
+        self._leading = False
+        reactions = Reactions(clock, self._notifier, storage.activity)
+        self._context = BrokerContext(
+            storage=storage,
+            clock=clock,
+            catalog=self._catalog,
+            waiting=Waiting(clock, self._notifier, storage.activity, self._give_up),
+            events=reactions,
+            lock_timeout=_check_seconds("lock_timeout", lock_timeout),
+            priority_aging_interval=priority_aging_interval,
+        )
+        self.tasks = TaskHandlers()
         self.activation = ActivationService(
-            self,
+            self._context,
+            self.tasks,
+            lambda queue_name: ActivationContext(self, queue_name),
+            lambda: self._stopping,
             empty_receive_window=empty_receive_window,
             interval=TICK_SECONDS,
             external_activation_timeout=external_activation_timeout,
         )
-        self.tasks = TaskHandlers()
-        self.timer = BrokerTimer(self, TICK_SECONDS)
+        self._poison = PoisonMessageHandling(self._context)
+        reactions.connect(self.activation, self._poison)
+        self.transmission = TransmissionService(
+            storage,
+            self._catalog,
+            clock,
+            Applier,
+            lambda woken, arrived: reactions.committed(woken, set(), arrived),
+            priority_aging_interval,
+        )
+        self.timer = BrokerTimer(self._context, TICK_SECONDS)
         self.timer.tasks.register("task handlers", 1, self.tasks.restart_failed)  # TICK-2b
         self.timer.tasks.register("activation", 1, lambda now: self.activation.check())  # TICK-2a
-        self.timer.tasks.register("transmission", 1, self._retry_transmission)
-        self._thread: threading.Thread | None = None
-        self._leading = False
+        self.timer.tasks.register("transmission", 1, self.transmission.retry)  # QUE-3
+        self.views = Views(
+            self._context,
+            activation=self.activation,
+            tasks=self.tasks,
+            supervisor=self._supervisor,
+        )
         self.clock.subscribe(self._on_clock)
-        from .views import Views
-
-        self.views = Views(self)
 
     # -- life cycle ----------------------------------------------------------------------
     @classmethod
     def open(cls, url: str, *, clock: Clock | None = None, **settings: Any) -> Broker:
-        """Open the broker database at ``url`` (``sqlite:///path.db`` or a file path),
-        creating and migrating its schema on first use.
+        """Open the broker database at ``url`` (``sqlite:///path.db``, a file path, or
+        ``postgresql://…``), creating and migrating its schema on first use.
 
         Args:
             url: the storage URL.
@@ -120,17 +161,29 @@ class Broker:
                 ``priority_aging_interval`` (PRI-18: seconds of waiting in the transmission
                 queue that raise a message's level by one, default 10; None for strict
                 priority), all seconds on the broker clock; storage settings ``synchronous``,
-                ``busy_timeout``, ``poll_interval``.
+                ``busy_timeout``, ``poll_interval``, ``pool_size``.
 
         Raises:
-            StorageError: a bad URL or an unusable database.
-            BrokerError: an unknown setting.
+            StorageError: a missing or bad URL, or an unusable database.
+            BrokerError: an unknown or bad setting, or a clock that is not a Clock.
         """
+        if not isinstance(url, str):
+            raise BrokerError(
+                f"Broker.open needs a storage URL string (sqlite:///path.db, a file path or "
+                f"postgresql://…), got {url!r}"
+            )
+        if clock is not None and not all(
+            callable(getattr(clock, m, None)) for m in ("now", "subscribe", "max_real_wait")
+        ):
+            raise BrokerError(f"clock must be a servicebroker Clock, got {clock!r}")
         lock_timeout = settings.pop("lock_timeout", 60.0)
         window = settings.pop("empty_receive_window", EMPTY_RECEIVE_WINDOW)
         external_timeout = settings.pop("external_activation_timeout", 60.0)
-        aging = settings.pop("priority_aging_interval", _priorities.AGING_INTERVAL)
+        aging = settings.pop("priority_aging_interval", priorities.AGING_INTERVAL)
         _check_aging(aging)
+        _check_seconds("lock_timeout", lock_timeout)
+        _check_seconds("empty_receive_window", window)
+        _check_seconds("external_activation_timeout", external_timeout)
         allowed = {"synchronous", "busy_timeout", "poll_interval", "pool_size"}
         unknown = set(settings) - allowed
         if unknown:
@@ -150,6 +203,18 @@ class Broker:
         """The storage URL this broker was opened on."""
         return self._storage.url
 
+    @property
+    def lock_timeout(self) -> float:
+        """Seconds (broker clock) a statement waits for a conversation group another
+        transaction holds before :class:`LockTimeoutError`."""
+        return self._context.lock_timeout
+
+    @property
+    def priority_aging_interval(self) -> float | None:
+        """PRI-18: seconds of waiting in the transmission queue per level of aging (None:
+        strict priority)."""
+        return self._context.priority_aging_interval
+
     def __enter__(self) -> Broker:
         return self
 
@@ -164,6 +229,7 @@ class Broker:
         self._closed = True
         self.clock.unsubscribe(self._on_clock)
         self._notifier.close()
+        self._supervisor.close()
         self._storage.close()
 
     def start(self) -> None:
@@ -175,16 +241,21 @@ class Broker:
         the timer and the queue monitors (:attr:`is_leader`); the others take over within a
         tick when it stops or dies. Activation procedures given as Python callables run only
         in the leader's process: give them as ``"module:function"`` where several processes
-        start brokers."""
-        if self._thread is not None:
+        start brokers. The background thread is supervised: if it dies it is logged and
+        restarted (``views.dm_broker_background_threads()``).
+
+        Raises:
+            BrokerError: the broker is closed.
+        """
+        if self._closed:
+            raise BrokerError(f"the broker on {self.url} is closed")
+        if self._running:
             return
         self._stopping = False
+        self._running = True
         self.tasks.start()
         self._lead()
-        self._thread = threading.Thread(
-            target=self._background, name="servicebroker-timer", daemon=True
-        )
-        self._thread.start()
+        self._supervisor.start(TIMER_THREAD, self._background)
         self.activation.check()
 
     def stop(self, timeout: float = 10.0) -> None:
@@ -193,10 +264,10 @@ class Broker:
         not affected."""
         self._stopping = True
         self.activation.enabled = False
-        self._notify()
-        if self._thread is not None:
-            self._thread.join(timeout)
-            self._thread = None
+        self._wake()
+        if self._running:
+            self._supervisor.join(TIMER_THREAD, timeout)
+            self._running = False
         if self._leading:
             self._storage.resign()
             self._leading = False
@@ -206,7 +277,7 @@ class Broker:
     @property
     def running(self) -> bool:
         """True between :meth:`start` and :meth:`stop`."""
-        return self._thread is not None and not self._stopping
+        return self._running and not self._stopping
 
     @property
     def is_leader(self) -> bool:
@@ -225,17 +296,15 @@ class Broker:
         return leading
 
     def _background(self) -> None:
+        """The timer thread's loop (supervised: an exception ends it, and the supervisor logs
+        it and starts it again)."""
         while not self._stopping:
-            try:
-                now = self.clock.now()
-                if self._lead():
-                    self.timer.run_due(now)
-                    # commits of other processes wake no one here: look for them (ACT-4a)
-                    self.activation.check()
-                wake = self.timer.next_wakeup(now) if self._leading else now + TICK_SECONDS
-            except Exception:
-                log.exception("broker background step failed")
-                wake = self.clock.now() + TICK_SECONDS
+            now = self.clock.now()
+            if self._lead():
+                self.timer.run_due(now)
+                # commits of other processes wake no one here: look for them (ACT-4a)
+                self.activation.check()
+            wake = self.timer.next_wakeup(now) if self._leading else now + TICK_SECONDS
             real = min(self.clock.max_real_wait(wake - self.clock.now()), BACKGROUND_POLL)
             with self._cond:
                 if not self._stopping:
@@ -244,67 +313,28 @@ class Broker:
     def _on_clock(self, now: float) -> None:
         if self.running and self._leading:
             self.timer.run_due(now)
-        self._notify()
+        self._wake()
+
+    def _wake(self) -> None:
+        """Wake every waiting statement and the background thread."""
+        self._notifier.notify(None)
+        with self._cond:
+            self._cond.notify_all()
+
+    def _give_up(self) -> bool:
+        """Whether a waiting statement ends now with nothing: the broker closed, or it is
+        stopping and the caller is an activated procedure (which then exits)."""
+        return self._closed or (self._stopping and self.activation.in_activated_task())
 
     # -- catalog -------------------------------------------------------------------------
-    def _catalog_for(self, conn: StorageConnection, *, fresh: bool = False) -> CatalogSnapshot:
-        """The catalog snapshot. Changes made through this broker are seen at once; those of
-        other processes within the storage's poll interval (the stored version is checked at
-        most that often, or always with ``fresh``)."""
-        now = time.monotonic()
-        with self._catalog_lock:
-            epoch = self._catalog_epoch
-            cached = self._catalog
-            if (
-                not fresh
-                and cached is not None
-                and now - self._catalog_checked < self._storage.poll_interval
-            ):
-                return cached
-        version = conn.catalog_version()
-        if cached is None or cached.version != version:
-            cached = CatalogSnapshot.from_rows(conn.load_catalog())
-        with self._catalog_lock:
-            if self._catalog is None or cached.version >= self._catalog.version:
-                self._catalog = cached
-                # a change made here meanwhile (epoch moved) must not be hidden by this read
-                if self._catalog_epoch == epoch:
-                    self._catalog_checked = now
-        return cached
-
-    def _invalidate_catalog(self) -> None:
-        """This broker changed the catalog: the next reader checks the stored version."""
-        with self._catalog_lock:
-            self._catalog_epoch += 1
-            self._catalog_checked = float("-inf")
-
-    def _catalog_now(self, *, fresh: bool = False) -> CatalogSnapshot:
-        with self._storage.connection() as conn:
-            return self._catalog_for(conn, fresh=fresh)
-
     @property
     def catalog(self) -> CatalogSnapshot:
         """The current catalog (message types, contracts, queues, services), read fresh."""
-        return self._catalog_now(fresh=True)
+        return self._catalog.current(fresh=True)
 
-    def _change(self, fn: Callable[..., T], *args: Any, **kwargs: Any) -> T:
-        conn = self._storage.connect()
-        try:
-            conn.begin_write()
-            snap = self._catalog_for(conn, fresh=True)
-            result = fn(conn, snap, *args, **kwargs)
-            conn.bump_catalog_version()
-            conn.commit()
-        except IntegrityConflict as exc:
-            conn.rollback()
-            raise CatalogError(f"catalog change refused by the database: {exc}") from exc
-        except BaseException:
-            conn.rollback()
-            raise
-        finally:
-            self._storage.release(conn)
-        self._invalidate_catalog()  # this broker's own change: seen at once
-        self._notify()
+    def _change(self, statement: Callable[..., T], *args: Any, **kwargs: Any) -> T:
+        result = self._catalog.change(statement, *args, **kwargs)
+        self._wake()
         return result
 
     def create_message_type(self, name: str, *, validation: str = "NONE") -> None:
@@ -313,11 +343,11 @@ class Broker:
         Raises:
             CatalogError: a bad or taken name, or an unknown validation.
         """
-        self._change(_catalog.create_message_type, name, validation)
+        self._change(changes.create_message_type, name, validation)
 
     def drop_message_type(self, name: str) -> None:
         """DROP MESSAGE TYPE. Raises :class:`CatalogError` if unknown, built in or in use."""
-        self._change(_catalog.drop_message_type, name)
+        self._change(changes.drop_message_type, name)
 
     def create_contract(self, name: str, messages: Mapping[str, str]) -> None:
         """CREATE CONTRACT ``name`` (message type SENT BY INITIATOR | TARGET | ANY, …) (DLG-2).
@@ -325,11 +355,11 @@ class Broker:
         Raises:
             CatalogError: a bad or taken name, unknown message types, bad SENT BY values.
         """
-        self._change(_catalog.create_contract, name, messages)
+        self._change(changes.create_contract, name, messages)
 
     def drop_contract(self, name: str) -> None:
         """DROP CONTRACT. Raises :class:`CatalogError` if unknown, DEFAULT, or in use."""
-        self._change(_catalog.drop_contract, name)
+        self._change(changes.drop_contract, name)
 
     def create_queue(
         self,
@@ -346,7 +376,7 @@ class Broker:
             CatalogError: a bad or taken name or bad settings.
         """
         self._change(
-            _catalog.create_queue,
+            changes.create_queue,
             name,
             status=status,
             retention=retention,
@@ -374,7 +404,7 @@ class Broker:
             CatalogError: unknown queue or bad settings.
         """
         self._change(
-            _catalog.alter_queue,
+            changes.alter_queue,
             name,
             status=status,
             retention=retention,
@@ -385,7 +415,7 @@ class Broker:
         if activation is not None:
             self._register_procedure(name, activation)
         if status:
-            self._drain_transmission()
+            self.transmission.drain()
         self.activation.altered(self.catalog.queue(name).queue_id)  # ACT-4e
 
     def drop_queue(self, name: str) -> None:
@@ -394,8 +424,8 @@ class Broker:
         Raises:
             CatalogError: unknown queue, or a service still uses it.
         """
-        self._change(_catalog.drop_queue, name)
-        self._dropped_queue_names.add(name)
+        self._change(changes.drop_queue, name)
+        self._catalog.note_dropped_queue(name)
         self._register_procedure(name, None)
 
     def create_service(self, name: str, *, queue: str, contracts: Sequence[str] = ()) -> None:
@@ -405,12 +435,12 @@ class Broker:
         Raises:
             CatalogError: a bad or taken name, unknown queue or contract.
         """
-        self._change(_catalog.create_service, name, queue, tuple(contracts))
-        self._drain_transmission()
+        self._change(changes.create_service, name, queue, tuple(contracts))
+        self.transmission.drain()
 
     def drop_service(self, name: str) -> None:
         """DROP SERVICE. Raises :class:`CatalogError` if unknown or it has open conversations."""
-        self._change(_catalog.drop_service, name)
+        self._change(changes.drop_service, name)
 
     def create_event_notification(
         self, name: str, *, queue: str, event: str, to_service: str
@@ -424,12 +454,12 @@ class Broker:
         Raises:
             CatalogError: a bad or taken name, an unknown queue or event, a bad service name.
         """
-        self._change(_catalog.create_event_notification, name, queue, event, to_service)
+        self._change(changes.create_event_notification, name, queue, event, to_service)
         self.activation.check({self.catalog.queue(queue).queue_id}, Trigger.QUEUE_ALTERED)
 
     def drop_event_notification(self, name: str) -> None:
         """DROP EVENT NOTIFICATION. Raises :class:`CatalogError` for an unknown name."""
-        self._change(_catalog.drop_event_notification, name)
+        self._change(changes.drop_event_notification, name)
 
     def create_broker_priority(
         self,
@@ -448,7 +478,7 @@ class Broker:
             CatalogError: a bad or taken name, a bad criterion, a level outside 1..10.
         """
         self._change(
-            lambda conn, snap: _priorities.create_broker_priority(
+            lambda conn, snap: changes.create_broker_priority(
                 conn,
                 snap.priorities,
                 name,
@@ -471,7 +501,7 @@ class Broker:
         """ALTER BROKER PRIORITY: change what is given; existing conversations keep their levels
         (PRI-5). Raises :class:`CatalogError` for an unknown name or bad values."""
         self._change(
-            lambda conn, snap: _priorities.alter_broker_priority(
+            lambda conn, snap: changes.alter_broker_priority(
                 conn,
                 snap.priorities,
                 name,
@@ -484,9 +514,7 @@ class Broker:
 
     def drop_broker_priority(self, name: str) -> None:
         """DROP BROKER PRIORITY. Raises :class:`CatalogError` for an unknown name."""
-        self._change(
-            lambda conn, snap: _priorities.drop_broker_priority(conn, snap.priorities, name)
-        )
+        self._change(lambda conn, snap: changes.drop_broker_priority(conn, snap.priorities, name))
 
     def alter_database(self, *, honor_broker_priority: bool) -> None:
         """ALTER DATABASE … SET HONOR_BROKER_PRIORITY ON | OFF (PRI-16): whether messages leave
@@ -516,7 +544,7 @@ class Broker:
             CatalogError: a syntax error (with line and column) or a statement the catalog
                 refuses; statements before it have run.
         """
-        from .ddl import parse_ddl
+        from .catalog.ddl import parse_ddl
 
         statements = parse_ddl(text)
         for st in statements:
@@ -546,7 +574,7 @@ class Broker:
         """
         if self._closed:
             raise BrokerError(f"the broker on {self.url} is closed")
-        return Transaction(self)
+        return Transaction(self._context)
 
     @property
     def database_name(self) -> str:
@@ -577,7 +605,7 @@ class Broker:
         if top is not None and (isinstance(top, bool) or not isinstance(top, int) or top < 0):
             raise BrokerError(f"peek top must be an integer >= 0 or None, got {top!r}")
         with self._storage.connection() as conn:
-            snap = self._catalog_for(conn)
+            snap = self._catalog.snapshot(conn)
             q = snap.queue(queue)
             rows = conn.peek(q.queue_id, -1 if top is None else top)
             return to_messages(snap, rows, q.name)
@@ -590,149 +618,11 @@ class Broker:
             CatalogError: unknown queue.
         """
         with self._storage.connection() as conn:
-            snap = self._catalog_for(conn)
+            snap = self._catalog.snapshot(conn)
             q = snap.queue(queue)
             return to_messages(snap, conn.peek_after(q.queue_id, after, top), q.name)
-
-    def _message_sequence(self) -> int:
-        """The highest queuing_order ever given (grows with every message put on any queue)."""
-        with self._storage.connection() as conn:
-            return conn.message_sequence()
-
-    def _queue_has_ready(self, queue_id: int) -> bool:
-        with self._storage.connection() as conn:
-            return conn.queue_has_ready(queue_id)
-
-    def _retry_transmission(self, now: float) -> None:
-        """Periodic task: retry the transmission queue (QUE-3)."""
-        self._drain_transmission()
-
-    def _drain_transmission(self, batch: int = 1000) -> int:
-        """Move what can leave the transmission queue, ``batch`` messages per transaction in
-        transmission order (PRI-14..18), until a pass moves fewer; returns how many moved."""
-        total = 0
-        while True:
-            with self._storage.connection() as conn:
-                if not conn.transmission_exists():
-                    return total
-                conn.begin_write()
-                applier = Applier(conn, self._catalog_for(conn), self.clock.now())
-                moved = applier.drain_transmission(batch, self.priority_aging_interval)
-                applier.finish()
-                conn.commit()
-            self._after_commit(applier.woken_queues, set(), frozenset(applier.arrived_on_empty))
-            total += moved
-            if moved < batch:
-                return total
-
-    # -- waiting and events --------------------------------------------------------------
-    def _notify(self, keys: set[int] | None = None) -> None:
-        """Wake waiting statements: those of ``keys`` (queue ids, :data:`LOCKS`), or all."""
-        self._notifier.notify(keys)
-        if keys is None:
-            with self._cond:
-                self._cond.notify_all()
-
-    def _wait_for(
-        self,
-        attempt: Callable[[], T | None],
-        deadline: float | None,
-        *,
-        queue_id: int | None = None,
-        counts_as_waiting: bool = False,
-    ) -> T | None:
-        """Call ``attempt`` until it returns a value, the broker-clock ``deadline`` passes
-        (None: never) or the broker stops. Between tries it sleeps until woken: by a commit
-        touching ``queue_id`` (or releasing locks, when ``queue_id`` is None), by a clock move,
-        or by the poller seeing another process's commit. ``counts_as_waiting``: the caller is
-        a RECEIVE or GET CONVERSATION GROUP without WHERE, which queue monitors count (ACT-3)."""
-        key = LOCKS if queue_id is None else queue_id
-        counted = False
-        token: int | None = None
-        try:
-            while True:
-                seen = self._notifier.generation(key)
-                result = attempt()
-                if result is not None:
-                    return result
-                now = self.clock.now()
-                if (deadline is not None and now >= deadline) or self._closed:
-                    return None
-                if self._stopping and self.activation.in_activated_task():
-                    return None  # stop(): activated procedures see an empty queue and exit
-                if queue_id is not None and counts_as_waiting and not counted:
-                    token = self._storage.activity.begin_wait(queue_id)  # ACT-3, all processes
-                    counted = True
-                real = WAIT_SAFETY
-                if deadline is not None:
-                    real = min(real, self.clock.max_real_wait(deadline - now))
-                self._notifier.wait(key, seen, max(real, 0.0005))
-        finally:
-            if counted:
-                self._storage.activity.end_wait(token)
-
-    def _after_commit(
-        self,
-        woken_queues: set[int],
-        locked_queues: set[int],
-        arrived_on_empty: frozenset[int] = frozenset(),
-    ) -> None:
-        """After a commit: wake waiters of queues that got messages or had groups unlocked,
-        and lock waiters; the monitors of queues that got messages check (ACT-4a)."""
-        if woken_queues or locked_queues:
-            self._notify(woken_queues | locked_queues | {LOCKS})
-        if woken_queues and self.activation.enabled:
-            self.activation.check(woken_queues, Trigger.MESSAGE_ARRIVED, arrived_on_empty)
-
-    def _after_rollback(self, received_queues: set[int], locked_queues: set[int]) -> None:
-        """After a rollback: received messages are back (RCV-3), count it (POI-1), wake
-        waiters, and the monitors check (ACT-4c)."""
-        if received_queues:
-            self._count_rollbacks(received_queues)
-        if received_queues or locked_queues:
-            self._notify(received_queues | locked_queues | {LOCKS})
-        if received_queues and self.activation.enabled:
-            self.activation.check(received_queues, Trigger.ROLLBACK)
-
-    def _note_receive(self, queue_id: int, *, empty: bool, where: bool) -> None:
-        """A RECEIVE (or GET CONVERSATION GROUP) ran on the queue (ACT-3b, ACT-4b, ACT-8)."""
-        now = self.clock.now()
-        activity = self._storage.activity
-        if empty:
-            if not where:
-                activity.note_empty(queue_id, now)
-            return
-        activity.note_receive(queue_id, now)
-        self.activation.received(queue_id)
-
-    def _count_rollbacks(self, queue_ids: set[int]) -> None:
-        """POI-1: five rollbacks in a row of transactions that received from a queue turn the
-        queue OFF (when its POISON_MESSAGE_HANDLING is ON) and raise BROKER_QUEUE_DISABLED."""
-        disabled: list[str] = []
-        with self._storage.connection() as conn:
-            conn.begin_write()
-            snap = self._catalog_for(conn, fresh=True)
-            for queue_id in sorted(queue_ids):
-                queue = snap.queues_by_id.get(queue_id)
-                if queue is None:
-                    continue
-                count = conn.add_rollback(queue_id)
-                if count >= POISON_ROLLBACKS and queue.poison_message_handling and queue.status:
-                    conn.disable_queue(queue_id, self.clock.now())
-                    disabled.append(queue.name)
-            conn.commit()
-        if disabled:
-            self._invalidate_catalog()
-        for name in disabled:
-            log.warning(
-                "queue %s disabled after %d rollbacks in a row (BROKER_QUEUE_DISABLED)",
-                name,
-                POISON_ROLLBACKS,
-            )
-            self._disabled_events.append((name, self.clock.now()))
-            raise_event(self, self.catalog.queue(name), "BROKER_QUEUE_DISABLED")  # POI-1, EVT-1
 
     @property
     def queue_disabled_events(self) -> list[tuple[str, float]]:
         """BROKER_QUEUE_DISABLED events raised in this process: (queue name, broker time)."""
-        return list(self._disabled_events)
+        return self._poison.disabled_events()

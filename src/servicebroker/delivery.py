@@ -1,19 +1,19 @@
-"""What a commit writes: the operations a transaction recorded, applied to fresh rows inside the
-storage's write transaction, in statement order.
+"""Local delivery: what a commit writes — the operations a transaction recorded, applied to fresh
+rows inside the storage's write transaction, in statement order.
 
 Statements validate against the transaction's working copies (so errors surface at the
 statement), and :class:`Applier` re-applies their effects to the rows as they stand at commit
 (an Error or EndDialog may have arrived meanwhile). It puts each message on the far endpoint's
-queue, creating the target endpoint on its first message (PRI-3), or holds it in the
-transmission queue while that queue is OFF or its service does not exist yet (QUE-3), and
-deletes a conversation once both its endpoints are closed (DLG-4).
+queue, creating the target endpoint on its first message (PRI-3), or hands it to the
+transmission queue (:mod:`.transmission`) while that queue is OFF or its service does not exist
+yet (QUE-3), and deletes a conversation once both its endpoints are closed (DLG-4). The timer's
+work (conversation timers, lifetimes) goes through the same :class:`Applier`.
 """
 
 from __future__ import annotations
 
 import uuid
 from collections.abc import Iterable
-from dataclasses import dataclass
 
 from .catalog import CatalogSnapshot
 from .dialogs import (
@@ -22,38 +22,31 @@ from .dialogs import (
     ERROR,
     LIFETIME_EXPIRED_CODE,
     LIFETIME_EXPIRED_TEXT,
+    TARGET_START,
     Arrival,
     EndAction,
     EndMode,
+    State,
     after_local_end,
+    after_refusal,
+    after_send,
     error_body,
+    is_ended,
     on_arrival,
     on_lifetime_expired,
     receive_rank,
 )
 from .errors import ConversationError
-from .messages import new_id
-from .priorities import AGING_INTERVAL, transmission_order
-from .storage.base import EndpointRow, QueueInsert, StorageConnection, TransmissionRow
+from .messages import Outgoing, new_id
+from .storage.base import EndpointRow, QueueInsert, StorageConnection
+from .transmission import TransmissionQueue
 
-__all__ = ["Applier", "Outgoing"]
+__all__ = ["Applier"]
 
 TARGET_GONE_CODE = -8493
 CONTRACT_REFUSED_CODE = -8408
 
 _SYSTEM = frozenset({END_DIALOG, ERROR, DIALOG_TIMER})
-
-
-@dataclass(slots=True)
-class Outgoing:
-    """One message leaving an endpoint: type, validation letter, body, id, sequence number."""
-
-    message_type_id: int
-    message_type_name: str
-    validation: str
-    body: bytes
-    message_id: bytes
-    sequence: int
 
 
 class Applier:
@@ -74,7 +67,7 @@ class Applier:
         self._dirty: dict[bytes, EndpointRow] = {}
         self._pending: list[QueueInsert] = []
         self._pending_handles: set[bytes] = set()
-        self._tq_any: bool | None = None
+        self.transmission = TransmissionQueue(conn, catalog, now)
         self._routes: dict[bytes, EndpointRow] = {}
         self.woken_queues: set[int] = set()
         self.arrived_on_empty: set[int] = set()
@@ -191,13 +184,13 @@ class Applier:
         if row is None:
             return
         row.send_sequence = max(row.send_sequence, out.sequence + 1)
-        if row.state in ("SO", "SI"):
-            row.state = "CO"
+        if row.state != State.CO:
+            row.state = after_send(row.state, uuid.UUID(bytes=handle))
         self.touch(row)
         retained = self._retain_sent(row, out)
         if self.deliver(row, out, Arrival.MESSAGE) is None and not retained:
             far = self.far_of(row)
-            if far is not None and far.state == "CO" and out.message_type_name not in _SYSTEM:
+            if far is not None and far.state == State.CO and out.message_type_name not in _SYSTEM:
                 self._routes[handle] = far
 
     def end(self, handle: bytes, mode: EndMode, code: int | None, description: str | None) -> None:
@@ -210,7 +203,7 @@ class Applier:
         self.flush_messages(handle)
         self.conn.delete_conversation_messages(row.conversation_group_id, handle)
         if mode is not EndMode.PLAIN:
-            self.conn.delete_transmission_of_endpoint(row.conversation_id, row.is_initiator)
+            self.transmission.drop_endpoint(row)
         row.state = new_state
         row.dialog_timer = None
         self.touch(row)
@@ -255,18 +248,18 @@ class Applier:
             return
         row.dialog_timer = None
         self.touch(row)
-        if row.state not in ("DO", "CD"):
+        if not is_ended(row.state):
             self._enqueue(row, self._system(row, DIALOG_TIMER, b"", sequence=-1))
 
     def expire_lifetime(self, handle: bytes) -> None:
         """A passed LIFETIME puts the endpoint in ER with an Error message (DLG-5)."""
         self._routes.clear()
         row = self.endpoint(handle)
-        if row is None or row.lifetime > self.now or row.state in ("ER", "CD"):
+        if row is None or row.lifetime > self.now or row.state in (State.ER, State.CD):
             return
         row.state = on_lifetime_expired(row.state)
         self.touch(row)
-        if row.state == "ER":
+        if row.state == State.ER:
             body = error_body(LIFETIME_EXPIRED_CODE, LIFETIME_EXPIRED_TEXT)
             self._enqueue(row, self._system(row, ERROR, body, sequence=-1))
         self._close_if_done(row)
@@ -278,20 +271,21 @@ class Applier:
         Returns None when delivered or discarded, or the reason the message must wait in the
         transmission queue (it is then inserted there, unless it came from there).
         """
-        if self._tq_any is None:
-            self._tq_any = self.conn.transmission_exists()
-        if self._tq_any and self.conn.transmission_waiting(
-            sender.conversation_id, sender.is_initiator
-        ):
-            return self._hold(
+        if self.transmission.blocks(sender):
+            return self.transmission.hold(
                 sender, out, arrival, "waiting behind earlier messages of the conversation"
             )
-        reason = self._deliver_now(sender, out, arrival)
+        reason = self.deliver_now(sender, out, arrival)
         if reason is not None:
-            return self._hold(sender, out, arrival, reason)
+            return self.transmission.hold(sender, out, arrival, reason)
         return None
 
-    def _deliver_now(self, sender: EndpointRow, out: Outgoing, arrival: Arrival) -> str | None:
+    def deliver_now(self, sender: EndpointRow, out: Outgoing, arrival: Arrival) -> str | None:
+        """Put ``out`` on the far endpoint's queue now, creating the target endpoint on the
+        first message (PRI-3); the far endpoint's state decides (DLG-4: discarded after END).
+        Returns None when done, else why it cannot be delivered yet (the target service does
+        not exist, or its queue is OFF: QUE-3) — the caller holds it in the transmission
+        queue. (:class:`~servicebroker.transmission.Destination`.)"""
         far = self.far_of(sender)
         if far is None:
             if not sender.is_initiator:
@@ -328,7 +322,7 @@ class Applier:
                     target.queue_id,
                     from_service,
                     sender.lifetime,
-                    "CO",
+                    TARGET_START,
                     None,
                     0,
                     0,
@@ -338,7 +332,7 @@ class Applier:
             )
         else:
             far_queue = self.catalog.queues_by_id.get(far.queue_id)
-            if far_queue is not None and not far_queue.status and far.state not in ("CD", "DO"):
+            if far_queue is not None and not far_queue.status and not is_ended(far.state):
                 return f"the target queue {far_queue.name!r} is disabled"
         new_state = on_arrival(far.state, arrival)
         if new_state is None:
@@ -387,34 +381,9 @@ class Applier:
         return False
 
     def _error_back(self, sender: EndpointRow, code: int, text: str) -> None:
-        sender.state = "ER"
+        sender.state = after_refusal(sender.state)
         self.touch(sender)
         self._enqueue(sender, self._system(sender, ERROR, error_body(code, text), sequence=-1))
-
-    def _hold(self, sender: EndpointRow, out: Outgoing, arrival: Arrival, reason: str) -> str:
-        from_service = self.catalog.services_by_id[sender.service_id].name
-        self.conn.insert_transmission(
-            (
-                sender.conversation_handle,
-                sender.conversation_id,
-                int(sender.is_initiator),
-                sender.far_service,
-                from_service,
-                sender.service_contract_id,
-                self.now,
-                out.sequence,
-                out.message_type_id,
-                out.validation,
-                out.body,
-                out.message_id,
-                arrival.value,
-                reason,
-                sender.priority,
-                sender.lifetime,
-            )
-        )
-        self._tq_any = True
-        return reason
 
     def _system(
         self, row: EndpointRow, name: str, body: bytes, sequence: int | None = None
@@ -436,80 +405,11 @@ class Applier:
     def _close_if_done(self, row: EndpointRow) -> None:
         """Delete a conversation once every endpoint it still has is closed (CD)."""
         mine = self._rows.get(row.conversation_handle)
-        if mine is not None and mine.state != "CD":
+        if mine is not None and mine.state != State.CD:
             return
         far = self.far_of(row)
-        if far is not None and far.state != "CD":
+        if far is not None and far.state != State.CD:
             return
         for end in (mine, far):
             if end is not None:
                 self._delete_endpoint(end)
-
-    # -- transmission queue --------------------------------------------------------------
-    def transmission_batch(
-        self, limit: int, aging_interval: float | None = AGING_INTERVAL
-    ) -> list[TransmissionRow]:
-        """The transmission-queue rows that leave next, in order (PRI-14, PRI-16, PRI-18): the
-        first ``limit`` are exact (each level's oldest ``limit`` rows are read through an index
-        and merged by :func:`transmission_order`); later ones are candidates only."""
-        candidates = {row[0]: row for row in self.conn.transmission_pending(limit)}
-        order = transmission_order(
-            ((tid, row[15], row[7]) for tid, row in candidates.items()),
-            self.now,
-            honor=self.catalog.honor_broker_priority,
-            aging_interval=aging_interval,
-        )
-        return [candidates[tid] for tid in order]
-
-    def drain_transmission(
-        self, limit: int = 1000, aging_interval: float | None = AGING_INTERVAL
-    ) -> int:
-        """Retry up to ``limit`` transmission-queue messages (QUE-3) in transmission order
-        (PRI-14: effective level, then send order, across every destination; PRI-16: level 5
-        for all while HONOR_BROKER_PRIORITY is OFF; PRI-18: aging by ``aging_interval``
-        seconds per level). A conversation whose message cannot leave keeps its later messages
-        back. Returns how many left the transmission queue."""
-        moved = 0
-        blocked: set[tuple[bytes, int]] = set()
-        for row in self.transmission_batch(limit, aging_interval):
-            if moved >= limit:
-                break
-            (
-                tid,
-                handle,
-                conv_id,
-                is_init,
-                _to,
-                _from,
-                _contract,
-                _t,
-                seq,
-                mt_id,
-                validation,
-                body,
-                message_id,
-                arrival,
-                status,
-                _prio,
-                _life,
-            ) = row
-            key = (conv_id, is_init)
-            if key in blocked:
-                continue
-            sender = self.endpoint(handle)
-            if sender is None:
-                self.conn.delete_transmission(tid)
-                moved += 1
-                continue
-            name = self.catalog.message_types_by_id[mt_id].name
-            out = Outgoing(mt_id, name, validation, body, message_id, seq)
-            reason = self._deliver_now(sender, out, Arrival(arrival))
-            if reason is None:
-                self.conn.delete_transmission(tid)
-                moved += 1
-            else:
-                blocked.add(key)
-                if reason != status:
-                    self.conn.set_transmission_status(tid, reason)
-        self._tq_any = None
-        return moved

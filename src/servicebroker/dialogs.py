@@ -1,9 +1,10 @@
 """The dialog (conversation endpoint) state machine, as pure functions of a state and an event.
 
-States are those of ``sys.conversation_endpoints.state`` (DLG-8): SO started outbound, SI started
-inbound, CO conversing, DI disconnected inbound, DO disconnected outbound, ER error, CD closed.
-Nothing here does I/O; the transaction and the delivery code call these functions and store the
-result, so every transition is unit-tested without storage.
+States are those of ``sys.conversation_endpoints.state`` (DLG-8), the :class:`State` enum: SO
+started outbound, SI started inbound, CO conversing, DI disconnected inbound, DO disconnected
+outbound, ER error, CD closed. Every change of an endpoint's state is decided here; nothing here
+does I/O. The transaction and the delivery code call these functions and store the result, so
+every transition is unit-tested without storage.
 """
 
 from __future__ import annotations
@@ -22,7 +23,9 @@ __all__ = [
     "Arrival",
     "EndAction",
     "EndMode",
+    "State",
     "after_local_end",
+    "after_refusal",
     "after_send",
     "error_body",
     "on_arrival",
@@ -43,6 +46,25 @@ LIFETIME_EXPIRED_CODE = -8489
 """The code SQL Server puts in the Error message when a dialog's LIFETIME expires (DLG-5)."""
 LIFETIME_EXPIRED_TEXT = "The dialog has exceeded the specified LIFETIME."
 
+
+class State(enum.StrEnum):
+    """An endpoint's state (DLG-8): the two-letter code ``conversation_endpoints.state`` shows
+    (and the storage keeps); :attr:`desc` is its ``state_desc``. A member equals its code."""
+
+    SO = "SO"
+    SI = "SI"
+    CO = "CO"
+    DI = "DI"
+    DO = "DO"
+    ER = "ER"
+    CD = "CD"
+
+    @property
+    def desc(self) -> str:
+        """The ``state_desc`` of the view, e.g. ``CONVERSING``."""
+        return STATE_DESC[self.value]
+
+
 STATE_DESC = {
     "SO": "STARTED_OUTBOUND",
     "SI": "STARTED_INBOUND",
@@ -53,6 +75,11 @@ STATE_DESC = {
     "CD": "CLOSED",
 }
 """DLG-8: the ``state`` codes of ``conversation_endpoints`` and their ``state_desc``."""
+
+INITIATOR_START = State.SO
+"""DLG-1: BEGIN DIALOG creates the initiator endpoint started outbound."""
+TARGET_START = State.CO
+"""PRI-3: the first message to arrive creates the target endpoint, conversing."""
 
 
 class EndMode(enum.Enum):
@@ -81,18 +108,18 @@ class Arrival(enum.Enum):
     ACKNOWLEDGE = "acknowledge"
 
 
-_ENDED = frozenset({"DO", "CD"})
+_ENDED = frozenset({State.DO, State.CD})
 
 
-def after_send(state: str, handle: object) -> str:
+def after_send(state: str, handle: object) -> State:
     """State after a SEND on an endpoint in ``state`` (DLG-2, DLG-4, SYS-2).
 
     Raises:
         ConversationError: the endpoint has ended (DO, CD), the far side has ended (DI), or an
             Error arrived or the lifetime expired (ER); the message names ``handle``.
     """
-    if state in ("SO", "SI", "CO"):
-        return "CO"
+    if state in (State.SO, State.SI, State.CO):
+        return State.CO
     reason = {
         "DI": "the far side has ended the conversation",
         "DO": "this side has ended the conversation",
@@ -102,7 +129,7 @@ def after_send(state: str, handle: object) -> str:
     raise ConversationError(f"cannot SEND on conversation {handle}: {reason} (state {state})")
 
 
-def after_local_end(state: str, mode: EndMode, handle: object) -> tuple[str, EndAction]:
+def after_local_end(state: str, mode: EndMode, handle: object) -> tuple[State, EndAction]:
     """New state and the action towards the far side for END CONVERSATION (DLG-4).
 
     A plain END from SO (nothing ever sent) or ER closes at once; from DI it acknowledges the far
@@ -113,48 +140,66 @@ def after_local_end(state: str, mode: EndMode, handle: object) -> tuple[str, End
         ConversationError: the endpoint has already ended (DO or CD).
     """
     if mode is EndMode.CLEANUP:
-        return "CD", EndAction.NOTHING
+        return State.CD, EndAction.NOTHING
     if state in _ENDED:
         raise ConversationError(
             f"cannot END CONVERSATION {handle}: this side has already ended it (state {state})"
         )
-    if state == "DI":
-        return "CD", EndAction.ACKNOWLEDGE
-    if state in ("ER", "SO"):
-        return "CD", EndAction.NOTHING
+    if state == State.DI:
+        return State.CD, EndAction.ACKNOWLEDGE
+    if state in (State.ER, State.SO):
+        return State.CD, EndAction.NOTHING
     if mode is EndMode.ERROR:
-        return "CD", EndAction.SEND_ERROR
-    return "DO", EndAction.SEND_END_DIALOG
+        return State.CD, EndAction.SEND_ERROR
+    return State.DO, EndAction.SEND_END_DIALOG
 
 
-def on_arrival(state: str, arrival: Arrival) -> str | None:
+def on_arrival(state: str, arrival: Arrival) -> State | None:
     """State after something arrives from the far side, or ``None`` when it must be discarded
     (DLG-4: after END, arriving messages are discarded).
 
     An EndDialog moves a conversing endpoint to DI and an ended one (DO) to CD; an Error moves a
     conversing endpoint to ER (SYS-2); an acknowledgement closes an endpoint waiting in DO.
     """
-    if state == "CD":
+    if state == State.CD:
         return None
-    if state == "DO":
-        return "CD" if arrival is not Arrival.MESSAGE else None
-    if state in ("DI", "ER"):
+    if state == State.DO:
+        return State.CD if arrival is not Arrival.MESSAGE else None
+    if state in (State.DI, State.ER):
         return None
     if arrival is Arrival.MESSAGE:
-        return "CO"
+        return State.CO
     if arrival is Arrival.END_DIALOG:
-        return "DI"
+        return State.DI
     if arrival is Arrival.ERROR:
-        return "ER"
-    return state
+        return State.ER
+    return State(state)
 
 
-def on_lifetime_expired(state: str) -> str:
+def on_lifetime_expired(state: str) -> State:
     """State when the dialog's LIFETIME passes (DLG-5): ER, with an Error message for the local
     side, unless this side has already ended (then it closes)."""
     if state in _ENDED:
-        return "CD"
-    return "ER"
+        return State.CD
+    return State.ER
+
+
+def after_refusal(state: str) -> State:
+    """State of an initiator whose first message the target refused (the target service does
+    not accept the contract, or the target endpoint is gone): ER, with an Error message put on
+    its own queue (SYS-2)."""
+    return State.ER
+
+
+def may_send(state: str) -> bool:
+    """True when SEND is allowed in ``state`` (DLG-2): SO, SI or CO."""
+    return state in (State.SO, State.SI, State.CO)
+
+
+def is_ended(state: str) -> bool:
+    """True when this side has ended the conversation (DO) or it is closed (CD): no timer, no
+    END CONVERSATION, nothing arrives (DLG-4, DLG-6)."""
+    return state in _ENDED
 
 
 def receive_rank(message_type_name: str) -> int:

@@ -25,9 +25,22 @@ _UUID = uuid.UUID
 _SAFE_UNKNOWN = uuid.SafeUUID.unknown
 
 
+def _forget_pool_after_fork() -> None:
+    """In a forked child: drop the pool inherited from the parent, whose unused ids the parent
+    goes on handing out; the child's first :func:`new_id` fills a pool of its own."""
+    global _pool
+    _pool = threading.local()
+
+
+os.register_at_fork(after_in_child=_forget_pool_after_fork)
+
+
 def new_id() -> bytes:
     """16 random bytes laid out as a version-4 UUID (for message ids and handles), drawn from a
-    per-thread pool of ``os.urandom`` bytes so that a send costs no system call."""
+    per-thread pool of ``os.urandom`` bytes so that a send costs no system call.
+
+    The pool is per thread and per process: a child made by ``os.fork()`` (or a ``fork``
+    multiprocessing start) starts from a fresh pool, so it never repeats its parent's ids."""
     pool = getattr(_pool, "data", None)
     pos = getattr(_pool, "pos", _POOL_SIZE)
     if pool is None or pos >= _POOL_SIZE:
@@ -137,3 +150,17 @@ def validate_body(validation: str, body: bytes, *, message_type_name: str) -> No
     raise MessageValidationError(
         f"message type {message_type_name!r} has unknown validation {validation!r}"
     )
+
+
+@dataclass(slots=True)
+class Outgoing:
+    """One message leaving an endpoint, before it reaches a queue: its message type (id, name
+    and QUE-2 validation letter), body, 16-byte message id and the sender's sequence number
+    (-1 for a message the broker puts on the local queue: DialogTimer, lifetime Error)."""
+
+    message_type_id: int
+    message_type_name: str
+    validation: str
+    body: bytes
+    message_id: bytes
+    sequence: int

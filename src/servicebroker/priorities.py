@@ -1,5 +1,6 @@
-"""Conversation priorities (PRI-1..10): CREATE/ALTER/DROP BROKER PRIORITY and the level an
-endpoint gets when it is created.
+"""Conversation priorities (PRI-1..18), pure: the level an endpoint gets when it is created, and
+the order messages leave the transmission queue. (The CREATE / ALTER / DROP BROKER PRIORITY
+statements are catalog statements: :mod:`servicebroker.catalog.changes`.)
 
 :func:`priority_level` is the pure PRI-6 precedence: the first of eight patterns that a priority
 matches wins — (contract, local, remote), (contract, local, ANY), (contract, ANY, remote),
@@ -22,20 +23,14 @@ conversation (one level, PRI-5) still leave in send order.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable
 from dataclasses import dataclass
-
-from .errors import CatalogError
-from .storage.base import StorageConnection
 
 __all__ = [
     "AGING_INTERVAL",
     "ANY",
     "DEFAULT_LEVEL",
     "BrokerPriority",
-    "alter_broker_priority",
-    "create_broker_priority",
-    "drop_broker_priority",
     "priority_level",
     "transmission_level",
     "transmission_order",
@@ -94,95 +89,6 @@ def priority_level(
         if pattern in by_pattern:
             return by_pattern[pattern]
     return DEFAULT_LEVEL
-
-
-def _criterion(kind: str, value: object) -> str | None:
-    if value is None or value == ANY:
-        return None
-    if not isinstance(value, str) or not value.strip():
-        raise CatalogError(f"broker priority: {kind} must be a name or 'ANY', got {value!r}")
-    return value
-
-
-def _level(name: str, value: object) -> int:
-    if isinstance(value, bool) or not isinstance(value, int) or not 1 <= value <= 10:
-        raise CatalogError(
-            f"broker priority {name!r}: PRIORITY_LEVEL must be an integer from 1 to 10, got {value!r}"
-        )
-    return value
-
-
-def create_broker_priority(
-    conn: StorageConnection,
-    existing: Mapping[str, BrokerPriority],
-    name: str,
-    *,
-    contract_name: str,
-    local_service_name: str,
-    remote_service_name: str,
-    priority_level: int,
-) -> None:
-    """CREATE BROKER PRIORITY (PRI-2). Raises :class:`CatalogError` for a bad or taken name, a
-    bad criterion, or a level outside 1..10."""
-    from .catalog import check_name
-
-    check_name("broker priority", name)
-    if name in existing:
-        raise CatalogError(f"broker priority {name!r} already exists")
-    conn.catalog_write(
-        "insert_broker_priority",
-        (
-            name,
-            _criterion("CONTRACT_NAME", contract_name),
-            _criterion("LOCAL_SERVICE_NAME", local_service_name),
-            _criterion("REMOTE_SERVICE_NAME", remote_service_name),
-            _level(name, priority_level),
-        ),
-    )
-
-
-def alter_broker_priority(
-    conn: StorageConnection,
-    existing: Mapping[str, BrokerPriority],
-    name: str,
-    *,
-    contract_name: str | None,
-    local_service_name: str | None,
-    remote_service_name: str | None,
-    priority_level: int | None,
-) -> None:
-    """ALTER BROKER PRIORITY: change the criteria and level given (None keeps one); existing
-    conversations keep their levels (PRI-5). Raises :class:`CatalogError` for an unknown name
-    or bad values."""
-    p = existing.get(name)
-    if p is None:
-        raise CatalogError(f"broker priority {name!r} does not exist")
-    conn.catalog_write(
-        "update_broker_priority",
-        (
-            p.service_contract_name
-            if contract_name is None
-            else _criterion("CONTRACT_NAME", contract_name),
-            p.local_service_name
-            if local_service_name is None
-            else _criterion("LOCAL_SERVICE_NAME", local_service_name),
-            p.remote_service_name
-            if remote_service_name is None
-            else _criterion("REMOTE_SERVICE_NAME", remote_service_name),
-            p.priority if priority_level is None else _level(name, priority_level),
-            p.priority_id,
-        ),
-    )
-
-
-def drop_broker_priority(
-    conn: StorageConnection, existing: Mapping[str, BrokerPriority], name: str
-) -> None:
-    """DROP BROKER PRIORITY. Raises :class:`CatalogError` for an unknown name."""
-    p = existing.get(name)
-    if p is None:
-        raise CatalogError(f"broker priority {name!r} does not exist")
-    conn.catalog_write("delete_broker_priority", (p.priority_id,))
 
 
 def transmission_level(

@@ -1,27 +1,45 @@
-"""RECEIVE and GET CONVERSATION GROUP (RCV-1..5, PRI-12, PRI-13, SYS-2, QUE-3).
+"""RECEIVE and GET CONVERSATION GROUP (RCV-1..5, PRI-12, PRI-13, SYS-2, QUE-3), and the
+conversation-group locks of a transaction (DLG-9).
 
-One call takes messages of one conversation group: the highest-priority group that no other
-transaction holds (or one this transaction holds already, RCV-2), locked until the transaction
-ends. Within the group: conversation by conversation, highest priority first, each in send order
-with DialogTimer and Error messages first (SYS-2). A waiting call wakes at once on an in-process
-commit or clock move, and polls for other processes' changes every storage ``poll_interval``.
+:class:`Receiving` is the receiving side of one transaction: the groups it locked, the messages
+it took (deleted or retained at commit, back on their queue at rollback). One RECEIVE takes
+messages of one conversation group: the highest-priority group that no other transaction holds
+(or one this transaction holds already, RCV-2), locked until the transaction ends. Within the
+group: conversation by conversation, highest priority first, each in send order with
+DialogTimer and Error messages first (SYS-2). A waiting call sleeps in the broker's wait loop
+(:mod:`.waiting`) and wakes at once on an in-process commit or clock move, and on another
+process's commit as the storage notices it.
 """
 
 from __future__ import annotations
 
 import uuid
-from typing import TYPE_CHECKING
+from collections.abc import Callable
 
-from .activation import Trigger
 from .catalog import CatalogSnapshot, QueueDef
-from .errors import BrokerError, ConversationError, QueueDisabledError
+from .context import BrokerContext
+from .dialogs import State
+from .errors import BrokerError, ConversationError, LockTimeoutError, QueueDisabledError
 from .messages import Message, fast_uuid
-from .storage.base import MessageRow
+from .storage.base import EndpointRow, MessageRow, StorageConnection
 
-if TYPE_CHECKING:
-    from .transaction import Transaction
+__all__ = ["Receiving", "to_handle", "to_messages"]
 
-__all__ = ["get_conversation_group", "receive", "to_messages"]
+
+def to_handle(value: object, what: str = "conversation handle") -> uuid.UUID:
+    """A :class:`uuid.UUID` from a UUID or its string form.
+
+    Raises:
+        ConversationError: ``value`` is neither; the message names ``what``.
+    """
+    if isinstance(value, uuid.UUID):
+        return value
+    if isinstance(value, str):
+        try:
+            return uuid.UUID(value)
+        except ValueError:
+            pass
+    raise ConversationError(f"{what} must be a UUID, got {value!r}")
 
 
 def _check_top(top: object) -> int:
@@ -30,28 +48,6 @@ def _check_top(top: object) -> int:
     if isinstance(top, bool) or not isinstance(top, int) or top < 0:
         raise BrokerError(f"RECEIVE TOP must be an integer >= 0 or None, got {top!r}")
     return top
-
-
-def _deadline(tx: Transaction, timeout: object, statement: str) -> float | None:
-    if timeout is None or timeout == -1:
-        return None
-    if isinstance(timeout, bool) or not isinstance(timeout, int | float) or not timeout >= 0:
-        raise BrokerError(f"{statement} timeout must be seconds >= 0, -1 or None, got {timeout!r}")
-    return tx._broker.clock.now() + float(timeout)
-
-
-def _live_queue(tx: Transaction, name: str, statement: str, *, refresh: bool = True) -> QueueDef:
-    """The queue, checked to exist and be ON (QUE-3). ``refresh`` re-reads the catalog version
-    first (on every wake-up of a waiting call; the first attempt uses the transaction's)."""
-    catalog = tx.refresh_catalog() if refresh else tx.catalog
-    queue = catalog.queues.get(name)
-    if queue is None:
-        if name in tx._broker._dropped_queue_names:
-            raise QueueDisabledError(f"{statement}: queue {name!r} was dropped")
-        raise QueueDisabledError(f"{statement}: queue {name!r} does not exist")
-    if not queue.status:
-        raise QueueDisabledError(f"{statement}: queue {name!r} is disabled (STATUS = OFF)")
-    return queue
 
 
 def to_messages(cat: CatalogSnapshot, rows: list[MessageRow], queue_name: str) -> list[Message]:
@@ -113,133 +109,237 @@ def to_messages(cat: CatalogSnapshot, rows: list[MessageRow], queue_name: str) -
     return out
 
 
-def _take(tx: Transaction, rows: list[MessageRow], top: int) -> list[MessageRow]:
-    skip = tx._received_set
-    if skip:
-        rows = [r for r in rows if r[2] not in skip]
-    return rows if top < 0 else rows[:top]
+class Receiving:
+    """The receiving side of one transaction and its conversation-group locks.
 
+    Args:
+        context: the broker's shared parts.
+        conn: the transaction's storage connection (its group locks are this transaction's).
+        catalog: returns the transaction's catalog snapshot; with True, re-read first.
+        known_endpoint: the transaction's working copy of an endpoint by 16-byte handle, if
+            a statement loaded or created it.
+        group_queue: the queue id of a conversation group (including groups this transaction
+            creates), or None when the group does not exist.
 
-def receive(
-    tx: Transaction,
-    queue_name: str,
-    *,
-    top: int | None,
-    conversation_handle: object,
-    conversation_group_id: object,
-    timeout: float | None,
-) -> list[Message]:
-    """RECEIVE for :meth:`Transaction.receive` (see there for arguments and errors)."""
-    from .transaction import to_handle
+    Attributes:
+        received: per queue id, the queuing orders of the messages taken, in RECEIVE order.
+        locked_queues: queues whose groups this transaction locked (their waiters are woken
+            when it ends).
+    """
 
-    limit = _check_top(top)
-    statement = f"RECEIVE FROM {queue_name!r}"
-    if conversation_handle is not None and conversation_group_id is not None:
-        raise ConversationError(
-            f"{statement}: WHERE takes conversation_handle or conversation_group_id, not both"
+    def __init__(
+        self,
+        context: BrokerContext,
+        conn: StorageConnection,
+        catalog: Callable[[bool], CatalogSnapshot],
+        known_endpoint: Callable[[bytes], EndpointRow | None],
+        group_queue: Callable[[bytes], int | None],
+    ) -> None:
+        self.context = context
+        self.conn = conn
+        self.received: dict[int, list[int]] = {}
+        self.locked_queues: set[int] = set()
+        self._catalog = catalog
+        self._known_endpoint = known_endpoint
+        self._group_queue = group_queue
+        self._received_set: set[int] = set()
+        self._checked: set[int] = set()
+        self._locked_elsewhere: set[bytes] = set()
+        self._locked_elsewhere_seen: tuple[int, int] | None = None
+
+    # -- group locks (DLG-9) -------------------------------------------------------------
+    def lock_group(
+        self, group_id: bytes, what: str, queue_id: int, *, locked: bool = False
+    ) -> None:
+        """Lock conversation group ``group_id`` (of queue ``queue_id``) until the transaction
+        ends, waiting up to the broker's ``lock_timeout`` while another transaction holds it;
+        ``locked``: the storage already locked it.
+
+        Raises:
+            LockTimeoutError: still locked by another transaction after ``lock_timeout``
+                seconds; the message starts with ``what``.
+        """
+        conn = self.conn
+        self.locked_queues.add(queue_id)
+        if locked or conn.try_lock_group(group_id):
+            return
+        context = self.context
+        deadline = context.clock.now() + context.lock_timeout
+        got = context.waiting.wait_for(
+            lambda: True if conn.try_lock_group(group_id) else None, deadline
         )
-    queue = _live_queue(tx, queue_name, statement, refresh=False)
-    deadline = _deadline(tx, timeout, statement)
-    conn = tx._conn
-    broker = tx._broker
-    first = [True]
-
-    def check_queue() -> None:
-        if first[0]:
-            first[0] = False
-        else:
-            _live_queue(tx, queue_name, statement)
-
-    if limit == 0:
-        return []
-
-    if conversation_handle is not None:
-        handle = to_handle(conversation_handle)
-        row = tx._endpoints.get(handle.bytes) or conn.get_endpoint(handle.bytes)
-        if row is None or row.queue_id != queue.queue_id or row.state == "CD":
-            raise ConversationError(
-                f"{statement}: conversation handle {handle} is not on this queue"
-            )
-        group = row.conversation_group_id
-
-        def by_handle() -> list[MessageRow] | None:
-            check_queue()
-            if not conn.try_lock_group(group):
-                return None
-            fetch = -1 if limit < 0 else limit + len(tx._received_set)
-            rows = _take(tx, conn.conversation_messages(group, handle.bytes, fetch), limit)
-            return rows or None
-
-        attempt = by_handle
-    elif conversation_group_id is not None:
-        group_id = to_handle(conversation_group_id, "conversation_group_id").bytes
-        if tx._group_queue(group_id) != queue.queue_id:
-            raise ConversationError(
-                f"{statement}: conversation group {uuid.UUID(bytes=group_id)} is not on this queue"
+        if got is None:
+            raise LockTimeoutError(
+                f"{what}: conversation group {uuid.UUID(bytes=group_id)} stayed locked by another "
+                f"transaction for {context.lock_timeout:g} s"
             )
 
-        def by_group() -> list[MessageRow] | None:
-            check_queue()
-            if not conn.try_lock_group(group_id):
-                return None
-            fetch = -1 if limit < 0 else limit + len(tx._received_set)
-            rows = _take(tx, conn.group_messages(group_id, fetch), limit)
-            return rows or None
+    def _known_locked(self) -> set[bytes]:
+        """Groups this transaction found locked by others, forgotten whenever some transaction
+        releases locks (so a RECEIVE does not knock on the same locked groups again)."""
+        seen = self.context.waiting.locks_generation()
+        if seen != self._locked_elsewhere_seen:
+            self._locked_elsewhere_seen = seen
+            self._locked_elsewhere.clear()
+        return self._locked_elsewhere
 
-        attempt = by_group
-    else:
-
-        def next_group() -> list[MessageRow] | None:
-            check_queue()
-            for _ in range(8):
-                held = conn.held_groups()
-                group = conn.lock_next_group(
-                    queue.queue_id, tx._received_set, known_locked=tx._known_locked()
-                )
-                if group is None:
-                    return None
-                fetch = -1 if limit < 0 else limit + len(tx._received_set)
-                rows = _take(tx, conn.group_messages(group, fetch), limit)
-                if rows:
-                    return rows
-                if group not in held:
-                    # read before its last holder committed: the group is empty now
-                    conn.unlock_group(group)
+    # -- statements ----------------------------------------------------------------------
+    def _deadline(self, timeout: object, statement: str) -> float | None:
+        if timeout is None or timeout == -1:
             return None
+        if isinstance(timeout, bool) or not isinstance(timeout, int | float) or not timeout >= 0:
+            raise BrokerError(
+                f"{statement} timeout must be seconds >= 0, -1 or None, got {timeout!r}"
+            )
+        return self.context.clock.now() + float(timeout)
 
-        attempt = next_group
+    def _live_queue(self, name: str, statement: str, *, refresh: bool = True) -> QueueDef:
+        """The queue, checked to exist and be ON (QUE-3). ``refresh`` re-reads the catalog
+        version first (on every wake-up of a waiting call; the first attempt uses the
+        transaction's)."""
+        queue = self._catalog(refresh).queues.get(name)
+        if queue is None:
+            if self.context.catalog.was_dropped(name):
+                raise QueueDisabledError(f"{statement}: queue {name!r} was dropped")
+            raise QueueDisabledError(f"{statement}: queue {name!r} does not exist")
+        if not queue.status:
+            raise QueueDisabledError(f"{statement}: queue {name!r} is disabled (STATUS = OFF)")
+        return queue
 
-    where = conversation_handle is not None or conversation_group_id is not None
-    tx._locked_queues.add(queue.queue_id)
-    rows = broker._wait_for(attempt, deadline, queue_id=queue.queue_id, counts_as_waiting=not where)
-    broker._note_receive(queue.queue_id, empty=rows is None, where=where)
-    if queue.queue_id not in tx._receive_checked:
-        tx._receive_checked.add(queue.queue_id)
-        broker.activation.check({queue.queue_id}, Trigger.RECEIVE)  # ACT-4b, once per transaction
-    if rows is None:
-        return []
-    tx._record_received(queue.queue_id, [r[2] for r in rows])
-    return to_messages(tx.catalog, rows, queue.name)
+    def _take(self, rows: list[MessageRow], top: int) -> list[MessageRow]:
+        skip = self._received_set
+        if skip:
+            rows = [r for r in rows if r[2] not in skip]
+        return rows if top < 0 else rows[:top]
 
+    def receive(
+        self,
+        queue_name: str,
+        *,
+        top: int | None,
+        conversation_handle: object,
+        conversation_group_id: object,
+        timeout: float | None,
+    ) -> list[Message]:
+        """RECEIVE for :meth:`servicebroker.Transaction.receive` (see there for arguments and
+        errors)."""
+        limit = _check_top(top)
+        statement = f"RECEIVE FROM {queue_name!r}"
+        if conversation_handle is not None and conversation_group_id is not None:
+            raise ConversationError(
+                f"{statement}: WHERE takes conversation_handle or conversation_group_id, not both"
+            )
+        queue = self._live_queue(queue_name, statement, refresh=False)
+        deadline = self._deadline(timeout, statement)
+        conn = self.conn
+        first = [True]
 
-def get_conversation_group(
-    tx: Transaction, queue_name: str, *, timeout: float | None
-) -> uuid.UUID | None:
-    """GET CONVERSATION GROUP for :meth:`Transaction.get_conversation_group`."""
-    statement = f"GET CONVERSATION GROUP FROM {queue_name!r}"
-    queue = _live_queue(tx, queue_name, statement)
-    deadline = _deadline(tx, timeout, statement)
-    conn = tx._conn
+        def check_queue() -> None:
+            if first[0]:
+                first[0] = False
+            else:
+                self._live_queue(queue_name, statement)
 
-    def attempt() -> bytes | None:
-        _live_queue(tx, queue_name, statement)
-        return conn.lock_next_group(
-            queue.queue_id, tx._received_set, exclude_held=True, known_locked=tx._known_locked()
+        if limit == 0:
+            return []
+
+        def fetch() -> int:
+            return -1 if limit < 0 else limit + len(self._received_set)
+
+        if conversation_handle is not None:
+            handle = to_handle(conversation_handle)
+            row = self._known_endpoint(handle.bytes) or conn.get_endpoint(handle.bytes)
+            if row is None or row.queue_id != queue.queue_id or row.state == State.CD:
+                raise ConversationError(
+                    f"{statement}: conversation handle {handle} is not on this queue"
+                )
+            group = row.conversation_group_id
+
+            def by_handle() -> list[MessageRow] | None:
+                check_queue()
+                if not conn.try_lock_group(group):
+                    return None
+                rows = self._take(conn.conversation_messages(group, handle.bytes, fetch()), limit)
+                return rows or None
+
+            attempt = by_handle
+        elif conversation_group_id is not None:
+            group_id = to_handle(conversation_group_id, "conversation_group_id").bytes
+            if self._group_queue(group_id) != queue.queue_id:
+                raise ConversationError(
+                    f"{statement}: conversation group {uuid.UUID(bytes=group_id)} is not on this "
+                    f"queue"
+                )
+
+            def by_group() -> list[MessageRow] | None:
+                check_queue()
+                if not conn.try_lock_group(group_id):
+                    return None
+                rows = self._take(conn.group_messages(group_id, fetch()), limit)
+                return rows or None
+
+            attempt = by_group
+        else:
+
+            def next_group() -> list[MessageRow] | None:
+                check_queue()
+                for _ in range(8):
+                    held = conn.held_groups()
+                    group = conn.lock_next_group(
+                        queue.queue_id, self._received_set, known_locked=self._known_locked()
+                    )
+                    if group is None:
+                        return None
+                    rows = self._take(conn.group_messages(group, fetch()), limit)
+                    if rows:
+                        return rows
+                    if group not in held:
+                        # read before its last holder committed: the group is empty now
+                        conn.unlock_group(group)
+                return None
+
+            attempt = next_group
+
+        where = conversation_handle is not None or conversation_group_id is not None
+        self.locked_queues.add(queue.queue_id)
+        rows = self.context.waiting.wait_for(
+            attempt, deadline, queue_id=queue.queue_id, counts_as_waiting=not where
         )
+        self._ran(queue.queue_id, empty=rows is None, where=where)
+        if rows is None:
+            return []
+        orders = [r[2] for r in rows]
+        self.received.setdefault(queue.queue_id, []).extend(orders)
+        self._received_set.update(orders)
+        return to_messages(self._catalog(False), rows, queue.name)
 
-    tx._locked_queues.add(queue.queue_id)
-    group = tx._broker._wait_for(attempt, deadline, queue_id=queue.queue_id, counts_as_waiting=True)
-    if group is None:
-        tx._broker._note_receive(queue.queue_id, empty=True, where=False)
-        return None
-    return uuid.UUID(bytes=group)
+    def get_conversation_group(self, queue_name: str, *, timeout: float | None) -> uuid.UUID | None:
+        """GET CONVERSATION GROUP for :meth:`servicebroker.Transaction.get_conversation_group`
+        (see there for arguments and errors)."""
+        statement = f"GET CONVERSATION GROUP FROM {queue_name!r}"
+        queue = self._live_queue(queue_name, statement)
+        deadline = self._deadline(timeout, statement)
+        conn = self.conn
+
+        def attempt() -> bytes | None:
+            self._live_queue(queue_name, statement)
+            return conn.lock_next_group(
+                queue.queue_id,
+                self._received_set,
+                exclude_held=True,
+                known_locked=self._known_locked(),
+            )
+
+        self.locked_queues.add(queue.queue_id)
+        group = self.context.waiting.wait_for(
+            attempt, deadline, queue_id=queue.queue_id, counts_as_waiting=True
+        )
+        if group is None:
+            self.context.events.received(queue.queue_id, empty=True, where=False, first=False)
+            return None
+        return uuid.UUID(bytes=group)
+
+    def _ran(self, queue_id: int, *, empty: bool, where: bool) -> None:
+        first = queue_id not in self._checked
+        self._checked.add(queue_id)
+        self.context.events.received(queue_id, empty=empty, where=where, first=first)

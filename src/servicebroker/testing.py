@@ -10,8 +10,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from .broker import Broker
-from .catalog import ActivationContext
+from .broker import ActivationContext, Broker
 from .clock import ManualClock
 
 __all__ = ["SimulatedWork"]
@@ -51,7 +50,7 @@ class SimulatedWork:
         with self.cond:
             self.sleeping += 1
             try:
-                while self.clock.now() < until and not self.broker._stopping:
+                while self.clock.now() < until and self.broker.running:
                     self.cond.wait(0.5)
             finally:
                 self.sleeping -= 1

@@ -15,12 +15,9 @@ import math
 import threading
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
 
+from .context import BrokerContext
 from .delivery import Applier
-
-if TYPE_CHECKING:
-    from .broker import Broker
 
 __all__ = ["TICK_SECONDS", "BrokerTimer", "PeriodicTask", "PeriodicTasks", "TimerStatistics"]
 
@@ -90,21 +87,31 @@ class PeriodicTasks:
 
 
 class BrokerTimer:
-    """Fires conversation timers and lifetimes and counts the 5-second notifications."""
+    """Fires conversation timers and lifetimes and counts the 5-second notifications.
 
-    def __init__(self, broker: Broker, interval: float = TICK_SECONDS) -> None:
-        self._broker = broker
+    Args:
+        context: the broker's shared parts.
+        interval: seconds between notifications (TICK-1: 5).
+    """
+
+    def __init__(self, context: BrokerContext, interval: float = TICK_SECONDS) -> None:
+        self._context = context
         self.tasks = PeriodicTasks(interval)
-        self._start = broker.clock.now()
+        self._start = context.clock.now()
         self._lock = threading.Lock()
+        self._counters = threading.Lock()
         self._timers_fired = 0
         self._lifetimes_expired = 0
 
     def statistics(self) -> TimerStatistics:
         """A snapshot of the timer's counters."""
-        return TimerStatistics(
-            self.tasks.ticks, self.tasks.last_tick_time, self._timers_fired, self._lifetimes_expired
-        )
+        with self._counters:
+            return TimerStatistics(
+                self.tasks.ticks,
+                self.tasks.last_tick_time,
+                self._timers_fired,
+                self._lifetimes_expired,
+            )
 
     def run_due(self, now: float) -> None:
         """Fire everything due at ``now``: conversation timers, lifetimes, timer ticks."""
@@ -115,14 +122,14 @@ class BrokerTimer:
     def next_wakeup(self, now: float) -> float:
         """The broker time of the next thing to do (next tick or next due timer)."""
         next_tick = self._start + (self.tasks.ticks + 1) * self.tasks.interval
-        with self._broker._storage.connection() as conn:
+        with self._context.storage.connection() as conn:
             due = conn.next_due_time()
         return min(next_tick, due) if due is not None else next_tick
 
     def fire_dialog_timers(self, now: float) -> int:
         """Put DialogTimer messages for due conversation timers (DLG-6) and Error messages for
         passed lifetimes (DLG-5); returns how many fired."""
-        storage = self._broker._storage
+        storage = self._context.storage
         fired = 0
         while True:
             with storage.connection() as conn:
@@ -131,7 +138,7 @@ class BrokerTimer:
                 if not timers and not lifetimes:
                     return fired
                 conn.begin_write()
-                applier = Applier(conn, self._broker._catalog_for(conn), now)
+                applier = Applier(conn, self._context.catalog.snapshot(conn), now)
                 for handle in timers:
                     applier.fire_timer(handle)
                 for handle in lifetimes:
@@ -139,8 +146,9 @@ class BrokerTimer:
                 applier.finish()
                 conn.commit()
             fired += len(timers) + len(lifetimes)
-            self._timers_fired += len(timers)
-            self._lifetimes_expired += len(lifetimes)
-            self._broker._after_commit(
+            with self._counters:
+                self._timers_fired += len(timers)
+                self._lifetimes_expired += len(lifetimes)
+            self._context.events.committed(
                 applier.woken_queues, set(), frozenset(applier.arrived_on_empty)
             )

@@ -14,47 +14,28 @@ import math
 import uuid
 from collections.abc import Iterable, Sequence
 from dataclasses import replace
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
-from . import receive as _receive
 from .catalog import SYSTEM_MESSAGE_TYPES, CatalogSnapshot
-from .delivery import Applier, Outgoing
-from .dialogs import EndMode, after_local_end, after_send
+from .context import BrokerContext
+from .delivery import Applier
+from .dialogs import INITIATOR_START, EndMode, State, after_local_end, after_send, is_ended
 from .errors import (
     BrokerError,
     ConversationError,
-    LockTimeoutError,
     MessageValidationError,
     TransactionError,
 )
-from .messages import Message, coerce_body, fast_uuid, new_id, validate_body
+from .messages import Message, Outgoing, coerce_body, fast_uuid, new_id, validate_body
+from .receive import Receiving, to_handle
 from .storage.base import EndpointRow
 from .waiting import LOCKS
-
-if TYPE_CHECKING:
-    from .broker import Broker
 
 __all__ = ["DEFAULT_LIFETIME", "Transaction"]
 
 DEFAULT_LIFETIME = 2**31 - 1
 """DLG-1: LIFETIME defaults to the largest 32-bit integer, in seconds."""
 MAX_DESCRIPTION = 3000
-
-
-def to_handle(value: object, what: str = "conversation handle") -> uuid.UUID:
-    """A :class:`uuid.UUID` from a UUID or its string form.
-
-    Raises:
-        ConversationError: ``value`` is neither; the message names ``what``.
-    """
-    if isinstance(value, uuid.UUID):
-        return value
-    if isinstance(value, str):
-        try:
-            return uuid.UUID(value)
-        except ValueError:
-            pass
-    raise ConversationError(f"{what} must be a UUID, got {value!r}")
 
 
 def _names(handles: list[Any]) -> str:
@@ -78,22 +59,20 @@ class Transaction:
     by several threads at once; each thread opens its own.
     """
 
-    def __init__(self, broker: Broker) -> None:
-        self._broker = broker
-        self._conn = broker._storage.connect()
-        self._catalog: CatalogSnapshot = broker._catalog_for(self._conn)
+    def __init__(self, context: BrokerContext) -> None:
+        self._context = context
+        self._clock = context.clock
+        self._conn = context.storage.connect()
+        self._catalog: CatalogSnapshot = context.catalog.snapshot(self._conn)
         self._endpoints: dict[bytes, EndpointRow] = {}
         self._by_handle: dict[object, EndpointRow] = {}
         self._locked_group_of: dict[bytes, bytes] = {}
         self._new_groups: dict[bytes, int] = {}
         self._ops: list[tuple[Any, ...]] = []
-        self._received: dict[int, list[int]] = {}
-        self._received_set: set[int] = set()
-        self._locked_queues: set[int] = set()
-        self._receive_checked: set[int] = set()
         self._catalog_changed = False
-        self._locked_elsewhere: set[bytes] = set()
-        self._locked_elsewhere_seen: tuple[int, int] | None = None
+        self._receiving = Receiving(
+            context, self._conn, self._snapshot, self._endpoints.get, self._group_queue
+        )
         self._active = True
 
     # -- context manager -----------------------------------------------------------------
@@ -119,27 +98,17 @@ class Transaction:
 
     def refresh_catalog(self) -> CatalogSnapshot:
         """Reload the catalog if another transaction or process changed it."""
-        self._catalog = self._broker._catalog_for(self._conn)
+        self._catalog = self._context.catalog.snapshot(self._conn)
         return self._catalog
+
+    def _snapshot(self, refresh: bool) -> CatalogSnapshot:
+        return self.refresh_catalog() if refresh else self._catalog
 
     # -- locks ---------------------------------------------------------------------------
     def _lock_group(
         self, group_id: bytes, what: str, queue_id: int, *, locked: bool = False
     ) -> None:
-        conn = self._conn
-        self._locked_queues.add(queue_id)
-        if locked or conn.try_lock_group(group_id):
-            return
-        clock = self._broker.clock
-        deadline = clock.now() + self._broker.lock_timeout
-        got = self._broker._wait_for(
-            lambda: True if conn.try_lock_group(group_id) else None, deadline
-        )
-        if got is None:
-            raise LockTimeoutError(
-                f"{what}: conversation group {uuid.UUID(bytes=group_id)} stayed locked by another "
-                f"transaction for {self._broker.lock_timeout:g} s"
-            )
+        self._receiving.lock_group(group_id, what, queue_id, locked=locked)
 
     def _endpoint(self, handle: object, statement: str) -> EndpointRow:
         """The working copy of a local endpoint, its group locked for this transaction."""
@@ -157,7 +126,7 @@ class Transaction:
         if known is not None:
             return known
         row, locked = self._conn.get_endpoint_and_lock(h.bytes)
-        if row is None or row.state == "CD":
+        if row is None or row.state == State.CD:
             if locked and row is not None:
                 self._conn.unlock_group(row.conversation_group_id)
             raise ConversationError(f"{statement}: conversation handle {h} does not exist")
@@ -256,8 +225,8 @@ class Transaction:
             service.service_id,
             service.queue_id,
             to_service,
-            self._broker.clock.now() + life,
-            "SO",
+            self._clock.now() + life,
+            INITIATOR_START,
             None,
             0,
             0,
@@ -299,12 +268,12 @@ class Transaction:
         data = body if type(body) is bytes else coerce_body(body, where=_names(handles))
         if mt.validation != "NONE":
             validate_body(mt.validation, data, message_type_name=mt.name)
-        now = self._broker.clock.now()
+        now = self._clock.now()
         rows = [self._endpoint(h, "SEND") for h in handles]
         for row in rows:
             state = row.state
             if (
-                state != "CO"
+                state != State.CO
                 or row.lifetime <= now
                 or not self._catalog.contracts_by_id[row.service_contract_id].allows(
                     mt.message_type_id, initiator=row.is_initiator
@@ -313,7 +282,8 @@ class Transaction:
                 self._refuse_send(row, mt.message_type_id, mt.name, now)
         ops = self._ops
         for row in rows:
-            row.state = "CO"
+            if row.state != State.CO:
+                row.state = after_send(row.state, fast_uuid(row.conversation_handle))
             seq = row.send_sequence
             row.send_sequence = seq + 1
             out = Outgoing(mt.message_type_id, mt.name, mt.validation_code, data, new_id(), seq)
@@ -386,11 +356,11 @@ class Transaction:
         self._check_active()
         seconds = _seconds(timeout, "BEGIN CONVERSATION TIMER TIMEOUT")
         row = self._endpoint(handle, "BEGIN CONVERSATION TIMER")
-        if row.state in ("DO", "CD"):
+        if is_ended(row.state):
             raise ConversationError(
                 f"BEGIN CONVERSATION TIMER: conversation {to_handle(handle)} has ended (state {row.state})"
             )
-        row.dialog_timer = self._broker.clock.now() + seconds
+        row.dialog_timer = self._clock.now() + seconds
         self._ops.append(("timer", row.conversation_handle, row.dialog_timer))
 
     def move_conversation(
@@ -442,8 +412,7 @@ class Transaction:
             BrokerError: a bad ``top`` or ``timeout``.
         """
         self._check_active()
-        return _receive.receive(
-            self,
+        return self._receiving.receive(
             queue,
             top=top,
             conversation_handle=conversation_handle,
@@ -462,7 +431,7 @@ class Transaction:
             QueueDisabledError: the queue is OFF.
         """
         self._check_active()
-        return _receive.get_conversation_group(self, queue, timeout=timeout)
+        return self._receiving.get_conversation_group(queue, timeout=timeout)
 
     def execute(
         self, sql: str, params: Sequence[Any] | dict[str, Any] = ()
@@ -494,17 +463,18 @@ class Transaction:
         conn = self._conn
         woken: set[int] = set()
         arrived_on_empty: frozenset[int] = frozenset()
+        receiving = self._receiving
         try:
-            if self._ops or self._received or conn.in_write:
+            if self._ops or receiving.received or conn.in_write:
                 conn.begin_write()
-                applier = Applier(conn, self._catalog, self._broker.clock.now())
-                for queue_id, orders in self._received.items():
+                applier = Applier(conn, self._catalog, self._clock.now())
+                for queue_id, orders in receiving.received.items():
                     q = self._catalog.queues_by_id.get(queue_id)
                     conn.finish_received(orders, retain=bool(q and q.retention))
                     conn.reset_rollbacks(queue_id)
                 self._apply(applier)
                 applier.finish()
-                conn.commit(applier.woken_queues | self._locked_queues | {LOCKS})
+                conn.commit(applier.woken_queues | receiving.locked_queues | {LOCKS})
                 woken = applier.woken_queues
                 arrived_on_empty = frozenset(applier.arrived_on_empty)
         except BaseException:
@@ -512,8 +482,8 @@ class Transaction:
             raise
         self._end(rolled_back=False)
         if self._catalog_changed:
-            self._broker._invalidate_catalog()
-        self._broker._after_commit(woken, self._locked_queues, arrived_on_empty)
+            self._context.catalog.invalidate()
+        self._context.events.committed(woken, receiving.locked_queues, arrived_on_empty)
 
     def _apply(self, applier: Applier) -> None:
         applier.prefetch(row.conversation_id for row in self._endpoints.values() if row.endpoint_id)
@@ -549,29 +519,27 @@ class Transaction:
     def _end(self, *, rolled_back: bool) -> None:
         self._active = False
         conn = self._conn
+        received = set(self._receiving.received)
+        locked = self._receiving.locked_queues
         try:
             if rolled_back:
                 conn.rollback()
         finally:
-            conn.release_locks(set(self._received) | self._locked_queues | {LOCKS})
-            self._broker._storage.release(conn)
+            conn.release_locks(received | locked | {LOCKS})
+            self._context.storage.release(conn)
         if rolled_back:
-            self._broker._after_rollback(set(self._received), self._locked_queues)
+            self._context.events.rolled_back(received, locked)
 
-    # -- used by receive -----------------------------------------------------------------
-    def _remember_notification_dialog(self, event_notification_id: int, handle: uuid.UUID) -> None:
-        """Record, with this commit, the dialog an event notification now travels on."""
+    # -- used by event notifications ----------------------------------------------------
+    def conversation_state(self, handle: uuid.UUID) -> State | None:
+        """The state of the local endpoint ``handle`` as stored (not locked), or None when it
+        does not exist (DLG-8)."""
+        self._check_active()
+        row = self._conn.get_endpoint(handle.bytes)
+        return None if row is None else State(row.state)
+
+    def remember_notification_dialog(self, event_notification_id: int, handle: uuid.UUID) -> None:
+        """Record, with this commit, the dialog an event notification now travels on (EVT-1):
+        the next notification of that registration reuses it while it is open."""
+        self._check_active()
         self._ops.append(("notification_dialog", handle.bytes, event_notification_id))
-
-    def _known_locked(self) -> set[bytes]:
-        """Groups this transaction found locked by others, forgotten whenever some transaction
-        releases locks (so a RECEIVE does not knock on the same locked groups again)."""
-        seen = self._broker._notifier.generation(LOCKS)
-        if seen != self._locked_elsewhere_seen:
-            self._locked_elsewhere_seen = seen
-            self._locked_elsewhere.clear()
-        return self._locked_elsewhere
-
-    def _record_received(self, queue_id: int, orders: list[int]) -> None:
-        self._received.setdefault(queue_id, []).extend(orders)
-        self._received_set.update(orders)

@@ -10,16 +10,17 @@ from __future__ import annotations
 import uuid
 from dataclasses import dataclass
 from datetime import UTC, datetime
-from typing import TYPE_CHECKING
 
+from .activation.service import ActivationService
+from .activation.tasks import TaskHandlers
+from .context import BrokerContext
 from .dialogs import STATE_DESC
 from .priorities import BrokerPriority
-
-if TYPE_CHECKING:
-    from .broker import Broker
+from .supervisor import Supervisor
 
 __all__ = [
     "ActivatedTaskRow",
+    "BackgroundThreadRow",
     "ConversationEndpointRow",
     "ConversationPriorityRow",
     "QueueMonitorRow",
@@ -135,20 +136,50 @@ class TaskHandlerRow:
     restarts: int
 
 
+@dataclass(frozen=True)
+class BackgroundThreadRow:
+    """A supervised background thread of this broker: its name, state (RUNNING, RESTARTING,
+    STOPPED), how often it was restarted, and its last error and when; not a SQL Server view,
+    named like one."""
+
+    name: str
+    state: str
+    restarts: int
+    last_error: str | None
+    last_error_time: datetime | None
+
+
 ConversationPriorityRow = BrokerPriority
 """A row of ``sys.conversation_priorities`` (PRI-2): the catalog's priority, ANY criteria None."""
 
 
 class Views:
-    """``broker.views``: each method returns the current rows of one view."""
+    """``broker.views``: each method returns the current rows of one view.
 
-    def __init__(self, broker: Broker) -> None:
-        self._broker = broker
+    Args:
+        context: the broker's shared parts (storage rows, the catalog).
+        activation: the activation service (monitors, activated tasks).
+        tasks: the task handlers.
+        supervisor: the supervisor of the background threads.
+    """
+
+    def __init__(
+        self,
+        context: BrokerContext,
+        *,
+        activation: ActivationService,
+        tasks: TaskHandlers,
+        supervisor: Supervisor,
+    ) -> None:
+        self._context = context
+        self._activation = activation
+        self._tasks = tasks
+        self._supervisor = supervisor
 
     def conversation_endpoints(self) -> list[ConversationEndpointRow]:
         """Every conversation endpoint of the database (DLG-8)."""
-        with self._broker._storage.connection() as conn:
-            cat = self._broker._catalog_for(conn)
+        with self._context.storage.connection() as conn:
+            cat = self._context.catalog.snapshot(conn)
             rows = conn.list_endpoints()
         out = []
         for (
@@ -195,8 +226,8 @@ class Views:
 
     def transmission_queue(self) -> list[TransmissionQueueRow]:
         """Messages waiting to be put on their target queue (QUE-3)."""
-        with self._broker._storage.connection() as conn:
-            cat = self._broker._catalog_for(conn)
+        with self._context.storage.connection() as conn:
+            cat = self._context.catalog.snapshot(conn)
             rows = conn.list_transmission()
         out = []
         for (
@@ -235,13 +266,13 @@ class Views:
 
     def transmission_queue_count(self) -> int:
         """How many messages wait in the transmission queue (without reading them)."""
-        with self._broker._storage.connection() as conn:
+        with self._context.storage.connection() as conn:
             return conn.transmission_count()
 
     def service_queues(self) -> list[ServiceQueueRow]:
         """Every queue and its settings (QUE-1)."""
-        with self._broker._storage.connection() as conn:
-            cat = self._broker._catalog_for(conn)
+        with self._context.storage.connection() as conn:
+            cat = self._context.catalog.snapshot(conn)
             counts = conn.queue_counts()
         ready: dict[int, int] = {}
         retained: dict[int, int] = {}
@@ -281,23 +312,32 @@ class Views:
                 m.running,
                 m.peak_running,
             )
-            for m in self._broker.activation.monitors()
+            for m in self._activation.monitors()
         ]
 
     def conversation_priorities(self) -> list[ConversationPriorityRow]:
         """Every conversation priority (PRI-2)."""
-        return sorted(self._broker.catalog.priorities.values(), key=lambda p: p.priority_id)
+        catalog = self._context.catalog.current(fresh=True)
+        return sorted(catalog.priorities.values(), key=lambda p: p.priority_id)
 
     def dm_broker_task_handlers(self) -> list[TaskHandlerRow]:
         """The task handlers of this broker (TICK-2b); not a SQL Server view, named like one."""
         return [
             TaskHandlerRow(h.handler_id, h.state, h.tasks_run, h.tasks_failed, h.restarts)
-            for h in self._broker.tasks.statistics()
+            for h in self._tasks.statistics()
         ]
 
     def dm_broker_activated_tasks(self) -> list[ActivatedTaskRow]:
         """The activated procedures running in this process (ACT-7)."""
         return [
             ActivatedTaskRow(t.spid, t.queue_id, t.queue_name, t.procedure_name, None)
-            for t in self._broker.activation.tasks()
+            for t in self._activation.tasks()
+        ]
+
+    def dm_broker_background_threads(self) -> list[BackgroundThreadRow]:
+        """The supervised background threads of this broker: a thread that died shows its
+        restarts and last error."""
+        return [
+            BackgroundThreadRow(t.name, t.state, t.restarts, t.last_error, _dt(t.last_error_time))
+            for t in self._supervisor.statistics()
         ]

@@ -1,5 +1,8 @@
-"""How waiting statements wake up: a RECEIVE or GET CONVERSATION GROUP waiting on a queue, and a
-statement waiting for a conversation group another transaction holds.
+"""How waiting statements wait and wake up: a RECEIVE or GET CONVERSATION GROUP waiting on a
+queue (WAITFOR), and a statement waiting for a conversation group another transaction holds.
+
+:class:`Waiting` is the wait loop: it tries, sleeps until woken or until its deadline on the
+broker's clock, and tries again. :class:`Notifier` does the waking.
 
 Wake-ups are per queue (a commit that put messages on queue 7 wakes only the waiters of queue 7)
 plus one key, :data:`LOCKS`, for lock waiters, woken whenever a transaction releases its groups.
@@ -13,8 +16,17 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Callable, Iterable
+from typing import TypeVar
 
-__all__ = ["LOCKS", "Notifier"]
+from .clock import Clock
+from .storage.base import QueueActivityStore
+
+__all__ = ["LOCKS", "WAIT_SAFETY", "Notifier", "Waiting"]
+
+T = TypeVar("T")
+WAIT_SAFETY = 1.0
+"""Real seconds a waiting statement sleeps at most before it looks again on its own (a safety
+net: wake-ups and the poller normally come first)."""
 
 LOCKS = -1
 """The wake-up key of statements waiting for a conversation group lock."""
@@ -30,10 +42,16 @@ class Notifier:
             called from the poller thread only. SQLite's polls; PostgreSQL's returns as soon as
             a notification arrives.
         poll_interval: real seconds passed to ``changed`` per call.
+        spawn: starts the poller loop on a thread of its own, given a name and the loop (the
+            broker's :class:`~servicebroker.supervisor.Supervisor`); a plain daemon thread when
+            None.
     """
 
     def __init__(
-        self, changed: Callable[[float], bool | set[int]] | None, poll_interval: float
+        self,
+        changed: Callable[[float], bool | set[int]] | None,
+        poll_interval: float,
+        spawn: Callable[[str, Callable[[], None]], None] | None = None,
     ) -> None:
         self._lock = threading.Lock()
         self._conds: dict[int, threading.Condition] = {}
@@ -42,7 +60,8 @@ class Notifier:
         self._waiters = 0
         self._changed = changed
         self._poll_interval = poll_interval
-        self._poller: threading.Thread | None = None
+        self._spawn = spawn or _daemon_thread
+        self._poller_started = False
         self._closed = False
         self._someone_waits = threading.Condition(self._lock)
 
@@ -77,11 +96,9 @@ class Notifier:
             if (self._global, self._generations.get(key, 0)) != seen:
                 return
             self._waiters += 1
-            if self._changed is not None and self._poller is None and not self._closed:
-                self._poller = threading.Thread(
-                    target=self._poll, name="servicebroker-poller", daemon=True
-                )
-                self._poller.start()
+            if self._changed is not None and not self._poller_started and not self._closed:
+                self._poller_started = True
+                self._spawn("servicebroker-poller", self._poll)
             self._someone_waits.notify_all()
             try:
                 self._cond(key).wait(timeout)
@@ -107,10 +124,87 @@ class Notifier:
                 self.notify(changed)
 
     def close(self) -> None:
-        """Wake everyone and stop the poller."""
+        """Wake everyone and make the poller return (its owner joins its thread)."""
         with self._lock:
             self._closed = True
             self._someone_waits.notify_all()
         self.notify(None)
-        if self._poller is not None:
-            self._poller.join(5)
+
+
+def _daemon_thread(name: str, loop: Callable[[], None]) -> None:
+    threading.Thread(target=loop, name=name, daemon=True).start()
+
+
+class Waiting:
+    """The wait loop of statements that wait (RECEIVE and GET CONVERSATION GROUP with a
+    time-out, a statement waiting for a locked conversation group).
+
+    Args:
+        clock: the broker's clock: deadlines are broker times, and a manual clock's moves wake
+            waiters (the caller notifies).
+        notifier: the broker's :class:`Notifier`.
+        activity: where waits are published for the queue monitors of every process (ACT-3).
+        give_up: called between tries; True ends the wait with nothing (the broker closed, or
+            it is stopping and the caller is an activated procedure, which then exits).
+    """
+
+    def __init__(
+        self,
+        clock: Clock,
+        notifier: Notifier,
+        activity: QueueActivityStore,
+        give_up: Callable[[], bool],
+    ) -> None:
+        self.clock = clock
+        self.notifier = notifier
+        self._activity = activity
+        self._give_up = give_up
+
+    def locks_generation(self) -> tuple[int, int]:
+        """The generation of :data:`LOCKS` wake-ups: it moves whenever some transaction
+        releases conversation groups (a transaction forgets which groups it saw locked then)."""
+        return self.notifier.generation(LOCKS)
+
+    def wait_for(
+        self,
+        attempt: Callable[[], T | None],
+        deadline: float | None,
+        *,
+        queue_id: int | None = None,
+        counts_as_waiting: bool = False,
+    ) -> T | None:
+        """Call ``attempt`` until it returns a value, the broker-clock ``deadline`` passes
+        (None: never) or :attr:`give_up` says so; returns the value or None.
+
+        Between tries it sleeps until woken: by a commit touching ``queue_id`` (or releasing
+        locks, when ``queue_id`` is None), by a clock move, or by the poller seeing another
+        process's commit; at most :data:`WAIT_SAFETY` real seconds. ``counts_as_waiting``: the
+        caller is a RECEIVE or GET CONVERSATION GROUP without WHERE, which queue monitors
+        count (ACT-3, ACT-5b) while it sleeps.
+
+        Raises:
+            whatever ``attempt`` raises (e.g. QueueDisabledError); StorageError from the
+            activity store.
+        """
+        key = LOCKS if queue_id is None else queue_id
+        counted = False
+        token: int | None = None
+        try:
+            while True:
+                seen = self.notifier.generation(key)
+                result = attempt()
+                if result is not None:
+                    return result
+                now = self.clock.now()
+                if (deadline is not None and now >= deadline) or self._give_up():
+                    return None
+                if queue_id is not None and counts_as_waiting and not counted:
+                    token = self._activity.begin_wait(queue_id)  # ACT-3, all processes
+                    counted = True
+                real = WAIT_SAFETY
+                if deadline is not None:
+                    real = min(real, self.clock.max_real_wait(deadline - now))
+                self.notifier.wait(key, seen, max(real, 0.0005))
+        finally:
+            if counted:
+                self._activity.end_wait(token)

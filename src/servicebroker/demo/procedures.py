@@ -11,7 +11,7 @@ import uuid
 from collections import defaultdict
 from dataclasses import dataclass, field
 
-from ..catalog import ActivationContext
+from ..broker import ActivationContext
 from ..dialogs import DIALOG_TIMER, END_DIALOG, ERROR
 from ..messages import Message
 from ..storage.queries import portable_sql

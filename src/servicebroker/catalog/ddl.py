@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from lark import Lark, Token, Transformer, UnexpectedInput
 from lark.exceptions import VisitError
 
-from .errors import CatalogError
+from ..errors import CatalogError
 
 __all__ = ["PriorityStatement", "parse_ddl"]
 

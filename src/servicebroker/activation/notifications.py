@@ -17,48 +17,31 @@ next notification begins a new one.
 
 from __future__ import annotations
 
+import logging
 import os
 import socket
 import threading
 import uuid
 import xml.etree.ElementTree as ET
 from datetime import UTC, datetime
-from typing import TYPE_CHECKING
 
-from .catalog import (
+from ..catalog import (
     EVENT_NOTIFICATION,
     EVENT_NOTIFICATION_SERVICE,
     POST_EVENT_NOTIFICATION,
     EventNotificationDef,
     QueueDef,
 )
-from .errors import BrokerError
+from ..context import BrokerContext
+from ..dialogs import State
+from ..errors import BrokerError
+from ..transaction import Transaction
 
-if TYPE_CHECKING:
-    from .broker import Broker
+__all__ = ["event_instance", "raise_event"]
 
-__all__ = ["event_instance", "external_notification_due", "raise_event"]
+log = logging.getLogger(__name__)
 
 SYSTEM_QUEUE = "sys_event_notifications"
-
-
-def external_notification_due(
-    *,
-    last_notified: float | None,
-    last_receive: float | None,
-    now: float,
-    timeout: float,
-    rearmed: bool = False,
-) -> bool:
-    """ACT-8: raise another QUEUE_ACTIVATION notification? Yes if none was raised yet, if an
-    application called RECEIVE on the queue since the last one (``rearmed``: seen in this
-    process; ``last_receive`` later than ``last_notified``: seen from another), or if the
-    response time-out (``timeout`` seconds) expired; otherwise the broker stays quiet."""
-    if last_notified is None or rearmed:
-        return True
-    if last_receive is not None and last_receive > last_notified:
-        return True
-    return now - last_notified >= timeout
 
 
 def event_instance(event_type: str, post_time: float, database_name: str, queue_name: str) -> bytes:
@@ -82,9 +65,9 @@ def event_instance(event_type: str, post_time: float, database_name: str, queue_
     return text
 
 
-def _clean_system_queue(broker: Broker) -> None:
+def _clean_system_queue(context: BrokerContext) -> None:
     """End our side of notification dialogs the receivers ended (EndDialog/Error arrived)."""
-    with broker.transaction() as tx:
+    with Transaction(context) as tx:
         for _ in range(100):
             messages = tx.receive(SYSTEM_QUEUE)
             if not messages:
@@ -93,36 +76,49 @@ def _clean_system_queue(broker: Broker) -> None:
                 tx.end_conversation(handle)
 
 
-def raise_event(broker: Broker, queue: QueueDef, event_type: str) -> int:
-    """Send ``event_type`` about ``queue`` to every service registered for it; returns how many
-    notifications were sent. A registration whose service cannot take it is skipped (the message
-    waits in the transmission queue like any other)."""
-    catalog = broker._catalog_now()
+def raise_event(context: BrokerContext, queue: QueueDef, event_type: str) -> int:
+    """Send ``event_type`` about ``queue`` to every service registered for it (EVT-1); returns
+    how many notifications were sent. A registration whose notification cannot be sent is
+    logged with its name and the error, and skipped; the others are still sent.
+
+    Raises:
+        StorageError: the database failed.
+    """
+    catalog = context.catalog.current()
     registrations = catalog.notifications(queue.queue_id, event_type)
     if not registrations:
         return 0
-    _clean_system_queue(broker)
-    body = event_instance(event_type, broker.clock.now(), broker.database_name, queue.name)
+    _clean_system_queue(context)
+    body = event_instance(
+        event_type, context.clock.now(), context.storage.database_name, queue.name
+    )
     sent = 0
     for en in registrations:
         try:
-            _send(broker, en, body)
+            _send(context, en, body)
             sent += 1
-        except BrokerError:
-            continue
+        except BrokerError as exc:
+            log.warning(
+                "event notification %s (%s on queue %s) to service %s not sent: %s",
+                en.name,
+                event_type,
+                queue.name,
+                en.to_service,
+                exc,
+            )
     return sent
 
 
-def _send(broker: Broker, en: EventNotificationDef, body: bytes) -> None:
-    with broker.transaction() as tx:
+def _send(context: BrokerContext, en: EventNotificationDef, body: bytes) -> None:
+    with Transaction(context) as tx:
         handle: uuid.UUID | None = None
         if en.conversation_handle is not None:
-            row = tx._conn.get_endpoint(en.conversation_handle)
-            if row is not None and row.state in ("SO", "CO"):
-                handle = uuid.UUID(bytes=en.conversation_handle)
+            known = uuid.UUID(bytes=en.conversation_handle)
+            if tx.conversation_state(known) in (State.SO, State.CO):
+                handle = known
         if handle is None:
             handle = tx.begin_dialog(
                 EVENT_NOTIFICATION_SERVICE, en.to_service, contract=POST_EVENT_NOTIFICATION
             )
-            tx._remember_notification_dialog(en.event_notification_id, handle)
+            tx.remember_notification_dialog(en.event_notification_id, handle)
         tx.send(handle, EVENT_NOTIFICATION, body)

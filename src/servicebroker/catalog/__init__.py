@@ -1,0 +1,48 @@
+"""The catalog: what exists in a broker database — message types, contracts, queues, services,
+event notifications, broker priorities and the HONOR_BROKER_PRIORITY option.
+
+- :mod:`.model`: the definitions as frozen records and the :class:`CatalogSnapshot`;
+- :mod:`.changes`: the CREATE / ALTER / DROP statements;
+- :mod:`.cache`: the per-broker snapshot cache and the transaction every change runs in;
+- :mod:`.ddl`: the T-SQL form of CREATE / ALTER / DROP BROKER PRIORITY and ALTER DATABASE.
+"""
+
+from __future__ import annotations
+
+from .cache import CatalogCache
+from .model import (
+    EVENT_NOTIFICATION,
+    EVENT_NOTIFICATION_SERVICE,
+    EVENT_TYPES,
+    POST_EVENT_NOTIFICATION,
+    SYSTEM_MESSAGE_TYPES,
+    Activation,
+    CatalogSnapshot,
+    ContractDef,
+    EventNotificationDef,
+    MessageTypeDef,
+    Procedure,
+    QueueDef,
+    ServiceDef,
+    check_name,
+    resolve_procedure,
+)
+
+__all__ = [
+    "EVENT_NOTIFICATION",
+    "EVENT_NOTIFICATION_SERVICE",
+    "EVENT_TYPES",
+    "POST_EVENT_NOTIFICATION",
+    "SYSTEM_MESSAGE_TYPES",
+    "Activation",
+    "CatalogCache",
+    "CatalogSnapshot",
+    "ContractDef",
+    "EventNotificationDef",
+    "MessageTypeDef",
+    "Procedure",
+    "QueueDef",
+    "ServiceDef",
+    "check_name",
+    "resolve_procedure",
+]

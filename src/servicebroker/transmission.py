@@ -1,0 +1,267 @@
+"""The transmission queue (QUE-3, PRI-14..18, ``sys.transmission_queue``): where a message waits
+when it cannot be put on its target queue now — the target queue is OFF, the target service does
+not exist yet, or an earlier message of the same conversation side still waits — and the order
+in which waiting messages leave.
+
+Two parts:
+
+- :class:`TransmissionQueue` works inside one commit's write transaction: it holds a message
+  (:meth:`~TransmissionQueue.hold`, with its ``transmission_status``), tells whether a
+  conversation side must wait behind an earlier message, and drains: messages leave in
+  transmission order (effective level, then send order) to a :class:`Destination`, which puts
+  them on a queue or says why it cannot yet.
+- :class:`TransmissionService` is the broker-level shell: one write transaction per batch, run
+  when a queue turns ON or a service is created, and on every timer tick (a periodic task).
+
+The local destination is :class:`servicebroker.delivery.Applier`; the network transport will be
+a second implementation of :class:`Destination`.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Protocol
+
+from .catalog import CatalogCache, CatalogSnapshot
+from .clock import Clock
+from .dialogs import Arrival
+from .messages import Outgoing
+from .priorities import AGING_INTERVAL, transmission_order
+from .storage.base import EndpointRow, Storage, StorageConnection, TransmissionRow
+
+__all__ = ["Destination", "TransmissionQueue", "TransmissionService", "TransmissionStatistics"]
+
+
+class Destination(Protocol):
+    """Where messages leaving the transmission queue go (one commit's view of it)."""
+
+    def endpoint(self, handle: bytes) -> EndpointRow | None:
+        """The sending endpoint as it stands in this commit, or None when it is gone."""
+        ...
+
+    def deliver_now(self, sender: EndpointRow, out: Outgoing, arrival: Arrival) -> str | None:
+        """Put ``out`` from ``sender`` where it goes; None when delivered (or discarded by the
+        far endpoint's state, DLG-4), else why it must keep waiting (the new
+        ``transmission_status``)."""
+        ...
+
+
+class TransmissionQueue:
+    """The transmission queue inside one write transaction of ``conn``.
+
+    Args:
+        conn: a storage connection in its write transaction.
+        catalog: the catalog snapshot (service names, HONOR_BROKER_PRIORITY).
+        now: the broker's time, seconds (``enqueue_time`` of held messages; aging).
+    """
+
+    def __init__(self, conn: StorageConnection, catalog: CatalogSnapshot, now: float) -> None:
+        self.conn = conn
+        self.catalog = catalog
+        self.now = now
+        self._any: bool | None = None
+
+    def blocks(self, sender: EndpointRow) -> bool:
+        """True when a message sent earlier by ``sender``'s side of its conversation waits here:
+        a later one must wait behind it, so the send order is kept (DLG-2)."""
+        if self._any is None:
+            self._any = self.conn.transmission_exists()
+        return self._any and self.conn.transmission_waiting(
+            sender.conversation_id, sender.is_initiator
+        )
+
+    def hold(self, sender: EndpointRow, out: Outgoing, arrival: Arrival, reason: str) -> str:
+        """Keep ``out`` from ``sender`` here with ``reason`` as its ``transmission_status``, at
+        the sender endpoint's level (PRI-14); returns ``reason``."""
+        from_service = self.catalog.services_by_id[sender.service_id].name
+        self.conn.insert_transmission(
+            (
+                sender.conversation_handle,
+                sender.conversation_id,
+                int(sender.is_initiator),
+                sender.far_service,
+                from_service,
+                sender.service_contract_id,
+                self.now,
+                out.sequence,
+                out.message_type_id,
+                out.validation,
+                out.body,
+                out.message_id,
+                arrival.value,
+                reason,
+                sender.priority,
+                sender.lifetime,
+            )
+        )
+        self._any = True
+        return reason
+
+    def drop_endpoint(self, sender: EndpointRow) -> None:
+        """Drop the unsent messages of ``sender``'s side (END CONVERSATION WITH ERROR or WITH
+        CLEANUP, DLG-4)."""
+        self.conn.delete_transmission_of_endpoint(sender.conversation_id, sender.is_initiator)
+
+    def batch(
+        self, limit: int, aging_interval: float | None = AGING_INTERVAL
+    ) -> list[TransmissionRow]:
+        """The rows that leave next, in order (PRI-14, PRI-16, PRI-18): the first ``limit`` are
+        exact (each level's oldest ``limit`` rows are read through an index and merged by
+        :func:`~servicebroker.priorities.transmission_order`); later ones are candidates only."""
+        candidates = {row[0]: row for row in self.conn.transmission_pending(limit)}
+        order = transmission_order(
+            ((tid, row[15], row[7]) for tid, row in candidates.items()),
+            self.now,
+            honor=self.catalog.honor_broker_priority,
+            aging_interval=aging_interval,
+        )
+        return [candidates[tid] for tid in order]
+
+    def drain(
+        self,
+        destination: Destination,
+        limit: int = 1000,
+        aging_interval: float | None = AGING_INTERVAL,
+    ) -> int:
+        """Offer up to ``limit`` waiting messages to ``destination`` in transmission order
+        (QUE-3; PRI-14: effective level, then send order, across every destination; PRI-16:
+        level 5 for all while HONOR_BROKER_PRIORITY is OFF; PRI-18: aging by ``aging_interval``
+        seconds per level). A conversation side whose message cannot leave keeps its later
+        messages back. Returns how many left (delivered, or dropped because their sender is
+        gone)."""
+        moved = 0
+        blocked: set[tuple[bytes, int]] = set()
+        for row in self.batch(limit, aging_interval):
+            if moved >= limit:
+                break
+            (
+                tid,
+                handle,
+                conv_id,
+                is_init,
+                _to,
+                _from,
+                _contract,
+                _t,
+                seq,
+                mt_id,
+                validation,
+                body,
+                message_id,
+                arrival,
+                status,
+                _prio,
+                _life,
+            ) = row
+            key = (conv_id, is_init)
+            if key in blocked:
+                continue
+            sender = destination.endpoint(handle)
+            if sender is None:
+                self.conn.delete_transmission(tid)
+                moved += 1
+                continue
+            name = self.catalog.message_types_by_id[mt_id].name
+            out = Outgoing(mt_id, name, validation, body, message_id, seq)
+            reason = destination.deliver_now(sender, out, Arrival(arrival))
+            if reason is None:
+                self.conn.delete_transmission(tid)
+                moved += 1
+            else:
+                blocked.add(key)
+                if reason != status:
+                    self.conn.set_transmission_status(tid, reason)
+        self._any = None
+        return moved
+
+
+class Committer(Protocol):
+    """One commit's delivery work as :class:`TransmissionService` drives it (the local side is
+    :class:`servicebroker.delivery.Applier`)."""
+
+    transmission: TransmissionQueue
+    woken_queues: set[int]
+    arrived_on_empty: set[int]
+
+    def endpoint(self, handle: bytes) -> EndpointRow | None: ...
+    def deliver_now(self, sender: EndpointRow, out: Outgoing, arrival: Arrival) -> str | None: ...
+    def finish(self) -> None: ...
+
+
+@dataclass(frozen=True)
+class TransmissionStatistics:
+    """What the transmission service has done in this process: passes run, messages moved."""
+
+    passes: int
+    moved: int
+
+
+class TransmissionService:
+    """Drains the transmission queue of one broker, a write transaction per batch.
+
+    Args:
+        storage: the broker's storage.
+        catalog: its catalog cache.
+        clock: its clock.
+        committer: makes one commit's delivery work from (connection, catalog, now) —
+            :class:`servicebroker.delivery.Applier`.
+        committed: called after each commit with (queues that got messages, queues where a
+            message arrived on an empty queue), to wake waiters and monitors (ACT-4a).
+        aging_interval: PRI-18's seconds per level, None for strict priority.
+    """
+
+    def __init__(
+        self,
+        storage: Storage,
+        catalog: CatalogCache,
+        clock: Clock,
+        committer: Callable[[StorageConnection, CatalogSnapshot, float], Committer],
+        committed: Callable[[set[int], frozenset[int]], None],
+        aging_interval: float | None = AGING_INTERVAL,
+    ) -> None:
+        self._storage = storage
+        self._catalog = catalog
+        self._clock = clock
+        self._committer = committer
+        self._committed = committed
+        self.aging_interval = aging_interval
+        self._lock = threading.Lock()
+        self._passes = 0
+        self._moved = 0
+
+    def drain(self, batch: int = 1000) -> int:
+        """Move what can leave the transmission queue, ``batch`` messages per transaction in
+        transmission order, until a pass moves fewer; returns how many moved.
+
+        Raises:
+            StorageError: the database failed (what was committed stays).
+        """
+        total = 0
+        while True:
+            with self._storage.connection() as conn:
+                if not conn.transmission_exists():
+                    return total
+                conn.begin_write()
+                work = self._committer(conn, self._catalog.snapshot(conn), self._clock.now())
+                moved = work.transmission.drain(work, batch, self.aging_interval)
+                work.finish()
+                conn.commit()
+            with self._lock:
+                self._passes += 1
+                self._moved += moved
+            self._committed(work.woken_queues, frozenset(work.arrived_on_empty))
+            total += moved
+            if moved < batch:
+                return total
+
+    def retry(self, now: float) -> None:
+        """The periodic task: retry the transmission queue (QUE-3); ``now`` is unused (each
+        pass reads the clock)."""
+        self.drain()
+
+    def statistics(self) -> TransmissionStatistics:
+        """A snapshot of this service's counters."""
+        with self._lock:
+            return TransmissionStatistics(self._passes, self._moved)

@@ -1,0 +1,75 @@
+"""Message ids and conversation handles are unique, also across ``os.fork()``: a forked child
+must not hand out the ids its parent has drawn (or will draw) from the pool it inherited."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+from servicebroker import Broker
+from servicebroker.messages import new_id
+
+DRAWS = 64
+
+
+def _in_child(work: object) -> bytes:
+    """Run ``work()`` (returning bytes) in a forked child; return what it wrote to the pipe.
+
+    The child always leaves through ``os._exit`` (1 on any failure, with the error text as its
+    output), so no pytest machinery runs twice."""
+    read_end, write_end = os.pipe()
+    pid = os.fork()
+    if pid == 0:  # the child
+        code = 0
+        try:
+            os.close(read_end)
+            out = work()  # type: ignore[operator]
+        except BaseException as exc:  # report everything to the parent
+            out, code = f"{type(exc).__name__}: {exc}".encode(), 1
+        try:
+            with os.fdopen(write_end, "wb") as w:
+                w.write(out)
+        finally:
+            os._exit(code)
+    os.close(write_end)
+    with os.fdopen(read_end, "rb") as r:
+        data = r.read()
+    _, status = os.waitpid(pid, 0)
+    assert os.waitstatus_to_exitcode(status) == 0, data.decode(errors="replace")
+    return data
+
+
+def test_ids_drawn_after_a_fork_differ_between_parent_and_child() -> None:
+    new_id()  # the parent's pool is filled before the fork, as in any running broker
+    child = _in_child(lambda: b"".join(new_id() for _ in range(DRAWS)))
+    child_ids = {child[i : i + 16] for i in range(0, len(child), 16)}
+    parent_ids = {new_id() for _ in range(DRAWS)}
+    assert len(child_ids) == DRAWS and len(parent_ids) == DRAWS
+    assert not child_ids & parent_ids
+
+
+def test_a_forked_child_begins_dialogs_on_its_own_broker(tmp_path: Path) -> None:
+    path = str(tmp_path / "fork.db")  # SQLite only: a PostgreSQL pool must not cross a fork
+    with Broker.open(path) as broker:
+        broker.create_queue("iq")
+        broker.create_queue("tq")
+        broker.create_service("I", queue="iq")
+        broker.create_service("T", queue="tq", contracts=["DEFAULT"])
+
+        def dialog(b: Broker) -> bytes:
+            with b.transaction() as tx:
+                handle = tx.begin_dialog("I", "T", contract="DEFAULT")
+                tx.send(handle, "DEFAULT", b"hello")
+            return handle.bytes
+
+        dialog(broker)  # the parent's id pool is in use before the fork
+
+        def child_work() -> bytes:
+            with Broker.open(path) as own:
+                return dialog(own)
+
+        child_handle = _in_child(child_work)
+        parent_handle = dialog(broker)
+        assert len(child_handle) == 16 and child_handle != parent_handle
+        bodies = [m.message_body for m in broker.peek("tq")]
+        assert bodies == [b"hello"] * 3
