@@ -1,0 +1,149 @@
+"""The layout the architecture doc describes, enforced: no import cycle among the package's
+modules (type-only and function-level imports count), and no module reads another module's
+private (underscore) attributes."""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+import servicebroker
+
+PACKAGE = Path(servicebroker.__file__).parent
+
+
+def _module_name(path: Path) -> str:
+    parts = list(path.relative_to(PACKAGE.parent).with_suffix("").parts)
+    if parts[-1] == "__init__":
+        parts.pop()
+    return ".".join(parts)
+
+
+def _modules() -> dict[str, Path]:
+    return {_module_name(p): p for p in sorted(PACKAGE.rglob("*.py"))}
+
+
+def _resolve(module: str, is_package: bool, node: ast.ImportFrom) -> str:
+    if node.level == 0:
+        return node.module or ""
+    base = module.split(".")
+    if not is_package:
+        base = base[:-1]
+    base = base[: len(base) - (node.level - 1)]
+    return ".".join([*base, node.module] if node.module else base)
+
+
+def import_graph() -> dict[str, set[str]]:
+    """Each module of the package and the package modules it imports, at any place in the file
+    (top level, under TYPE_CHECKING, inside functions). ``from pkg import name`` counts as an
+    import of ``pkg.name`` when that is a module, else of ``pkg``."""
+    modules = _modules()
+    graph: dict[str, set[str]] = {name: set() for name in modules}
+    for name, path in modules.items():
+        tree = ast.parse(path.read_text(encoding="utf-8"))
+        for node in ast.walk(tree):
+            targets: list[str] = []
+            if isinstance(node, ast.Import):
+                targets = [alias.name for alias in node.names]
+            elif isinstance(node, ast.ImportFrom):
+                base = _resolve(name, path.name == "__init__.py", node)
+                for alias in node.names:
+                    full = f"{base}.{alias.name}"
+                    targets.append(full if full in modules else base)
+            for target in targets:
+                while target and target not in modules:
+                    target = target.rpartition(".")[0]
+                if target and target != name:
+                    graph[name].add(target)
+    return graph
+
+
+def find_cycle(graph: dict[str, set[str]]) -> list[str] | None:
+    """One import cycle as a list of modules (first repeated last), or None.
+
+    A package's ``__init__`` importing its own submodules is not a cycle by itself; a submodule
+    importing its package's ``__init__`` back is (that is how real cycles hide)."""
+    state: dict[str, int] = {}
+    stack: list[str] = []
+
+    def visit(node: str) -> list[str] | None:
+        state[node] = 1
+        stack.append(node)
+        for nxt in sorted(graph[node]):
+            if state.get(nxt) == 1:
+                return [*stack[stack.index(nxt) :], nxt]
+            if nxt not in state:
+                found = visit(nxt)
+                if found:
+                    return found
+        stack.pop()
+        state[node] = 2
+        return None
+
+    for node in sorted(graph):
+        if node not in state:
+            found = visit(node)
+            if found:
+                return found
+    return None
+
+
+def private_reads() -> list[str]:
+    """``obj._name`` where ``obj`` is not ``self`` or ``cls``, in every module of the package."""
+    found = []
+    for name, path in _modules().items():
+        tree = ast.parse(path.read_text(encoding="utf-8"))
+        for node in ast.walk(tree):
+            if (
+                isinstance(node, ast.Attribute)
+                and node.attr.startswith("_")
+                and not node.attr.startswith("__")
+                and not (isinstance(node.value, ast.Name) and node.value.id in ("self", "cls"))
+            ):
+                found.append(f"{name}:{node.lineno}: {ast.unparse(node)}")
+    return found
+
+
+def test_no_import_cycle() -> None:
+    assert find_cycle(import_graph()) is None
+
+
+def test_the_cycle_finder_sees_a_cycle() -> None:
+    graph = import_graph()
+    graph["servicebroker.clock"].add("servicebroker.broker")  # what a careless import would do
+    cycle = find_cycle(graph)
+    assert cycle is not None and "servicebroker.clock" in cycle
+
+
+def test_no_module_reads_another_modules_private_attributes() -> None:
+    assert private_reads() == []
+
+
+def test_the_layout_reads_as_the_architecture() -> None:
+    top = sorted(p.name for p in PACKAGE.iterdir() if not p.name.startswith(("_", ".")))
+    for expected in (
+        "activation",
+        "broker.py",
+        "catalog",
+        "delivery.py",
+        "poison.py",
+        "receive.py",
+        "storage",
+        "supervisor.py",
+        "transaction.py",
+        "transmission.py",
+        "waiting.py",
+    ):
+        assert expected in top
+    # the hub is gone: only the package's entry points and its users import the facade
+    importers = {m for m, deps in import_graph().items() if "servicebroker.broker" in deps}
+    assert importers <= {
+        "servicebroker",
+        "servicebroker.cli",
+        "servicebroker.demo",
+        "servicebroker.demo.procedures",
+        "servicebroker.spark.datasource",
+        "servicebroker.testing",
+        "servicebroker.testing.work",
+        "servicebroker.activation.activator",
+    }, importers

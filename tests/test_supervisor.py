@@ -1,0 +1,85 @@
+"""Supervised background threads: a thread that dies is logged, restarted after RESTART_DELAY
+broker seconds, and shows in ``views.dm_broker_background_threads()``."""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from collections.abc import Callable
+
+import pytest
+
+from servicebroker import Broker, ManualClock
+from servicebroker.supervisor import Supervisor
+from servicebroker.views import BackgroundThreadRow
+
+
+def _until(check: Callable[[], bool], limit: float = 10.0) -> None:
+    """Wait (bounded) for another thread to reach a state; the outcome is decided by the check."""
+    end = time.monotonic() + limit
+    while not check():
+        assert time.monotonic() < end, "state not reached"
+        time.sleep(0.01)
+
+
+def _timer_row(broker: Broker) -> BackgroundThreadRow:
+    (row,) = [r for r in broker.views.dm_broker_background_threads() if r.name.endswith("timer")]
+    return row
+
+
+def test_a_dead_timer_thread_is_logged_and_restarted(
+    broker: Broker,
+    clock: ManualClock,
+    monkeypatch: pytest.MonkeyPatch,
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    storage = broker._storage  # the fault goes in below the broker
+    real = storage.try_lead
+    calls = [0]
+
+    def flaky() -> bool:
+        calls[0] += 1
+        if calls[0] == 2:  # the first call is start()'s; the second is the thread's
+            raise RuntimeError("leader lock went away")
+        return real()
+
+    monkeypatch.setattr(storage, "try_lead", flaky)
+    with caplog.at_level(logging.ERROR, logger="servicebroker.supervisor"):
+        broker.start()
+        _until(lambda: _timer_row(broker).state == "RESTARTING")
+    row = _timer_row(broker)
+    assert row.restarts == 0 and "leader lock went away" in (row.last_error or "")
+    assert row.last_error_time is not None
+    assert any("servicebroker-timer died" in r.getMessage() for r in caplog.records)
+    clock.advance(1)  # RESTART_DELAY, on the broker's clock
+    _until(lambda: _timer_row(broker).state == "RUNNING" and _timer_row(broker).restarts == 1)
+    seen = calls[0]
+    _until(lambda: calls[0] > seen)  # the restarted loop runs again
+    assert broker.is_leader
+
+
+def test_a_stopped_supervisor_does_not_restart(clock: ManualClock) -> None:
+    supervisor = Supervisor(clock, restart_delay=1)
+    died = threading.Event()
+
+    def boom() -> None:
+        died.set()
+        raise ValueError("bad")
+
+    supervisor.start("t", boom)
+    assert died.wait(10)
+    _until(lambda: supervisor.statistics()[0].state == "RESTARTING")
+    supervisor.stop()
+    assert supervisor.statistics()[0].state == "STOPPED"
+    assert supervisor.statistics()[0].restarts == 0
+    supervisor.close()
+
+
+def test_a_loop_that_returns_is_stopped_not_restarted(clock: ManualClock) -> None:
+    supervisor = Supervisor(clock)
+    supervisor.start("once", lambda: None)
+    supervisor.join("once", 10)
+    (row,) = supervisor.statistics()
+    assert (row.name, row.state, row.restarts, row.last_error) == ("once", "STOPPED", 0, None)
+    supervisor.close()
