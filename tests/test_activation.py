@@ -197,8 +197,10 @@ def test_procedure_that_exits_without_receiving_is_not_restarted(
     (m,) = broker.views.dm_broker_queue_monitors()
     assert m.running_tasks == 0  # decisions reserve a reader synchronously: none was
     assert len(calls) == 1
+    # the work is still there, unread, and the monitor stays idle over it: suppressed, not empty
+    assert [msg.status for msg in broker.peek(pair.tq)] == [1]
     (m,) = broker.views.dm_broker_queue_monitors()
-    assert m.state == "INACTIVE" or m.running_tasks == 0
+    assert (m.state, m.running_tasks, m.peak_running_tasks) == ("INACTIVE", 0, 1)
     broker.alter_queue(
         pair.tq, activation=Activation(lambda ctx: calls.append(clock.now()), max_queue_readers=3)
     )
@@ -369,7 +371,7 @@ def test_event_notification_arguments(broker: Broker, pair: Pair) -> None:
 
 def test_external_notification_due_is_a_pure_rule() -> None:
     # rule ACT-8
-    from servicebroker.notifications import external_notification_due
+    from servicebroker.activation import external_notification_due
 
     assert external_notification_due(last_notified=None, last_receive=None, now=100, timeout=60)
     assert not external_notification_due(last_notified=90, last_receive=None, now=100, timeout=60)

@@ -4,6 +4,11 @@ must not hand out the ids its parent has drawn (or will draw) from the pool it i
 from __future__ import annotations
 
 import os
+import select
+import signal
+import time
+import warnings
+from collections.abc import Callable
 from pathlib import Path
 
 from servicebroker import Broker
@@ -12,18 +17,23 @@ from servicebroker.messages import new_id
 DRAWS = 64
 
 
-def _in_child(work: object) -> bytes:
-    """Run ``work()`` (returning bytes) in a forked child; return what it wrote to the pipe.
+def _in_child(work: Callable[[], bytes], timeout: float = 60.0) -> bytes:
+    """Run ``work()`` in a forked child; return the bytes it returned, passed through a pipe.
 
     The child always leaves through ``os._exit`` (1 on any failure, with the error text as its
-    output), so no pytest machinery runs twice."""
+    output), so no pytest machinery runs twice; a child still running after ``timeout``
+    seconds is killed and the test fails."""
     read_end, write_end = os.pipe()
-    pid = os.fork()
+    with warnings.catch_warnings():
+        # Python 3.12+ warns when forking a process that has threads (a Spark session of an
+        # earlier test); the child here touches only what it makes itself
+        warnings.filterwarnings("ignore", "This process .* is multi-threaded", DeprecationWarning)
+        pid = os.fork()
     if pid == 0:  # the child
         code = 0
         try:
             os.close(read_end)
-            out = work()  # type: ignore[operator]
+            out = work()
         except BaseException as exc:  # report everything to the parent
             out, code = f"{type(exc).__name__}: {exc}".encode(), 1
         try:
@@ -32,8 +42,20 @@ def _in_child(work: object) -> bytes:
         finally:
             os._exit(code)
     os.close(write_end)
-    with os.fdopen(read_end, "rb") as r:
-        data = r.read()
+    chunks = []
+    deadline = time.monotonic() + timeout
+    with os.fdopen(read_end, "rb", buffering=0) as r:
+        while True:
+            ready, _, _ = select.select([r], [], [], max(0.0, deadline - time.monotonic()))
+            if not ready:
+                os.kill(pid, signal.SIGKILL)
+                os.waitpid(pid, 0)
+                raise AssertionError(f"the forked child did not finish within {timeout} s")
+            chunk = r.read(65536)
+            if not chunk:
+                break
+            chunks.append(chunk)
+    data = b"".join(chunks)
     _, status = os.waitpid(pid, 0)
     assert os.waitstatus_to_exitcode(status) == 0, data.decode(errors="replace")
     return data

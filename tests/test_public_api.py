@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import importlib
 import subprocess
 import sys
+import types
 from importlib import resources
 
 import servicebroker
@@ -34,10 +36,46 @@ def test_all_names_the_public_surface() -> None:
         "parse_error_body",
     }
     assert set(servicebroker.__all__) == expected
-    for name in servicebroker.__all__:
-        assert getattr(servicebroker, name) is not None
-    for error in ("CatalogError", "ConversationError", "QueueDisabledError", "StorageError"):
-        assert issubclass(getattr(servicebroker, error), servicebroker.BrokerError)
+    assert len(servicebroker.__all__) == len(expected)  # no name listed twice
+    # ... and nothing public beyond it: every other top-level name is a submodule, private, or
+    # the package's own `from __future__ import annotations`
+    public = {
+        name
+        for name, value in vars(servicebroker).items()
+        if not name.startswith("_")
+        and name != "annotations"
+        and not isinstance(value, types.ModuleType)
+    }
+    assert public == expected
+
+
+def test_every_public_name_imports_and_is_documented() -> None:
+    namespace: dict[str, object] = {}
+    exec("from servicebroker import *", namespace)  # fails on a listed name that is not there
+    del namespace["__builtins__"]
+    assert set(namespace) == set(servicebroker.__all__)
+    for name, value in namespace.items():
+        if isinstance(value, str):
+            continue  # the system message type names, checked below
+        assert getattr(value, "__module__", "").startswith("servicebroker."), name
+        doc = value.__doc__ or ""  # its own docstring, not one inherited from a base class
+        assert doc.strip() and not doc.startswith(f"{name}("), f"{name} has no docstring"
+    # rule SYS-1: the system message types, spelled exactly as SQL Server spells them
+    assert servicebroker.END_DIALOG == "http://schemas.microsoft.com/SQL/ServiceBroker/EndDialog"
+    assert servicebroker.ERROR == "http://schemas.microsoft.com/SQL/ServiceBroker/Error"
+    assert (
+        servicebroker.DIALOG_TIMER == "http://schemas.microsoft.com/SQL/ServiceBroker/DialogTimer"
+    )
+
+
+def test_every_error_is_exported_and_under_broker_error() -> None:
+    errors = importlib.import_module("servicebroker.errors")
+    assert set(errors.__all__) <= set(servicebroker.__all__)
+    for name in errors.__all__:
+        error = getattr(servicebroker, name)
+        assert error is getattr(errors, name)
+        assert issubclass(error, servicebroker.BrokerError), name
+    assert issubclass(servicebroker.IntegrityConflict, servicebroker.StorageError)
 
 
 def test_py_typed_ships() -> None:

@@ -101,6 +101,10 @@ def test_a_contract_column_chooses_each_conversations_contract_and_level(
 def test_write_options_are_checked_on_the_driver(
     spark: object, url: str, broker: Broker, pair: Pair
 ) -> None:
+    # Spark reports a data source's driver-side error as an AnalysisException whose message
+    # carries our error's class and text
+    from pyspark.errors import AnalysisException
+
     df = spark.createDataFrame(
         [("k", "Req", b"x")],
         "conversation_key string, message_type_name string, message_body binary",
@@ -111,14 +115,22 @@ def test_write_options_are_checked_on_the_driver(
         .option("to_service", pair.target)
         .mode("append")
     )
-    with pytest.raises(Exception, match="from_service"):
+    with pytest.raises(
+        AnalysisException,
+        match=r"SparkOptionError: servicebroker data source: give option 'from_service' or a "
+        r"from_service column",
+    ):
         writer.save()
     bad = df.drop("message_body").write.format("servicebroker").option("url", url)
-    with pytest.raises(Exception, match="lacks column"):
+    with pytest.raises(
+        AnalysisException,
+        match=r"SparkOptionError: servicebroker data source: the DataFrame lacks column\(s\) "
+        r"message_body",
+    ):
         bad.option("from_service", pair.initiator).option("to_service", pair.target).mode(
             "append"
         ).save()
-    with pytest.raises(Exception, match="queue 'nope' does not exist"):
+    with pytest.raises(AnalysisException, match=r"CatalogError: queue 'nope' does not exist"):
         spark.read.format("servicebroker").option("url", url).option(
             "queue", "nope"
         ).load().collect()  # type: ignore[attr-defined]

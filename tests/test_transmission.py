@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from servicebroker import Broker, CatalogError, ManualClock
+from servicebroker import Broker, BrokerError, CatalogError, ManualClock
 from servicebroker.priorities import transmission_level, transmission_order
 
 LEVELS = (1, 5, 10)
@@ -155,5 +155,7 @@ def test_honor_broker_priority_in_ddl_and_bad_values(broker: Broker) -> None:
         broker.execute_ddl("ALTER DATABASE db SET HONOR_BROKER_PRIORITY MAYBE")
     with pytest.raises(CatalogError, match="HONOR_BROKER_PRIORITY"):
         broker.alter_database(honor_broker_priority="ON")  # type: ignore[arg-type]
-    with pytest.raises(Exception, match="priority_aging_interval"):
+    with pytest.raises(
+        BrokerError, match=r"priority_aging_interval must be a number of seconds > 0 or None, got 0"
+    ):
         Broker.open(broker.url, priority_aging_interval=0)

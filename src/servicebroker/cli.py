@@ -1,25 +1,28 @@
-"""The ``servicebroker`` command line (click): init, send, receive, peek, status, serve, demo.
+"""The ``servicebroker`` command line (click): init, send, receive, peek, status, serve,
+activator, demo.
 
 Every command takes ``--url`` (default: ``servicebroker.db`` in the current folder; also the
-``SERVICEBROKER_URL`` environment variable) and exits non-zero with a clear message on bad
-input.
+``SERVICEBROKER_URL`` environment variable; for ``activator`` the configuration file's ``url``)
+and exits non-zero with a clear message on bad input.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import signal
 import sys
 import threading
 import uuid
 from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from contextlib import contextmanager, suppress
 from typing import Any, TypeVar
 
 import click
 from rich.console import Console
 from rich.table import Table
 
+from .activator import ExternalActivator, load_config
 from .broker import Broker
 from .errors import BrokerError
 from .messages import Message
@@ -328,6 +331,63 @@ def serve(url_arg: str | None, url: str) -> None:
         except KeyboardInterrupt:
             pass
         broker.stop()
+    click.echo("stopped")
+
+
+@main.command()
+@click.argument("config", metavar="CONFIG.toml")
+@click.option(
+    "--url",
+    envvar="SERVICEBROKER_URL",
+    default=None,
+    help="Broker database; overrides the configuration's url (also $SERVICEBROKER_URL).",
+)
+@click.option(
+    "--timeout",
+    type=click.FloatRange(min=0),
+    default=5.0,
+    show_default=True,
+    help="Seconds each RECEIVE on the notification queue waits.",
+)
+@click.option(
+    "--once",
+    is_flag=True,
+    help="One round (keep min instances, handle the notifications that arrive within "
+    "--timeout), then exit.",
+)
+def activator(config: str, url: str | None, timeout: float, once: bool) -> None:
+    """The external activator (ACT-8): launch the command configured for a queue on each
+    QUEUE_ACTIVATION event notification, between min and max instances per queue, until
+    interrupted (Ctrl-C or SIGTERM). CONFIG.toml is described in servicebroker.activator.
+
+    The notifications come from a started broker ('servicebroker serve' or your application);
+    the activator only RECEIVEs them. Exits 1 with a message naming the file and key when the
+    configuration is missing or bad, or naming the object at fault on a broker error.
+    """
+    try:
+        settings = load_config(config)
+    except BrokerError as exc:  # ConfigError: the message names the file and the key
+        raise click.ClickException(str(exc)) from exc
+    if url is not None:
+        settings = dataclasses.replace(settings, url=url)  # launched readers get this url too
+    stop = threading.Event()
+    with opened(settings.url) as broker:
+        try:
+            runner = ExternalActivator(settings, broker)
+            if once:
+                launched = runner.step(timeout)
+                click.echo(f"launched {launched} process(es)")
+                return
+            signal.signal(signal.SIGTERM, lambda *_: stop.set())
+            click.echo(
+                f"activator on {settings.notification_queue!r} of {broker.url}; Ctrl-C to stop"
+            )
+            with suppress(KeyboardInterrupt):
+                runner.run(stop, timeout)
+        except BrokerError as exc:
+            raise click.ClickException(str(exc)) from exc
+        except OSError as exc:  # a configured command that cannot start, an unwritable state file
+            raise click.ClickException(f"activator configuration {config!r}: {exc}") from exc
     click.echo("stopped")
 
 
