@@ -22,7 +22,7 @@ import click
 from rich.console import Console
 from rich.table import Table
 
-from .activator import ExternalActivator, load_config
+from .activation.activator import ExternalActivator, load_config
 from .broker import Broker
 from .errors import BrokerError
 from .messages import Message
@@ -358,7 +358,7 @@ def serve(url_arg: str | None, url: str) -> None:
 def activator(config: str, url: str | None, timeout: float, once: bool) -> None:
     """The external activator (ACT-8): launch the command configured for a queue on each
     QUEUE_ACTIVATION event notification, between min and max instances per queue, until
-    interrupted (Ctrl-C or SIGTERM). CONFIG.toml is described in servicebroker.activator.
+    interrupted (Ctrl-C or SIGTERM). CONFIG.toml is described in servicebroker.activation.activator.
 
     The notifications come from a started broker ('servicebroker serve' or your application);
     the activator only RECEIVEs them. Exits 1 with a message naming the file and key when the

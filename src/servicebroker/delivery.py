@@ -6,8 +6,9 @@ statement), and :class:`Applier` re-applies their effects to the rows as they st
 (an Error or EndDialog may have arrived meanwhile). It puts each message on the far endpoint's
 queue, creating the target endpoint on its first message (PRI-3), or hands it to the
 transmission queue (:mod:`.transmission`) while that queue is OFF or its service does not exist
-yet (QUE-3), and deletes a conversation once both its endpoints are closed (DLG-4). The timer's
-work (conversation timers, lifetimes) goes through the same :class:`Applier`.
+yet (QUE-3), and deletes a conversation once both its endpoints are closed (DLG-4). The timer
+(:mod:`.timer`) puts its DialogTimer and lifetime Error messages through the same
+:class:`Applier`.
 """
 
 from __future__ import annotations
@@ -20,8 +21,6 @@ from .dialogs import (
     DIALOG_TIMER,
     END_DIALOG,
     ERROR,
-    LIFETIME_EXPIRED_CODE,
-    LIFETIME_EXPIRED_TEXT,
     TARGET_START,
     Arrival,
     EndAction,
@@ -33,7 +32,6 @@ from .dialogs import (
     error_body,
     is_ended,
     on_arrival,
-    on_lifetime_expired,
     receive_rank,
 )
 from .errors import ConversationError
@@ -221,7 +219,7 @@ class Applier:
                     self.touch(far)
         if mode is EndMode.CLEANUP:
             self._delete_endpoint(row)
-        self._close_if_done(row)
+        self.close_if_done(row)
 
     def set_timer(self, handle: bytes, due: float | None) -> None:
         """BEGIN CONVERSATION TIMER (DLG-6): store the due time."""
@@ -241,28 +239,17 @@ class Applier:
         row.conversation_group_id = group_id
         self.touch(row)
 
-    def fire_timer(self, handle: bytes) -> None:
-        """A due conversation timer puts a DialogTimer on the local queue (DLG-6)."""
-        row = self.endpoint(handle)
-        if row is None or row.dialog_timer is None or row.dialog_timer > self.now:
-            return
-        row.dialog_timer = None
-        self.touch(row)
-        if not is_ended(row.state):
-            self._enqueue(row, self._system(row, DIALOG_TIMER, b"", sequence=-1))
+    def put_local(self, row: EndpointRow, message_type_name: str, body: bytes) -> None:
+        """Put a message the broker makes — a DialogTimer (DLG-6), a lifetime's Error (DLG-5)
+        — on ``row``'s own queue, first in its conversation (sequence -1, SYS-2)."""
+        self._enqueue(row, self._system(row, message_type_name, body, sequence=-1))
 
-    def expire_lifetime(self, handle: bytes) -> None:
-        """A passed LIFETIME puts the endpoint in ER with an Error message (DLG-5)."""
+    def change_state(self, row: EndpointRow, state: State) -> None:
+        """Set ``row``'s state to one :mod:`.dialogs` decided outside a statement (a passed
+        LIFETIME); written at :meth:`finish`."""
         self._routes.clear()
-        row = self.endpoint(handle)
-        if row is None or row.lifetime > self.now or row.state in (State.ER, State.CD):
-            return
-        row.state = on_lifetime_expired(row.state)
+        row.state = state
         self.touch(row)
-        if row.state == State.ER:
-            body = error_body(LIFETIME_EXPIRED_CODE, LIFETIME_EXPIRED_TEXT)
-            self._enqueue(row, self._system(row, ERROR, body, sequence=-1))
-        self._close_if_done(row)
 
     # -- delivery ------------------------------------------------------------------------
     def deliver(self, sender: EndpointRow, out: Outgoing, arrival: Arrival) -> str | None:
@@ -402,7 +389,7 @@ class Applier:
         self._sides[(row.conversation_id, row.is_initiator)] = None
         self._dirty.pop(row.conversation_handle, None)
 
-    def _close_if_done(self, row: EndpointRow) -> None:
+    def close_if_done(self, row: EndpointRow) -> None:
         """Delete a conversation once every endpoint it still has is closed (CD)."""
         mine = self._rows.get(row.conversation_handle)
         if mine is not None and mine.state != State.CD:

@@ -18,14 +18,58 @@ from dataclasses import dataclass
 
 from .context import BrokerContext
 from .delivery import Applier
+from .dialogs import (
+    DIALOG_TIMER,
+    ERROR,
+    LIFETIME_EXPIRED_CODE,
+    LIFETIME_EXPIRED_TEXT,
+    State,
+    error_body,
+    is_ended,
+    on_lifetime_expired,
+)
 
-__all__ = ["TICK_SECONDS", "BrokerTimer", "PeriodicTask", "PeriodicTasks", "TimerStatistics"]
+__all__ = [
+    "TICK_SECONDS",
+    "BrokerTimer",
+    "PeriodicTask",
+    "PeriodicTasks",
+    "TimerStatistics",
+    "expire_lifetime",
+    "fire_dialog_timer",
+]
 
 log = logging.getLogger(__name__)
 
 TICK_SECONDS = 5.0
 """TICK-1: the timer notifies the broker every 5 seconds."""
 _BATCH = 500
+
+
+def fire_dialog_timer(applier: Applier, handle: bytes, now: float) -> None:
+    """A due conversation timer (DLG-6) puts a DialogTimer message on the local queue, in the
+    commit of ``applier``; the timer is cleared. Nothing when it is not due at ``now`` or the
+    endpoint is gone; no message when this side has ended."""
+    row = applier.endpoint(handle)
+    if row is None or row.dialog_timer is None or row.dialog_timer > now:
+        return
+    row.dialog_timer = None
+    applier.touch(row)
+    if not is_ended(row.state):
+        applier.put_local(row, DIALOG_TIMER, b"")
+
+
+def expire_lifetime(applier: Applier, handle: bytes, now: float) -> None:
+    """A passed LIFETIME (DLG-5) puts the endpoint in ER with an Error message on its own
+    queue, or closes it when this side had ended; a conversation whose endpoints are all closed
+    is deleted."""
+    row = applier.endpoint(handle)
+    if row is None or row.lifetime > now or row.state in (State.ER, State.CD):
+        return
+    applier.change_state(row, on_lifetime_expired(row.state))
+    if row.state == State.ER:
+        applier.put_local(row, ERROR, error_body(LIFETIME_EXPIRED_CODE, LIFETIME_EXPIRED_TEXT))
+    applier.close_if_done(row)
 
 
 @dataclass(frozen=True)
@@ -140,9 +184,9 @@ class BrokerTimer:
                 conn.begin_write()
                 applier = Applier(conn, self._context.catalog.snapshot(conn), now)
                 for handle in timers:
-                    applier.fire_timer(handle)
+                    fire_dialog_timer(applier, handle, now)
                 for handle in lifetimes:
-                    applier.expire_lifetime(handle)
+                    expire_lifetime(applier, handle, now)
                 applier.finish()
                 conn.commit()
             fired += len(timers) + len(lifetimes)

@@ -32,10 +32,10 @@ import xml.etree.ElementTree as ET
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
-from .broker import Broker
-from .catalog import EVENT_NOTIFICATION
-from .dialogs import END_DIALOG, ERROR
-from .errors import BrokerError
+from ..broker import Broker
+from ..catalog import EVENT_NOTIFICATION
+from ..dialogs import END_DIALOG, ERROR
+from ..errors import BrokerError
 
 __all__ = ["ActivatorConfig", "ConfigError", "ExternalActivator", "QueueLaunch", "load_config"]
 
@@ -197,7 +197,12 @@ class ExternalActivator:
         if self.launch is not None:
             pid = self.launch(q.command, env)
         else:
-            child = subprocess.Popen(list(q.command), env=env)
+            try:
+                child = subprocess.Popen(list(q.command), env=env)
+            except OSError as exc:
+                raise ConfigError(
+                    f"queue {q.name!r}: cannot start command {list(q.command)!r}: {exc}"
+                ) from exc
             self._children[child.pid] = child
             pid = child.pid
         start = _start_time(pid) or ""
