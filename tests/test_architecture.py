@@ -88,8 +88,13 @@ def find_cycle(graph: dict[str, set[str]]) -> list[str] | None:
     return None
 
 
+NAMEDTUPLE_API = frozenset({"_replace", "_asdict", "_make", "_fields", "_field_defaults"})
+"""Named tuples' public methods, underscored so they cannot clash with field names."""
+
+
 def private_reads() -> list[str]:
-    """``obj._name`` where ``obj`` is not ``self`` or ``cls``, in every module of the package."""
+    """``obj._name`` where ``obj`` is not ``self`` or ``cls``, in every module of the package
+    (named tuples' public ``_replace`` and the like aside)."""
     found = []
     for name, path in _modules().items():
         tree = ast.parse(path.read_text(encoding="utf-8"))
@@ -98,6 +103,7 @@ def private_reads() -> list[str]:
                 isinstance(node, ast.Attribute)
                 and node.attr.startswith("_")
                 and not node.attr.startswith("__")
+                and node.attr not in NAMEDTUPLE_API
                 and not (isinstance(node.value, ast.Name) and node.value.id in ("self", "cls"))
             ):
                 found.append(f"{name}:{node.lineno}: {ast.unparse(node)}")

@@ -160,7 +160,7 @@ class Applier:
             row.send_sequence = out.sequence + 1
             self._pending_handles.add(far.conversation_handle)
             self._pending.append(
-                (
+                QueueInsert(
                     far.queue_id,
                     1,
                     far.priority,
@@ -333,7 +333,7 @@ class Applier:
     def _enqueue(self, row: EndpointRow, out: Outgoing, status: int = 1) -> None:
         self._pending_handles.add(row.conversation_handle)
         self._pending.append(
-            (
+            QueueInsert(
                 row.queue_id,
                 status,
                 row.priority,

@@ -24,7 +24,8 @@ conversation (one level, PRI-5) still leave in send order.
 from __future__ import annotations
 
 from collections.abc import Iterable
-from dataclasses import dataclass
+
+from .storage.base import BrokerPriorityRow
 
 __all__ = [
     "AGING_INTERVAL",
@@ -55,16 +56,9 @@ _PRECEDENCE = (
 )
 
 
-@dataclass(frozen=True, slots=True)
-class BrokerPriority:
-    """A conversation priority; ``None`` criteria are ANY (a row of ``conversation_priorities``)."""
-
-    priority_id: int
-    name: str
-    service_contract_name: str | None
-    local_service_name: str | None
-    remote_service_name: str | None
-    priority: int
+BrokerPriority = BrokerPriorityRow
+"""A conversation priority as the catalog stores it (a row of ``conversation_priorities``):
+``priority_id``, ``name``, the three criteria (``None`` is ANY) and ``priority`` 1..10."""
 
 
 def priority_level(

@@ -55,27 +55,19 @@ def to_messages(cat: CatalogSnapshot, rows: list[MessageRow], queue_name: str) -
     names: dict[tuple[int, int, int], tuple[str, str, str]] = {}
     ids: dict[bytes, uuid.UUID] = {}
     out = []
-    for (
-        status,
-        priority,
-        order,
-        group,
-        handle,
-        seq,
-        service_id,
-        contract_id,
-        mt_id,
-        validation,
-        body,
-        message_id,
-        _queue_id,
-    ) in rows:
+    for row in rows:
+        group, handle = row.conversation_group_id, row.conversation_handle
         g = ids.get(group)
         if g is None:
             g = ids[group] = fast_uuid(group)
         h = ids.get(handle)
         if h is None:
             h = ids[handle] = fast_uuid(handle)
+        service_id, contract_id, mt_id = (
+            row.service_id,
+            row.service_contract_id,
+            row.message_type_id,
+        )
         key = (service_id, contract_id, mt_id)
         named = names.get(key)
         if named is None:
@@ -88,21 +80,21 @@ def to_messages(cat: CatalogSnapshot, rows: list[MessageRow], queue_name: str) -
             )
         out.append(
             Message(
-                status,
-                priority,
-                order,
+                row.status,
+                row.priority,
+                row.queuing_order,
                 g,
                 h,
-                seq,
+                row.message_sequence_number,
                 named[0],
                 service_id,
                 named[1],
                 contract_id,
                 named[2],
                 mt_id,
-                validation,
-                body,
-                fast_uuid(message_id),
+                row.validation,
+                row.message_body,
+                fast_uuid(row.message_id),
                 queue_name,
             )
         )
@@ -209,7 +201,7 @@ class Receiving:
     def _take(self, rows: list[MessageRow], top: int) -> list[MessageRow]:
         skip = self._received_set
         if skip:
-            rows = [r for r in rows if r[2] not in skip]
+            rows = [r for r in rows if r.queuing_order not in skip]
         return rows if top < 0 else rows[:top]
 
     def receive(
@@ -308,7 +300,7 @@ class Receiving:
         self._ran(queue.queue_id, empty=rows is None, where=where)
         if rows is None:
             return []
-        orders = [r[2] for r in rows]
+        orders = [r.queuing_order for r in rows]
         self.received.setdefault(queue.queue_id, []).extend(orders)
         self._received_set.update(orders)
         return to_messages(self._catalog(False), rows, queue.name)

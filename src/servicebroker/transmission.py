@@ -110,9 +110,9 @@ class TransmissionQueue:
         """The rows that leave next, in order (PRI-14, PRI-16, PRI-18): the first ``limit`` are
         exact (each level's oldest ``limit`` rows are read through an index and merged by
         :func:`~servicebroker.priorities.transmission_order`); later ones are candidates only."""
-        candidates = {row[0]: row for row in self.conn.transmission_pending(limit)}
+        candidates = {row.transmission_id: row for row in self.conn.transmission_pending(limit)}
         order = transmission_order(
-            ((tid, row[15], row[7]) for tid, row in candidates.items()),
+            ((tid, row.priority, row.enqueue_time) for tid, row in candidates.items()),
             self.now,
             honor=self.catalog.honor_broker_priority,
             aging_interval=aging_interval,
@@ -136,42 +136,31 @@ class TransmissionQueue:
         for row in self.batch(limit, aging_interval):
             if moved >= limit:
                 break
-            (
-                tid,
-                handle,
-                conv_id,
-                is_init,
-                _to,
-                _from,
-                _contract,
-                _t,
-                seq,
-                mt_id,
-                validation,
-                body,
-                message_id,
-                arrival,
-                status,
-                _prio,
-                _life,
-            ) = row
-            key = (conv_id, is_init)
+            tid = row.transmission_id
+            key = (row.conversation_id, row.is_initiator)
             if key in blocked:
                 continue
-            sender = destination.endpoint(handle)
+            sender = destination.endpoint(row.conversation_handle)
             if sender is None:
                 self.conn.delete_transmission(tid)
                 moved += 1
                 continue
-            name = self.catalog.message_types_by_id[mt_id].name
-            out = Outgoing(mt_id, name, validation, body, message_id, seq)
-            reason = destination.deliver_now(sender, out, Arrival(arrival))
+            mt_id = row.message_type_id
+            out = Outgoing(
+                mt_id,
+                self.catalog.message_types_by_id[mt_id].name,
+                row.validation,
+                row.message_body,
+                row.message_id,
+                row.message_sequence_number,
+            )
+            reason = destination.deliver_now(sender, out, Arrival(row.arrival))
             if reason is None:
                 self.conn.delete_transmission(tid)
                 moved += 1
             else:
                 blocked.add(key)
-                if reason != status:
+                if reason != row.transmission_status:
                     self.conn.set_transmission_status(tid, reason)
         self._any = None
         return moved

@@ -182,44 +182,29 @@ class Views:
             cat = self._context.catalog.snapshot(conn)
             rows = conn.list_endpoints()
         out = []
-        for (
-            handle,
-            conv_id,
-            is_init,
-            contract_id,
-            group,
-            service_id,
-            far,
-            lifetime,
-            state,
-            timer,
-            send_seq,
-            recv_seq,
-            priority,
-            queue_id,
-        ) in rows:
-            contract = cat.contracts_by_id.get(contract_id)
-            service = cat.services_by_id.get(service_id)
-            queue = cat.queues_by_id.get(queue_id)
+        for r in rows:
+            contract = cat.contracts_by_id.get(r.service_contract_id)
+            service = cat.services_by_id.get(r.service_id)
+            queue = cat.queues_by_id.get(r.queue_id)
             out.append(
                 ConversationEndpointRow(
-                    uuid.UUID(bytes=handle),
-                    uuid.UUID(bytes=conv_id),
-                    bool(is_init),
-                    contract_id,
+                    uuid.UUID(bytes=r.conversation_handle),
+                    uuid.UUID(bytes=r.conversation_id),
+                    bool(r.is_initiator),
+                    r.service_contract_id,
                     contract.name if contract else "",
-                    uuid.UUID(bytes=group),
-                    service_id,
+                    uuid.UUID(bytes=r.conversation_group_id),
+                    r.service_id,
                     service.name if service else "",
                     queue.name if queue else "",
-                    _dt(lifetime),
-                    state,
-                    STATE_DESC.get(state, state),
-                    far,
-                    _dt(timer),
-                    send_seq,
-                    recv_seq,
-                    priority,
+                    _dt(r.lifetime),
+                    r.state,
+                    STATE_DESC.get(r.state, r.state),
+                    r.far_service,
+                    _dt(r.dialog_timer),
+                    r.send_sequence,
+                    r.receive_sequence,
+                    r.priority,
                 )
             )
         return out
@@ -230,36 +215,24 @@ class Views:
             cat = self._context.catalog.snapshot(conn)
             rows = conn.list_transmission()
         out = []
-        for (
-            handle,
-            to_name,
-            from_name,
-            contract_id,
-            enqueued,
-            seq,
-            mt_id,
-            arrival,
-            body,
-            status,
-            priority,
-        ) in rows:
-            contract = cat.contracts_by_id.get(contract_id)
-            mt = cat.message_types_by_id.get(mt_id)
+        for r in rows:
+            contract = cat.contracts_by_id.get(r.service_contract_id)
+            mt = cat.message_types_by_id.get(r.message_type_id)
             out.append(
                 TransmissionQueueRow(
-                    uuid.UUID(bytes=handle),
-                    to_name,
+                    uuid.UUID(bytes=r.conversation_handle),
+                    r.to_service_name,
                     None,
-                    from_name,
+                    r.from_service_name,
                     contract.name if contract else "",
-                    _dt(enqueued),
-                    seq,
+                    _dt(r.enqueue_time),
+                    r.message_sequence_number,
                     mt.name if mt else "",
-                    arrival == "error",
-                    arrival == "end_dialog",
-                    body,
-                    status,
-                    priority,
+                    r.arrival == "error",
+                    r.arrival == "end_dialog",
+                    r.message_body,
+                    r.transmission_status,
+                    r.priority,
                 )
             )
         return out
@@ -276,11 +249,11 @@ class Views:
             counts = conn.queue_counts()
         ready: dict[int, int] = {}
         retained: dict[int, int] = {}
-        for queue_id, status, n in counts:
-            if status == 1:
-                ready[queue_id] = n
-            elif status in (0, 3):
-                retained[queue_id] = retained.get(queue_id, 0) + n
+        for c in counts:
+            if c.status == 1:
+                ready[c.queue_id] = c.messages
+            elif c.status in (0, 3):
+                retained[c.queue_id] = retained.get(c.queue_id, 0) + c.messages
         return [
             ServiceQueueRow(
                 q.name,

@@ -15,7 +15,7 @@ from ..dialogs import DIALOG_TIMER, END_DIALOG, ERROR
 from ..errors import CatalogError
 from ..messages import VALIDATIONS
 from ..priorities import DEFAULT_LEVEL, BrokerPriority, priority_level
-from ..storage.base import CatalogRows
+from ..storage.base import CatalogRows, EventNotificationRow
 
 __all__ = [
     "SYSTEM_MESSAGE_TYPES",
@@ -191,17 +191,9 @@ EVENT_NOTIFICATION_SERVICE = (
 )
 
 
-@dataclass(frozen=True, slots=True)
-class EventNotificationDef:
-    """CREATE EVENT NOTIFICATION ``name`` ON QUEUE … FOR ``event_type`` TO SERVICE
+EventNotificationDef = EventNotificationRow
+"""CREATE EVENT NOTIFICATION ``name`` ON QUEUE … FOR ``event_type`` TO SERVICE
     ``to_service`` (EVT-1); ``conversation_handle`` is the dialog its messages travel on."""
-
-    event_notification_id: int
-    name: str
-    queue_id: int
-    event_type: str
-    to_service: str
-    conversation_handle: bytes | None
 
 
 @dataclass(frozen=True)
@@ -226,35 +218,44 @@ class CatalogSnapshot:
     def from_rows(cls, rows: CatalogRows) -> CatalogSnapshot:
         """Build the snapshot from the storage's catalog rows."""
         snap = cls(version=rows.version, honor_broker_priority=rows.honor_broker_priority)
-        for mt_id, name, validation, is_system in rows.message_types:
-            mt = MessageTypeDef(mt_id, name, validation, bool(is_system))
-            snap.message_types[name] = mt
-            snap.message_types_by_id[mt_id] = mt
+        for m in rows.message_types:
+            mt = MessageTypeDef(m.message_type_id, m.name, m.validation, bool(m.is_system))
+            snap.message_types[mt.name] = mt
+            snap.message_types_by_id[mt.message_type_id] = mt
         usages: dict[int, dict[int, str]] = {}
-        for c_id, mt_id, sent_by in rows.contract_usages:
-            usages.setdefault(c_id, {})[mt_id] = sent_by
-        for c_id, name, is_system in rows.contracts:
-            contract = ContractDef(c_id, name, usages.get(c_id, {}), bool(is_system))
-            snap.contracts[name] = contract
+        for u in rows.contract_usages:
+            usages.setdefault(u.service_contract_id, {})[u.message_type_id] = u.sent_by
+        for c in rows.contracts:
+            c_id = c.service_contract_id
+            contract = ContractDef(c_id, c.name, usages.get(c_id, {}), bool(c.is_system))
+            snap.contracts[c.name] = contract
             snap.contracts_by_id[c_id] = contract
         for q in rows.queues:
             queue = QueueDef(
-                q[0], q[1], bool(q[2]), bool(q[3]), bool(q[4]), bool(q[5]), q[6], q[7], q[8]
+                q.queue_id,
+                q.name,
+                bool(q.is_receive_enabled),
+                bool(q.is_retention_enabled),
+                bool(q.is_poison_message_handling_enabled),
+                bool(q.is_activation_enabled),
+                q.activation_procedure,
+                q.max_readers,
+                q.modify_date,
             )
             snap.queues[queue.name] = queue
             snap.queues_by_id[queue.queue_id] = queue
         contracts_of: dict[int, set[int]] = {}
-        for s_id, c_id in rows.service_contracts:
-            contracts_of.setdefault(s_id, set()).add(c_id)
-        for s_id, name, queue_id in rows.services:
-            service = ServiceDef(s_id, name, queue_id, frozenset(contracts_of.get(s_id, ())))
-            snap.services[name] = service
-            snap.services_by_id[s_id] = service
-        for row in rows.event_notifications:
-            en = EventNotificationDef(*row)
+        for sc in rows.service_contracts:
+            contracts_of.setdefault(sc.service_id, set()).add(sc.service_contract_id)
+        for s in rows.services:
+            service = ServiceDef(
+                s.service_id, s.name, s.queue_id, frozenset(contracts_of.get(s.service_id, ()))
+            )
+            snap.services[s.name] = service
+            snap.services_by_id[s.service_id] = service
+        for en in rows.event_notifications:
             snap.event_notifications[en.name] = en
-        for priority_row in rows.broker_priorities:
-            bp = BrokerPriority(*priority_row)
+        for bp in rows.broker_priorities:
             snap.priorities[bp.name] = bp
         return snap
 

@@ -4,7 +4,52 @@ A backend provides a :class:`Storage` (opened from a URL, migrated, pooling conn
 :class:`StorageConnection` objects serve one broker transaction each: a database transaction for
 the broker's changes and the application's own SQL, and the conversation-group locks that
 transaction holds (locking the next available group of a queue is one storage operation, done
-natively by each backend).
+natively by each backend). :mod:`servicebroker.testing.storage_kit` checks a backend against
+this contract.
+
+The contract as a whole
+-----------------------
+Values
+    Handles, conversation ids, group ids and message ids are 16-byte ``bytes``
+    (``uuid.UUID.bytes``); ids of catalog objects, endpoints, queue rows and transmission rows
+    are ``int``; times are ``float`` seconds since the epoch **on the broker's clock** (never
+    the database's); flags stored by the broker are the integers 0/1 (a ``bool`` is accepted
+    wherever a flag is written). Rows are the named tuples below (:class:`MessageRow`, …),
+    whose field order is the order of the columns read.
+
+Transactions
+    A connection is used by one thread at a time. Every operation outside a write
+    transaction reads in autocommit: it sees the rows committed when it runs (each read its
+    own snapshot; :meth:`StorageConnection.load_catalog` reads one snapshot for all its
+    queries), never another connection's uncommitted writes. Operations that write rows —
+    every ``insert_*``, ``update_*``, ``delete_*``, ``set_*``, ``move_*``,
+    :meth:`~StorageConnection.finish_received`, the catalog writes and the poison counter —
+    must be called between :meth:`~StorageConnection.begin_write` and
+    :meth:`~StorageConnection.commit` / :meth:`~StorageConnection.rollback`; reads inside the
+    write transaction see its own writes. :meth:`~StorageConnection.begin_write` takes the
+    database's **single writer lock** (SQLite: ``BEGIN IMMEDIATE``; PostgreSQL: a
+    transaction-level advisory lock), so write transactions of all processes run one after
+    the other and commit order is ``queuing_order`` order; the lock is held until commit or
+    rollback. A write transaction's changes are atomic: all are committed, or none.
+
+Group locks
+    A conversation-group lock (:meth:`~StorageConnection.try_lock_group`,
+    :meth:`~StorageConnection.lock_next_group`, :meth:`~StorageConnection.get_endpoint_and_lock`)
+    is taken without waiting, is exclusive across every connection of every process on the
+    database, is re-entrant for its holder and writes nothing. It is held until
+    :meth:`~StorageConnection.unlock_group` or :meth:`~StorageConnection.release_locks`
+    (a rollback keeps it); a backend may also drop it at commit (PostgreSQL does, in the
+    commit's round trip), so the caller ends every transaction with ``release_locks`` and uses
+    no group after committing. Locks of a process that dies are freed at once.
+
+Errors
+    :class:`~servicebroker.errors.StorageError`: the database is unusable or unreachable, its
+    schema is newer than this code, or a lock was not had within the busy time-out.
+    :class:`~servicebroker.errors.IntegrityConflict` (a ``StorageError``): a constraint refused
+    a write (a duplicate catalog name or endpoint, the application's SQL); the write
+    transaction must be rolled back. Other
+    driver errors (the database went away in the middle of a statement, bad application SQL)
+    propagate as the driver raises them; the caller rolls back and releases the connection.
 """
 
 from __future__ import annotations
@@ -12,38 +57,128 @@ from __future__ import annotations
 from collections.abc import Callable, Collection, Iterable, Sequence
 from contextlib import AbstractContextManager
 from dataclasses import dataclass
-from typing import Any, Protocol
+from typing import Any, NamedTuple, Protocol
 
 __all__ = [
+    "BrokerPriorityRow",
     "CatalogRows",
+    "ContractRow",
+    "ContractUsageRow",
+    "EndpointListRow",
     "EndpointRow",
+    "EventNotificationRow",
     "MessageRow",
+    "MessageTypeRow",
     "QueueActivityStore",
+    "QueueCountRow",
     "QueueInsert",
+    "QueueRow",
+    "ServiceContractRow",
+    "ServiceRow",
     "Storage",
     "StorageConnection",
+    "TransmissionListRow",
     "TransmissionRow",
 ]
 
-MessageRow = tuple[int, int, int, bytes, bytes, int, int, int, int, str, bytes, bytes, int]
-"""A queue row as read: (status, priority, queuing_order, conversation_group_id,
-conversation_handle, message_sequence_number, service_id, service_contract_id, message_type_id,
-validation, message_body, message_id, queue_id)."""
 
-QueueInsert = tuple[int, int, int, bytes, bytes, int, int, int, int, int, int, str, bytes, bytes]
-"""A queue row to insert: (queue_id, status, priority, conversation_group_id,
-conversation_handle, conversation_order, rank, message_sequence_number, service_id,
-service_contract_id, message_type_id, validation, message_body, message_id)."""
+# -- queue rows --------------------------------------------------------------------------------
+class MessageRow(NamedTuple):
+    """A queue row as read (``queue_messages``).
 
-TransmissionRow = tuple[
-    int, bytes, bytes, int, str, str, int, float, int, int, str, bytes, bytes, str, str, int, float
-]
-"""A transmission-queue row: (transmission_id, conversation_handle, conversation_id,
-is_initiator, to_service_name, from_service_name, service_contract_id, enqueue_time,
-message_sequence_number, message_type_id, validation, message_body, message_id, arrival,
-transmission_status, priority, lifetime). Inserted without the leading id."""
+    ``status``: 1 ready, 0 retained after RECEIVE, 3 retained sent message; ``queuing_order``:
+    the row's number, increasing in commit order; ``validation``: the message type's validation
+    when sent."""
+
+    status: int
+    priority: int
+    queuing_order: int
+    conversation_group_id: bytes
+    conversation_handle: bytes
+    message_sequence_number: int
+    service_id: int
+    service_contract_id: int
+    message_type_id: int
+    validation: str
+    message_body: bytes
+    message_id: bytes
+    queue_id: int
 
 
+class QueueInsert(NamedTuple):
+    """A queue row to insert (its ``queuing_order`` is assigned by the database).
+
+    ``conversation_order`` is the receiving endpoint's ``endpoint_id`` and ``rank`` the SYS-2
+    order of system messages within a conversation (0 DialogTimer, 1 Error, 2 the rest); with
+    ``priority`` and ``message_sequence_number`` they give the RECEIVE order of a group."""
+
+    queue_id: int
+    status: int
+    priority: int
+    conversation_group_id: bytes
+    conversation_handle: bytes
+    conversation_order: int
+    rank: int
+    message_sequence_number: int
+    service_id: int
+    service_contract_id: int
+    message_type_id: int
+    validation: str
+    message_body: bytes
+    message_id: bytes
+
+
+class QueueCountRow(NamedTuple):
+    """How many rows of one status a queue holds (:meth:`StorageConnection.queue_counts`)."""
+
+    queue_id: int
+    status: int
+    messages: int
+
+
+# -- transmission queue ------------------------------------------------------------------------
+class TransmissionRow(NamedTuple):
+    """A transmission-queue row (``transmission_queue``): a message that could not be put on its
+    target queue yet (QUE-3). ``arrival`` is the engine's arrival kind ("message", "error",
+    "end_dialog"), ``transmission_status`` why it waits, ``priority`` the sender's level (1..10)
+    and ``lifetime`` the sender's conversation lifetime (broker-clock seconds)."""
+
+    transmission_id: int
+    conversation_handle: bytes
+    conversation_id: bytes
+    is_initiator: int
+    to_service_name: str
+    from_service_name: str
+    service_contract_id: int
+    enqueue_time: float
+    message_sequence_number: int
+    message_type_id: int
+    validation: str
+    message_body: bytes
+    message_id: bytes
+    arrival: str
+    transmission_status: str
+    priority: int
+    lifetime: float
+
+
+class TransmissionListRow(NamedTuple):
+    """A row of the ``transmission_queue`` view (:meth:`StorageConnection.list_transmission`)."""
+
+    conversation_handle: bytes
+    to_service_name: str
+    from_service_name: str
+    service_contract_id: int
+    enqueue_time: float
+    message_sequence_number: int
+    message_type_id: int
+    arrival: str
+    message_body: bytes
+    transmission_status: str
+    priority: int
+
+
+# -- endpoints ---------------------------------------------------------------------------------
 @dataclass(slots=True)
 class EndpointRow:
     """One conversation endpoint (``sys.conversation_endpoints``); ids are 16-byte values,
@@ -66,121 +201,437 @@ class EndpointRow:
     priority: int
 
 
+class EndpointListRow(NamedTuple):
+    """A row of the ``conversation_endpoints`` view (:meth:`StorageConnection.list_endpoints`)."""
+
+    conversation_handle: bytes
+    conversation_id: bytes
+    is_initiator: int
+    service_contract_id: int
+    conversation_group_id: bytes
+    service_id: int
+    far_service: str
+    lifetime: float
+    state: str
+    dialog_timer: float | None
+    send_sequence: int
+    receive_sequence: int
+    priority: int
+    queue_id: int
+
+
+# -- catalog -----------------------------------------------------------------------------------
+class MessageTypeRow(NamedTuple):
+    """A message type (``message_types``); ``is_system`` 1 for the built-in ones."""
+
+    message_type_id: int
+    name: str
+    validation: str
+    is_system: int
+
+
+class ContractRow(NamedTuple):
+    """A contract (``service_contracts``)."""
+
+    service_contract_id: int
+    name: str
+    is_system: int
+
+
+class ContractUsageRow(NamedTuple):
+    """A message type of a contract and who may send it: INITIATOR, TARGET or ANY."""
+
+    service_contract_id: int
+    message_type_id: int
+    sent_by: str
+
+
+class QueueRow(NamedTuple):
+    """A queue and its settings (``service_queues``); flags 0/1, ``modify_date`` broker-clock
+    seconds."""
+
+    queue_id: int
+    name: str
+    is_receive_enabled: int
+    is_retention_enabled: int
+    is_poison_message_handling_enabled: int
+    is_activation_enabled: int
+    activation_procedure: str | None
+    max_readers: int
+    modify_date: float
+
+
+class ServiceRow(NamedTuple):
+    """A service and its queue (``services``)."""
+
+    service_id: int
+    name: str
+    queue_id: int
+
+
+class ServiceContractRow(NamedTuple):
+    """A contract a service accepts as target (``service_contract_usages``)."""
+
+    service_id: int
+    service_contract_id: int
+
+
+class EventNotificationRow(NamedTuple):
+    """An event notification (``event_notifications``); ``conversation_handle`` the dialog it
+    sends on, once begun."""
+
+    event_notification_id: int
+    name: str
+    queue_id: int
+    event_type: str
+    to_service: str
+    conversation_handle: bytes | None
+
+
+class BrokerPriorityRow(NamedTuple):
+    """A conversation priority (``conversation_priorities``); a None criterion means ANY."""
+
+    priority_id: int
+    name: str
+    service_contract_name: str | None
+    local_service_name: str | None
+    remote_service_name: str | None
+    priority: int
+
+
 @dataclass(frozen=True, slots=True)
 class CatalogRows:
-    """The whole catalog as rows, read in one go (the engine caches it per catalog version)."""
+    """The whole catalog as rows, read from one snapshot (the engine caches it per catalog
+    version); each sequence is ordered by id where the table has one."""
 
     version: int
-    message_types: Sequence[tuple[int, str, str, int]]
-    contracts: Sequence[tuple[int, str, int]]
-    contract_usages: Sequence[tuple[int, int, str]]
-    queues: Sequence[tuple[int, str, int, int, int, int, str | None, int, float]]
-    services: Sequence[tuple[int, str, int]]
-    service_contracts: Sequence[tuple[int, int]]
-    event_notifications: Sequence[tuple[int, str, int, str, str, bytes | None]]
-    broker_priorities: Sequence[tuple[int, str, str | None, str | None, str | None, int]]
+    message_types: Sequence[MessageTypeRow]
+    contracts: Sequence[ContractRow]
+    contract_usages: Sequence[ContractUsageRow]
+    queues: Sequence[QueueRow]
+    services: Sequence[ServiceRow]
+    service_contracts: Sequence[ServiceContractRow]
+    event_notifications: Sequence[EventNotificationRow]
+    broker_priorities: Sequence[BrokerPriorityRow]
     honor_broker_priority: bool = False
 
 
 class StorageConnection(Protocol):
-    """One broker transaction's connection. Methods that change rows must be called between
-    :meth:`begin_write` and :meth:`commit` / :meth:`rollback`."""
+    """One broker transaction's connection: its database transaction and its group locks (see
+    the module docstring for the rules every method follows). Obtained from
+    :meth:`Storage.connect` and given back with :meth:`Storage.release`."""
 
     poll_interval: float
+    """Real seconds between two looks for other processes' commits while waiting."""
 
+    # -- transaction control ---------------------------------------------------------------
     @property
-    def in_write(self) -> bool: ...
-    def begin_write(self) -> None: ...
-    def commit(self, wake: Collection[int] | None = None) -> None:
-        """Commit; ``wake``: the wait keys (queue ids, LOCKS) whose waiters in other processes
-        this commit concerns (None: everyone)."""
+    def in_write(self) -> bool:
+        """True between :meth:`begin_write` and the :meth:`commit` or :meth:`rollback` that
+        ends it."""
         ...
 
-    def rollback(self) -> None: ...
+    def begin_write(self) -> None:
+        """Start the write transaction, taking the database's single writer lock (held until
+        :meth:`commit` / :meth:`rollback`); nothing if it is already open.
+
+        Raises:
+            StorageError: the writer lock was not had within the storage's busy time-out (no
+                write transaction is open then).
+        """
+        ...
+
+    def commit(self, wake: Collection[int] | None = None) -> None:
+        """Commit the write transaction atomically and release the writer lock; nothing
+        outside one. The group locks stay held unless the backend drops them with the commit
+        (see the module docstring): call :meth:`release_locks` next.
+
+        Args:
+            wake: the wait keys (queue ids, and ``waiting.LOCKS`` for lock waiters) whose
+                waiters in other processes this commit concerns; None: everyone. A backend
+                that polls ignores it.
+
+        Raises:
+            StorageError: the commit failed; the transaction is rolled back (not committed).
+        """
+        ...
+
+    def rollback(self) -> None:
+        """Discard the write transaction's changes and release the writer lock; nothing outside
+        one. Group locks stay held until :meth:`release_locks`."""
+        ...
+
     def execute_app(
         self, sql: str, params: Sequence[Any] | dict[str, Any]
-    ) -> list[tuple[Any, ...]]: ...
+    ) -> list[tuple[Any, ...]]:
+        """Run one statement of the application's SQL (placeholders of
+        :attr:`Storage.paramstyle`) in the write transaction, opening it first if needed
+        (:meth:`begin_write`); returns its rows (``[]`` for a statement without result).
+
+        Raises:
+            IntegrityConflict: a constraint refused it (roll the transaction back).
+            StorageError: as :meth:`begin_write`. The driver's own errors for bad SQL propagate.
+        """
+        ...
+
     def executemany_app(
         self, sql: str, seq_of_params: Iterable[Sequence[Any] | dict[str, Any]]
-    ) -> None: ...
-    def close(self) -> None: ...
+    ) -> None:
+        """Run the application's statement once per parameter set, in the write transaction
+        (opened first if needed).
 
-    # catalog
-    def catalog_version(self) -> int: ...
-    def load_catalog(self) -> CatalogRows: ...
-    def catalog_write(self, name: str, params: Sequence[Any]) -> int: ...
-    def catalog_count(self, name: str, params: Sequence[Any]) -> int: ...
-    def bump_catalog_version(self) -> None: ...
-    def add_rollback(self, queue_id: int) -> int: ...
-    def reset_rollbacks(self, queue_id: int) -> None: ...
-    def disable_queue(self, queue_id: int, now: float) -> None: ...
+        Raises:
+            IntegrityConflict: a constraint refused one of them (roll the transaction back).
+            StorageError: as :meth:`begin_write`.
+        """
+        ...
 
-    # endpoints
-    def get_endpoint(self, handle: bytes) -> EndpointRow | None: ...
+    # -- catalog ---------------------------------------------------------------------------
+    def catalog_version(self) -> int:
+        """Read the catalog's version number (``broker_settings`` ``catalog_version``), which
+        :meth:`bump_catalog_version` raises by one with every catalog change."""
+        ...
+
+    def load_catalog(self) -> CatalogRows:
+        """Read every catalog table, the catalog version and the HONOR_BROKER_PRIORITY option
+        (PRI-16) from one consistent snapshot (inside the write transaction: what it sees)."""
+        ...
+
+    def catalog_write(self, name: str, params: Sequence[Any]) -> int:
+        """Run the catalog statement ``name`` (in the write transaction) with positional
+        ``params``; returns the new row's id for an ``insert_*`` statement, else 0.
+
+        The statements and their parameters: ``insert_message_type`` (name, validation),
+        ``delete_message_type`` (id), ``insert_contract`` (name), ``insert_contract_usage``
+        (contract id, message type id, sent_by), ``delete_contract`` (id), ``insert_queue``
+        (name, receive, retention, poison handling, activation flags, procedure, max_readers,
+        modify_date), ``update_queue`` (the same without name, then queue id),
+        ``delete_queue`` (id), ``insert_service`` (name, queue id),
+        ``insert_service_contract`` (service id, contract id), ``delete_service`` (id),
+        ``insert_event_notification`` (name, queue id, event type, to service),
+        ``delete_event_notification`` (id), ``set_event_notification_conversation``
+        (handle, id), ``insert_broker_priority`` (name, contract, local service, remote
+        service, level), ``update_broker_priority`` (contract, local, remote, level, id),
+        ``delete_broker_priority`` (id), ``put_setting`` (name, value).
+
+        Raises:
+            IntegrityConflict: a constraint refused it (a duplicate name, a row in use); the
+                write transaction must be rolled back.
+        """
+        ...
+
+    def catalog_count(self, name: str, params: Sequence[Any]) -> int:
+        """Run the counting query ``name`` — ``endpoints_using_service`` (service id),
+        ``endpoints_using_contract`` (contract id): live endpoints using it;
+        ``messages_using_message_type`` (message type id): queue and transmission rows
+        carrying it — and return the count."""
+        ...
+
+    def bump_catalog_version(self) -> None:
+        """Raise the catalog version by one (in the write transaction), so every process
+        reloads the catalog once this commits."""
+        ...
+
+    def add_rollback(self, queue_id: int) -> int:
+        """Count one more consecutive rolled-back RECEIVE on the queue (POI-1), in the write
+        transaction; returns the new count."""
+        ...
+
+    def reset_rollbacks(self, queue_id: int) -> None:
+        """Set the queue's consecutive-rollback count to 0 (a RECEIVE committed, POI-1); writes
+        nothing when it already is 0. In the write transaction."""
+        ...
+
+    def disable_queue(self, queue_id: int, now: float) -> None:
+        """Turn the queue's STATUS OFF (POI-1), zero its rollback count, set its modify_date to
+        ``now`` and bump the catalog version; in the write transaction."""
+        ...
+
+    # -- endpoints -------------------------------------------------------------------------
+    def get_endpoint(self, handle: bytes) -> EndpointRow | None:
+        """Read the endpoint with this conversation handle, or None. Locks nothing."""
+        ...
+
     def get_endpoint_and_lock(self, handle: bytes) -> tuple[EndpointRow | None, bool]:
-        """The endpoint, and whether its group is now locked by this transaction (False: another
-        holds it); one round trip where the backend can."""
+        """Read the endpoint and try to lock its group without waiting (as
+        :meth:`try_lock_group`): ``(endpoint, True)`` when this connection holds the group now,
+        ``(endpoint, False)`` when another holds it, ``(None, False)`` when no such endpoint.
+        One round trip where the backend can."""
         ...
 
     def get_far_endpoint(
         self, conversation_id: bytes, far_is_initiator: bool
-    ) -> EndpointRow | None: ...
-    def get_conversation(self, conversation_id: bytes) -> list[EndpointRow]: ...
+    ) -> EndpointRow | None:
+        """Read the endpoint of ``conversation_id`` on the given side, or None."""
+        ...
+
     def get_conversations(self, conversation_ids: Sequence[bytes]) -> list[EndpointRow]:
-        """Every endpoint of the given conversations (one query where the backend can)."""
+        """Read every endpoint of the given conversations (both sides, in no set order); one
+        query where the backend can."""
         ...
 
-    def insert_endpoint(self, row: EndpointRow) -> int: ...
-    def update_endpoint(self, row: EndpointRow) -> None: ...
+    def insert_endpoint(self, row: EndpointRow) -> int:
+        """Insert an endpoint (``row.endpoint_id`` is ignored); returns its new ``endpoint_id``
+        (increasing). In the write transaction.
+
+        Raises:
+            IntegrityConflict: the handle, or the (conversation, side) pair, exists already.
+        """
+        ...
+
     def update_endpoints(self, rows: Sequence[EndpointRow]) -> None:
-        """Write several endpoints' changeable columns (one batch)."""
+        """Write the changeable columns — ``conversation_group_id``, ``state``,
+        ``dialog_timer``, ``send_sequence``, ``receive_sequence`` — of each row's endpoint
+        (by ``endpoint_id``), in one batch, in the write transaction."""
         ...
 
-    def delete_endpoint(self, endpoint_id: int) -> None: ...
-    def group_queue(self, group_id: bytes) -> int | None: ...
-    def due_timers(self, now: float, limit: int) -> list[bytes]: ...
-    def due_lifetimes(self, now: float, limit: int) -> list[bytes]: ...
-    def next_due_time(self) -> float | None: ...
-    def list_endpoints(self) -> list[tuple[Any, ...]]: ...
+    def delete_endpoint(self, endpoint_id: int) -> None:
+        """Delete one endpoint (its queue rows stay); in the write transaction."""
+        ...
 
-    # queues
-    def insert_messages(self, rows: Iterable[QueueInsert]) -> None: ...
-    def group_messages(self, group_id: bytes, limit: int) -> list[MessageRow]: ...
-    def conversation_messages(
-        self, group_id: bytes, handle: bytes, limit: int
-    ) -> list[MessageRow]: ...
-    def peek(self, queue_id: int, limit: int) -> list[MessageRow]: ...
-    def peek_after(self, queue_id: int, after: int, limit: int) -> list[MessageRow]: ...
-    def queue_has_ready(self, queue_id: int) -> bool: ...
-    def message_sequence(self) -> int: ...
-    def queue_counts(self) -> list[tuple[int, int, int]]: ...
-    def finish_received(self, queuing_orders: Iterable[int], *, retain: bool) -> None: ...
-    def delete_conversation_messages(self, group_id: bytes, handle: bytes) -> None: ...
-    def delete_queue_messages(self, queue_id: int) -> None: ...
-    def move_conversation_messages(
-        self, handle: bytes, old_group: bytes, group_id: bytes
-    ) -> None: ...
+    def group_queue(self, group_id: bytes) -> int | None:
+        """The queue id of an existing conversation group, or None when no endpoint is in it."""
+        ...
 
-    # transmission queue
-    def insert_transmission(self, row: tuple[Any, ...]) -> None: ...
+    def due_timers(self, now: float, limit: int) -> list[bytes]:
+        """Handles of endpoints whose conversation timer is at or before ``now`` (DLG-6),
+        earliest first, at most ``limit`` (-1: all)."""
+        ...
+
+    def due_lifetimes(self, now: float, limit: int) -> list[bytes]:
+        """Handles of endpoints not in state ER or CD whose lifetime is at or before ``now``
+        (DLG-5), earliest first, at most ``limit`` (-1: all)."""
+        ...
+
+    def next_due_time(self) -> float | None:
+        """The earliest conversation timer or live lifetime still to fire, or None."""
+        ...
+
+    def list_endpoints(self) -> list[EndpointListRow]:
+        """Every endpoint, for the ``conversation_endpoints`` view, by endpoint_id."""
+        ...
+
+    # -- queues ----------------------------------------------------------------------------
+    def insert_messages(self, rows: Iterable[QueueInsert]) -> None:
+        """Put messages on their queues, in the write transaction: each gets the next
+        ``queuing_order``, in the given order (one batch)."""
+        ...
+
+    def group_messages(self, group_id: bytes, limit: int) -> list[MessageRow]:
+        """The ready (status 1) messages of a group in RECEIVE order — priority descending,
+        then ``conversation_order``, ``rank``, ``message_sequence_number`` (PRI-12, SYS-2) —
+        at most ``limit`` (-1: all). Locks nothing: the caller holds the group."""
+        ...
+
+    def conversation_messages(self, group_id: bytes, handle: bytes, limit: int) -> list[MessageRow]:
+        """The ready messages of one conversation endpoint (in group ``group_id``) in RECEIVE
+        order — ``rank``, then ``message_sequence_number`` — at most ``limit`` (-1: all)."""
+        ...
+
+    def peek(self, queue_id: int, limit: int) -> list[MessageRow]:
+        """Rows of a queue of any status, priority descending then queuing order, at most
+        ``limit`` (-1: all)."""
+        ...
+
+    def peek_after(self, queue_id: int, after: int, limit: int) -> list[MessageRow]:
+        """Rows of a queue of any status with ``queuing_order > after``, in queuing order, at
+        most ``limit`` (-1: all)."""
+        ...
+
+    def queue_has_ready(self, queue_id: int) -> bool:
+        """True when the queue holds a ready (status 1) message, locked group or not."""
+        ...
+
+    def message_sequence(self) -> int:
+        """The highest ``queuing_order`` ever committed (0 before the first): every
+        committed queue row's order is at most it, and rows committed later get higher ones."""
+        ...
+
+    def queue_counts(self) -> list[QueueCountRow]:
+        """How many rows of each status each queue holding rows has."""
+        ...
+
+    def finish_received(self, queuing_orders: Iterable[int], *, retain: bool) -> None:
+        """End received messages (by queuing order, in RECEIVE order): delete them, or with
+        ``retain`` (queue RETENTION ON, RCV-3) set their status to 0. In the write
+        transaction."""
+        ...
+
+    def delete_conversation_messages(self, group_id: bytes, handle: bytes) -> None:
+        """Delete every queue row of one conversation endpoint (END CONVERSATION); in the write
+        transaction."""
+        ...
+
+    def delete_queue_messages(self, queue_id: int) -> None:
+        """Delete every row of a queue (DROP QUEUE); in the write transaction."""
+        ...
+
+    def move_conversation_messages(self, handle: bytes, old_group: bytes, group_id: bytes) -> None:
+        """Move the queue rows of conversation endpoint ``handle`` from ``old_group`` to
+        ``group_id`` (MOVE CONVERSATION, DLG-7); in the write transaction."""
+        ...
+
+    # -- transmission queue ----------------------------------------------------------------
+    def insert_transmission(self, row: Sequence[Any]) -> None:
+        """Hold a message in the transmission queue: ``row`` has the fields of a
+        :class:`TransmissionRow` but its ``transmission_id``, in order (the id comes next in
+        insert order). In the write transaction."""
+        ...
+
     def transmission_pending(self, limit: int) -> list[TransmissionRow]:
-        """Each level's oldest ``limit`` transmission-queue rows."""
+        """For each level 10 down to 1, its oldest ``limit`` rows (by ``transmission_id``):
+        every row the first ``limit`` to leave can come from (PRI-14, PRI-18); the caller
+        merges them."""
         ...
 
-    def transmission_exists(self) -> bool: ...
-    def transmission_count(self) -> int: ...
-    def transmission_waiting(self, conversation_id: bytes, is_initiator: bool) -> bool: ...
-    def delete_transmission(self, transmission_id: int) -> None: ...
-    def set_transmission_status(self, transmission_id: int, status: str) -> None: ...
-    def delete_transmission_of_endpoint(
-        self, conversation_id: bytes, is_initiator: bool
-    ) -> None: ...
-    def list_transmission(self) -> list[tuple[Any, ...]]: ...
+    def transmission_exists(self) -> bool:
+        """True when the transmission queue holds any row."""
+        ...
 
-    # conversation-group locks, held until release_locks
-    def try_lock_group(self, group_id: bytes) -> bool: ...
-    def held_groups(self) -> frozenset[bytes]: ...
-    def unlock_group(self, group_id: bytes) -> None: ...
+    def transmission_count(self) -> int:
+        """How many rows the transmission queue holds."""
+        ...
+
+    def transmission_waiting(self, conversation_id: bytes, is_initiator: bool) -> bool:
+        """True when a message sent by that side of the conversation waits in the transmission
+        queue (a later one must wait behind it, DLG-2)."""
+        ...
+
+    def delete_transmission(self, transmission_id: int) -> None:
+        """Remove a delivered or dropped transmission row; in the write transaction."""
+        ...
+
+    def set_transmission_status(self, transmission_id: int, status: str) -> None:
+        """Set a row's ``transmission_status`` (why it still waits); in the write
+        transaction."""
+        ...
+
+    def delete_transmission_of_endpoint(self, conversation_id: bytes, is_initiator: bool) -> None:
+        """Drop the unsent messages of one side of a conversation (END CONVERSATION WITH ERROR
+        or WITH CLEANUP, DLG-4); in the write transaction."""
+        ...
+
+    def list_transmission(self) -> list[TransmissionListRow]:
+        """Every transmission row for the ``transmission_queue`` view: priority descending,
+        then transmission_id."""
+        ...
+
+    # -- conversation-group locks, held until release_locks ----------------------------------
+    def try_lock_group(self, group_id: bytes) -> bool:
+        """Lock a conversation group for this connection without waiting: True when it holds
+        it (now or already), False when another connection, in any process, does. Writes
+        nothing; held until :meth:`unlock_group` / :meth:`release_locks`."""
+        ...
+
+    def held_groups(self) -> frozenset[bytes]:
+        """The group ids this connection holds."""
+        ...
+
+    def unlock_group(self, group_id: bytes) -> None:
+        """Release one group this connection holds (locked but not used); nothing if it does
+        not hold it."""
+        ...
+
     def lock_next_group(
         self,
         queue_id: int,
@@ -188,53 +639,123 @@ class StorageConnection(Protocol):
         *,
         exclude_held: bool = False,
         known_locked: set[bytes] | None = None,
-    ) -> bytes | None: ...
+    ) -> bytes | None:
+        """Lock and return the group of the queue that RECEIVE takes next, or None.
+
+        That is the group with a ready message whose first such message (in RECEIVE order)
+        comes first by priority descending, then queuing order (PRI-12, PRI-13), among the
+        groups no other connection holds (tried without waiting, RCV-2). A group this
+        connection already holds qualifies by its first ready message not in ``skip`` (the
+        queuing orders this transaction received already, PRI-9) unless ``exclude_held``
+        (GET CONVERSATION GROUP, RCV-5). Groups found held by others are added to
+        ``known_locked`` when given, and groups in it are not tried again.
+        """
+        ...
+
     def release_locks(self, wake: Collection[int] | None = None) -> None:
-        """Release the transaction's group locks; ``wake`` as for :meth:`commit`."""
+        """Release every group lock this connection holds (nothing when none); ``wake`` as for
+        :meth:`commit`: whose waiters elsewhere the released groups concern."""
         ...
 
 
 class QueueActivityStore(Protocol):
-    """Per-queue activity every process must see (ACT-3, ACT-5b, ACT-8): waiting sessions and
-    the times of the last empty RECEIVE and of the last RECEIVE."""
+    """Per-queue activity every process of the database must see (ACT-3, ACT-5b, ACT-8):
+    sessions waiting in RECEIVE, and the broker-clock times of the last empty RECEIVE and of the
+    last RECEIVE. Kept outside the transactions (written at once, never rolled back); a dead
+    process's waits vanish with it."""
 
-    def begin_wait(self, queue_id: int) -> int | None: ...
-    def end_wait(self, token: int | None) -> None: ...
-    def waiting(self, queue_id: int) -> int: ...
-    def note_empty(self, queue_id: int, when: float) -> None: ...
-    def last_empty(self, queue_id: int) -> float | None: ...
-    def note_receive(self, queue_id: int, when: float) -> None: ...
-    def last_receive(self, queue_id: int) -> float | None: ...
-    def forget(self, queue_id: int) -> None: ...
-    def close(self) -> None: ...
+    def begin_wait(self, queue_id: int) -> int | None:
+        """Count one more session waiting on the queue; returns a token for :meth:`end_wait`
+        (None when the backend counts no more)."""
+        ...
+
+    def end_wait(self, token: int | None) -> None:
+        """The wait of ``token`` ended (None: nothing)."""
+        ...
+
+    def waiting(self, queue_id: int) -> int:
+        """Sessions of every live process waiting on the queue now."""
+        ...
+
+    def note_empty(self, queue_id: int, when: float) -> None:
+        """A RECEIVE or GET CONVERSATION GROUP on the queue came back empty at ``when``
+        (broker-clock seconds); a later time wins."""
+        ...
+
+    def last_empty(self, queue_id: int) -> float | None:
+        """The latest time noted by :meth:`note_empty` in any process, or None."""
+        ...
+
+    def note_receive(self, queue_id: int, when: float) -> None:
+        """A RECEIVE ran on the queue at ``when``; a later time wins (a backend may write it
+        at most once per broker-clock second per process)."""
+        ...
+
+    def last_receive(self, queue_id: int) -> float | None:
+        """The latest time noted by :meth:`note_receive` in any process, or None."""
+        ...
+
+    def forget(self, queue_id: int) -> None:
+        """Drop a queue's times and waits (DROP QUEUE: a new queue may reuse its id)."""
+        ...
 
 
 class Storage(Protocol):
-    """A database opened from a URL and migrated to the current schema."""
+    """A database opened from a URL and migrated to the current schema; pools its connections.
+    Thread-safe: any thread may connect and release."""
 
     url: str
+    """The URL it was opened from (SQLite: ``sqlite:///path``)."""
     database_name: str
     """The database's name (EVENT_INSTANCE's DatabaseName): SQLite's file name without its
     extension, PostgreSQL's current_database()."""
     poll_interval: float
+    """Real seconds between looks for other processes' commits."""
     paramstyle: str
     """Placeholders of the application's SQL in ``tx.execute``: "qmark" (``?``) or "format"
     (``%s``)."""
 
     @property
-    def activity(self) -> QueueActivityStore: ...
+    def activity(self) -> QueueActivityStore:
+        """The database's queue activity, shared by every process."""
+        ...
 
-    def connect(self) -> StorageConnection: ...
-    def connection(self) -> AbstractContextManager[StorageConnection]: ...
+    def connect(self) -> StorageConnection:
+        """A connection for one broker transaction (pooled), outside any write transaction and
+        holding no group.
+
+        Raises:
+            StorageError: the storage is closed, or no connection came within the busy time-out.
+        """
+        ...
+
+    def connection(self) -> AbstractContextManager[StorageConnection]:
+        """:meth:`connect` for a ``with`` block, :meth:`release` after it."""
+        ...
+
+    def release(self, conn: StorageConnection) -> None:
+        """Give a connection back: roll back its write transaction, release its group locks
+        and return it to the pool (or close it when broken or the pool is full)."""
+        ...
+
     def watch_changes(self) -> Callable[[float], bool | set[int]]:
-        """A function waiting up to the given seconds for other processes' commits: False
-        (none), True (wake every waiter) or the wait keys to wake."""
+        """A function, for one poller thread, waiting up to the given real seconds for other
+        processes' commits: False (none), True (wake every waiter) or the wait keys to wake.
+        This storage's own commits may be reported too (harmless)."""
         ...
 
     def try_lead(self) -> bool:
-        """Hold or take the database's leader lock; True while this storage leads."""
+        """Hold or take the database's leader lock without waiting; True while this storage
+        leads (one storage per database at a time; freed when its process dies).
+
+        Never raises: an unreachable database means not leading."""
         ...
 
-    def resign(self) -> None: ...
-    def release(self, conn: StorageConnection) -> None: ...
-    def close(self) -> None: ...
+    def resign(self) -> None:
+        """Give leadership up (another storage's next :meth:`try_lead` may take it)."""
+        ...
+
+    def close(self) -> None:
+        """Close every pooled connection, the watchers, the leader lock and the activity store;
+        :meth:`connect` raises afterwards."""
+        ...

@@ -1,20 +1,50 @@
 """The storage operations that are the same on every backend, written once over each backend's
-named queries (``queries.sql``): endpoints, queue rows, the transmission queue, the poison
-counter and the catalog's version. A backend subclasses :class:`NamedQueryConnection` and gives
-the primitives — run a named query for one value, all rows, no rows or many parameter sets —
-plus its transaction control, its group locks and what its SQL dialect makes different.
-:func:`held_best` is the backends' shared rule for ranking the groups a transaction holds.
+named queries (shared ones in ``storage/queries.sql``, the rest in the backend's own, see
+:mod:`.queries`): endpoints, queue rows, the transmission queue, the poison counter and the
+catalog. A backend subclasses :class:`NamedQueryConnection` and gives the primitives — run a
+named query for one value, all rows, no rows or many parameter sets — plus its transaction
+control, its group locks and what its SQL dialect makes different. Rows are returned as the
+named tuples of :mod:`.base`. :func:`held_best` is the backends' shared rule for ranking the
+groups a transaction holds.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Sequence
 from contextlib import AbstractContextManager
-from typing import Any
+from functools import partial
+from typing import Any, TypeVar
 
-from .base import CatalogRows, EndpointRow, MessageRow, QueueInsert, TransmissionRow
+from ..errors import IntegrityConflict
+from .base import (
+    BrokerPriorityRow,
+    CatalogRows,
+    ContractRow,
+    ContractUsageRow,
+    EndpointListRow,
+    EndpointRow,
+    EventNotificationRow,
+    MessageRow,
+    MessageTypeRow,
+    QueueCountRow,
+    QueueInsert,
+    QueueRow,
+    ServiceContractRow,
+    ServiceRow,
+    TransmissionListRow,
+    TransmissionRow,
+)
 
-__all__ = ["NamedQueryConnection", "held_best"]
+__all__ = ["NamedQueryConnection", "held_best", "rows_of"]
+
+_Row = TypeVar("_Row", bound=tuple[Any, ...])
+
+
+def rows_of(row_type: type[_Row], rows: Iterable[Iterable[Any]]) -> list[_Row]:
+    """``rows`` (tuples as the driver read them) as ``row_type``, a named tuple of as many
+    fields: what ``row_type._make`` does, in C (no Python call per row: this is RECEIVE's hot
+    path); the named query fixes the number of columns."""
+    return list(map(partial(tuple.__new__, row_type), rows))
 
 
 def _endpoint_update(row: EndpointRow) -> tuple[Any, ...]:
@@ -67,11 +97,16 @@ def held_best(
 class NamedQueryConnection:
     """Shared :class:`~servicebroker.storage.base.StorageConnection` operations (see there for
     the contract); subclasses implement :meth:`_one`, :meth:`_all`, :meth:`_run`,
-    :meth:`_many` and may adapt :meth:`_limit` and :meth:`_endpoint`."""
+    :meth:`_many` and :meth:`_snapshot`, set :attr:`_integrity_errors`, and may adapt
+    :meth:`_limit`."""
+
+    _integrity_errors: tuple[type[BaseException], ...] = ()
+    """The driver's exceptions for a refusing constraint (turned into IntegrityConflict)."""
 
     # -- primitives (per backend) --------------------------------------------------------
     def _one(self, name: str, params: Sequence[Any] = ()) -> Any:
-        """The first column of the first row of named query ``name``, or None."""
+        """The first column of the first row of named query ``name``; None when it returns
+        no row or is a statement without result."""
         raise NotImplementedError
 
     def _all(self, name: str, params: Sequence[Any] = ()) -> list[Any]:
@@ -94,9 +129,16 @@ class NamedQueryConnection:
         """A LIMIT value; -1 means no limit (SQLite's own meaning)."""
         return n
 
-    def _endpoint(self, row: Sequence[Any]) -> EndpointRow:
-        """An endpoint row as read."""
-        return EndpointRow(*row)
+    def _refusable(self, name: str, params: Sequence[Any]) -> Any:
+        """:meth:`_one` for a write a constraint may refuse.
+
+        Raises:
+            IntegrityConflict: it did.
+        """
+        try:
+            return self._one(name, params)
+        except self._integrity_errors as exc:
+            raise IntegrityConflict(f"{name}: {exc}") from exc
 
     # -- catalog -------------------------------------------------------------------------
     def load_catalog(self) -> CatalogRows:
@@ -104,20 +146,34 @@ class NamedQueryConnection:
         with self._snapshot():
             return CatalogRows(
                 version=self.catalog_version(),
-                message_types=self._all("catalog_message_types"),
-                contracts=self._all("catalog_contracts"),
-                contract_usages=self._all("catalog_contract_usages"),
-                queues=self._all("catalog_queues"),
-                services=self._all("catalog_services"),
-                service_contracts=self._all("catalog_service_contracts"),
-                event_notifications=self._all("catalog_event_notifications"),
-                broker_priorities=self._all("catalog_broker_priorities"),
+                message_types=rows_of(MessageTypeRow, self._all("catalog_message_types")),
+                contracts=rows_of(ContractRow, self._all("catalog_contracts")),
+                contract_usages=rows_of(ContractUsageRow, self._all("catalog_contract_usages")),
+                queues=rows_of(QueueRow, self._all("catalog_queues")),
+                services=rows_of(ServiceRow, self._all("catalog_services")),
+                service_contracts=rows_of(
+                    ServiceContractRow, self._all("catalog_service_contracts")
+                ),
+                event_notifications=rows_of(
+                    EventNotificationRow, self._all("catalog_event_notifications")
+                ),
+                broker_priorities=rows_of(
+                    BrokerPriorityRow, self._all("catalog_broker_priorities")
+                ),
                 honor_broker_priority=self._one("get_setting", ("honor_broker_priority",)) == "1",
             )
 
     def catalog_version(self) -> int:
         """The catalog's version number (bumped by every catalog change)."""
         return int(self._one("get_setting", ("catalog_version",)))
+
+    def catalog_write(self, name: str, params: Sequence[Any]) -> int:
+        """Run the catalog statement ``name``; the new row's id for inserts (RETURNING), else 0.
+
+        Raises:
+            IntegrityConflict: a constraint refused it.
+        """
+        return int(self._refusable(name, params) or 0)
 
     def catalog_count(self, name: str, params: Sequence[Any]) -> int:
         """Run the counting query ``name`` and return its number."""
@@ -144,23 +200,23 @@ class NamedQueryConnection:
     def get_endpoint(self, handle: bytes) -> EndpointRow | None:
         """The endpoint with this conversation handle, or None."""
         rows = self._all("get_endpoint", (handle,))
-        return self._endpoint(rows[0]) if rows else None
+        return EndpointRow(*rows[0]) if rows else None
 
     def get_far_endpoint(
         self, conversation_id: bytes, far_is_initiator: bool
     ) -> EndpointRow | None:
         """The endpoint of ``conversation_id`` on the given side, or None."""
         rows = self._all("get_far_endpoint", (conversation_id, int(far_is_initiator)))
-        return self._endpoint(rows[0]) if rows else None
-
-    def get_conversation(self, conversation_id: bytes) -> list[EndpointRow]:
-        """Both endpoints of a conversation (one, or none, when the other does not exist)."""
-        return [self._endpoint(r) for r in self._all("get_conversation", (conversation_id,))]
+        return EndpointRow(*rows[0]) if rows else None
 
     def insert_endpoint(self, row: EndpointRow) -> int:
-        """Insert an endpoint; returns its ``endpoint_id``."""
+        """Insert an endpoint; returns its ``endpoint_id``.
+
+        Raises:
+            IntegrityConflict: its handle or its (conversation, side) exists.
+        """
         return int(
-            self._one(
+            self._refusable(
                 "insert_endpoint",
                 (
                     row.conversation_handle,
@@ -180,10 +236,6 @@ class NamedQueryConnection:
                 ),
             )
         )
-
-    def update_endpoint(self, row: EndpointRow) -> None:
-        """Write an endpoint's changeable columns (group, state, timer, sequences)."""
-        self.update_endpoints([row])
 
     def update_endpoints(self, rows: Sequence[EndpointRow]) -> None:
         """Write several endpoints' changeable columns, in one batch."""
@@ -211,9 +263,9 @@ class NamedQueryConnection:
         value = self._one("next_due_time")
         return None if value is None else float(value)
 
-    def list_endpoints(self) -> list[tuple[Any, ...]]:
+    def list_endpoints(self) -> list[EndpointListRow]:
         """Rows for the ``conversation_endpoints`` view."""
-        return self._all("list_endpoints")
+        return rows_of(EndpointListRow, self._all("list_endpoints"))
 
     # -- queues --------------------------------------------------------------------------
     def insert_messages(self, rows: Iterable[QueueInsert]) -> None:
@@ -222,19 +274,21 @@ class NamedQueryConnection:
 
     def group_messages(self, group_id: bytes, limit: int) -> list[MessageRow]:
         """Ready messages of a group in RECEIVE order (PRI-12, SYS-2), at most ``limit``."""
-        return self._all("group_messages", (group_id, self._limit(limit)))
+        return rows_of(MessageRow, self._all("group_messages", (group_id, self._limit(limit))))
 
     def conversation_messages(self, group_id: bytes, handle: bytes, limit: int) -> list[MessageRow]:
         """Ready messages of one conversation (in group ``group_id``) in RECEIVE order."""
-        return self._all("conversation_messages", (group_id, handle, self._limit(limit)))
+        return rows_of(
+            MessageRow, self._all("conversation_messages", (group_id, handle, self._limit(limit)))
+        )
 
     def peek(self, queue_id: int, limit: int) -> list[MessageRow]:
         """Every row of a queue (any status), at most ``limit``."""
-        return self._all("peek", (queue_id, self._limit(limit)))
+        return rows_of(MessageRow, self._all("peek", (queue_id, self._limit(limit))))
 
     def peek_after(self, queue_id: int, after: int, limit: int) -> list[MessageRow]:
         """Rows of a queue with ``queuing_order > after``, in queuing order."""
-        return self._all("peek_after", (queue_id, after, self._limit(limit)))
+        return rows_of(MessageRow, self._all("peek_after", (queue_id, after, self._limit(limit))))
 
     def message_sequence(self) -> int:
         """The highest queuing_order ever assigned."""
@@ -244,9 +298,9 @@ class NamedQueryConnection:
         """True when the queue holds a message with status 1."""
         return bool(self._one("queue_has_ready", (queue_id,)))
 
-    def queue_counts(self) -> list[tuple[int, int, int]]:
-        """(queue_id, status, count) for every queue holding messages."""
-        return self._all("queue_counts")
+    def queue_counts(self) -> list[QueueCountRow]:
+        """(queue_id, status, messages) for every queue holding messages."""
+        return rows_of(QueueCountRow, self._all("queue_counts"))
 
     def delete_conversation_messages(self, group_id: bytes, handle: bytes) -> None:
         """Delete every queue row of a conversation endpoint (END CONVERSATION)."""
@@ -261,8 +315,8 @@ class NamedQueryConnection:
         self._run("move_conversation_messages", (group_id, old_group, handle))
 
     # -- transmission queue --------------------------------------------------------------
-    def insert_transmission(self, row: tuple[Any, ...]) -> None:
-        """Hold a message in the transmission queue (row without its id)."""
+    def insert_transmission(self, row: Sequence[Any]) -> None:
+        """Hold a message in the transmission queue (a TransmissionRow without its id)."""
         self._run("insert_transmission", row)
 
     def transmission_pending(self, limit: int) -> list[TransmissionRow]:
@@ -271,7 +325,10 @@ class NamedQueryConnection:
         the levels' ages (PRI-14, PRI-18)."""
         rows: list[TransmissionRow] = []
         for level in range(10, 0, -1):
-            rows += self._all("transmission_pending_at_level", (level, self._limit(limit)))
+            rows += rows_of(
+                TransmissionRow,
+                self._all("transmission_pending_at_level", (level, self._limit(limit))),
+            )
         return rows
 
     def transmission_count(self) -> int:
@@ -301,6 +358,6 @@ class NamedQueryConnection:
         """Drop the unsent messages of one side of a conversation (DLG-4 WITH ERROR/CLEANUP)."""
         self._run("delete_transmission_of_endpoint", (conversation_id, int(is_initiator)))
 
-    def list_transmission(self) -> list[tuple[Any, ...]]:
+    def list_transmission(self) -> list[TransmissionListRow]:
         """Rows for the ``transmission_queue`` view."""
-        return self._all("list_transmission")
+        return rows_of(TransmissionListRow, self._all("list_transmission"))

@@ -29,22 +29,23 @@ string (``?options=-csearch_path%3Dmy_schema`` puts the broker in its own schema
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import threading
 import uuid
 from collections.abc import Callable, Collection, Iterable, Iterator, Sequence
 from contextlib import contextmanager
-from importlib import resources
 from typing import Any
 
 from ...errors import IntegrityConflict, StorageError
 from ..base import EndpointRow
+from ..migrations import migrate, schema_version
 from ..named import NamedQueryConnection, held_best
-from ..queries import load_queries
+from ..queries import load_backend_queries
 
 __all__ = ["PostgresActivity", "PostgresConnection", "PostgresStorage"]
 
-_Q = load_queries(__name__)
+_Q = load_backend_queries(__name__, "format")
 
 
 def _psycopg() -> Any:
@@ -58,15 +59,6 @@ def _psycopg() -> Any:
     return psycopg, psycopg_pool
 
 
-def _migrations() -> list[tuple[int, str, str]]:
-    folder = resources.files(__name__).joinpath("migrations")
-    found = []
-    for entry in folder.iterdir():
-        if entry.name.endswith(".sql"):
-            found.append((int(entry.name.split("_", 1)[0]), entry.name, entry.read_text("utf-8")))
-    return sorted(found)
-
-
 def _key(namespace: bytes, kind: bytes, value: bytes = b"") -> int:
     """A signed 64-bit advisory-lock key for ``kind``/``value`` in this broker database."""
     digest = hashlib.blake2b(namespace + b"\0" + kind + b"\0" + value, digest_size=8).digest()
@@ -76,6 +68,17 @@ def _key(namespace: bytes, kind: bytes, value: bytes = b"") -> int:
 def _configure(conn: Any) -> None:
     """Each pooled connection is in autocommit mode: transactions are explicit."""
     conn.autocommit = True
+
+
+def _rows(conn: Any) -> Callable[[str, Sequence[Any]], list[tuple[Any, ...]]]:
+    """A function running one statement on the psycopg session ``conn`` and returning its rows
+    (``[]`` for a statement without result)."""
+
+    def query(sql: str, params: Sequence[Any]) -> list[tuple[Any, ...]]:
+        cur = conn.execute(sql, params)
+        return list(cur.fetchall()) if cur.description else []
+
+    return query
 
 
 def _flags(params: Sequence[Any]) -> list[Any]:
@@ -90,6 +93,7 @@ class PostgresConnection(NamedQueryConnection):
     backends share come from :class:`~servicebroker.storage.named.NamedQueryConnection`)."""
 
     def __init__(self, storage: PostgresStorage, conn: Any) -> None:
+        self._integrity_errors = (_psycopg()[0].errors.IntegrityError,)
         self._storage = storage
         self._conn = conn
         self._in_write = False
@@ -189,13 +193,20 @@ class PostgresConnection(NamedQueryConnection):
         except psycopg.errors.IntegrityError as exc:
             raise IntegrityConflict(f"the application's SQL was refused: {exc}") from exc
 
-    def close(self) -> None:
-        """Release locks and give the session back."""
-        self.release_locks()
+    def detach(self) -> Any:
+        """End this connection's use — roll back, release its group locks (a broken session is
+        closed instead) — and return its psycopg session, for the pool to take back."""
+        try:
+            self.rollback()
+            self.release_locks()
+        except Exception:
+            self._conn.close()  # broken: the pool discards it
+        return self._conn
 
     # -- helpers -------------------------------------------------------------------------
     def _one(self, name: str, params: Sequence[Any] = ()) -> Any:
-        row = self._conn.execute(_Q[name], _flags(params)).fetchone()
+        cur = self._conn.execute(_Q[name], _flags(params))
+        row = cur.fetchone() if cur.description else None
         return None if row is None else row[0]
 
     def _all(self, name: str, params: Sequence[Any] = ()) -> list[Any]:
@@ -211,9 +222,6 @@ class PostgresConnection(NamedQueryConnection):
     def _limit(self, n: int) -> int | None:
         return None if n < 0 else n  # SQLite's LIMIT -1 is PostgreSQL's LIMIT NULL
 
-    def _endpoint(self, row: Sequence[Any]) -> EndpointRow:
-        return _endpoint(row)
-
     # -- catalog -------------------------------------------------------------------------
     @contextmanager
     def _snapshot(self) -> Iterator[None]:
@@ -227,22 +235,6 @@ class PostgresConnection(NamedQueryConnection):
             if started:
                 self._conn.execute("COMMIT")
 
-    def catalog_write(self, name: str, params: Sequence[Any]) -> int:
-        """Run the catalog statement ``name``; returns the new row id for inserts.
-
-        Raises:
-            IntegrityConflict: a constraint refused it.
-        """
-        psycopg, _ = _psycopg()
-        try:
-            cur = self._conn.execute(_Q[name], _flags(params))
-        except psycopg.errors.IntegrityError as exc:
-            raise IntegrityConflict(str(exc)) from exc
-        if cur.description:
-            row = cur.fetchone()
-            return int(row[0]) if row and row[0] is not None else 0
-        return 0
-
     # -- endpoints -----------------------------------------------------------------------
     def get_endpoint_and_lock(self, handle: bytes) -> tuple[EndpointRow | None, bool]:
         """The endpoint, and whether its group is now locked by this session: one round trip
@@ -253,7 +245,7 @@ class PostgresConnection(NamedQueryConnection):
         ).fetchone()
         if row is None:
             return None, False
-        endpoint = _endpoint(row[:-2])
+        endpoint = EndpointRow(*row[:-2])
         key, locked = int(row[-2]), bool(row[-1])
         if locked:
             self._held.setdefault(endpoint.conversation_group_id, key)
@@ -263,7 +255,7 @@ class PostgresConnection(NamedQueryConnection):
         """Every endpoint of the given conversations, in one query."""
         if not conversation_ids:
             return []
-        return [_endpoint(r) for r in self._all("get_conversations", (list(conversation_ids),))]
+        return [EndpointRow(*r) for r in self._all("get_conversations", (list(conversation_ids),))]
 
     # -- queues --------------------------------------------------------------------------
     def finish_received(self, queuing_orders: Iterable[int], *, retain: bool) -> None:
@@ -293,7 +285,7 @@ class PostgresConnection(NamedQueryConnection):
         """Release one group this transaction locked but did not use."""
         key = self._held.pop(bytes(group_id), None)
         if key is not None:
-            self._conn.execute("SELECT pg_advisory_unlock(%s)", (key,))  # key: as locked
+            self._run("advisory_unlock", (key,))  # key: as locked
 
     def lock_next_group(
         self,
@@ -333,7 +325,7 @@ class PostgresConnection(NamedQueryConnection):
             group_id, level, head_order, key, got = bytes(row[0]), row[1], row[2], row[3], row[4]
             if best is not None and best[:2] <= (-level, head_order):
                 if got:
-                    self._conn.execute("SELECT pg_advisory_unlock(%s)", (key,))
+                    self._run("advisory_unlock", (key,))
                 return best[2]
             if got:
                 self._held[group_id] = int(key)
@@ -351,13 +343,6 @@ class PostgresConnection(NamedQueryConnection):
                 f"SELECT pg_advisory_unlock_all(); {self._storage.notify_sql(wake)}".encode()
             )
         self._held.clear()
-
-
-def _endpoint(row: Sequence[Any]) -> EndpointRow:
-    values = list(row)
-    for i in (1, 2, 5):  # handle, conversation id, group id
-        values[i] = bytes(values[i])
-    return EndpointRow(*values)
 
 
 class PostgresActivity:
@@ -549,28 +534,23 @@ class PostgresStorage:
         self._leader_lock = threading.Lock()
 
     def _migrate(self, conn: Any) -> None:
+        """Apply the missing migrations (:func:`~servicebroker.storage.migrations.migrate`) in
+        one transaction holding this database's migration advisory lock (other processes
+        opening the database wait for it).
+
+        Raises:
+            StorageError: the schema is newer than this servicebroker knows.
+        """
         conn.execute("BEGIN")
         try:
             conn.execute("SELECT pg_advisory_xact_lock(%s)", (_key(self.namespace, b"migrations"),))
-            conn.execute(
-                "CREATE TABLE IF NOT EXISTS schema_migrations "
-                "(version INTEGER PRIMARY KEY, name TEXT NOT NULL)"
+            migrate(
+                __name__,
+                query=_rows(conn),
+                run_script=lambda script: conn.execute(script.encode()),  # several statements
+                paramstyle=self.paramstyle,
+                where=self.url,
             )
-            applied = {r[0] for r in conn.execute("SELECT version FROM schema_migrations")}
-            known = _migrations()
-            newest = max((v for v, _, _ in known), default=0)
-            if applied and max(applied) > newest:
-                raise StorageError(
-                    f"database {self.url!r} has schema version {max(applied)}, newer than this "
-                    f"servicebroker knows ({newest}); upgrade servicebroker"
-                )
-            for version, name, script in known:
-                if version not in applied:
-                    conn.execute(script.encode())
-                    conn.execute(
-                        "INSERT INTO schema_migrations (version, name) VALUES (%s, %s)",
-                        (version, name),
-                    )
             conn.execute("COMMIT")
         except BaseException:
             conn.execute("ROLLBACK")
@@ -586,7 +566,7 @@ class PostgresStorage:
     def schema_version(self) -> int:
         """The highest migration applied."""
         with self._pool.connection() as conn:
-            return int(conn.execute("SELECT max(version) FROM schema_migrations").fetchone()[0])
+            return schema_version(_rows(conn))
 
     def watch_changes(self) -> Callable[[float], bool | set[int]]:
         """A function that waits up to ``timeout`` seconds for other processes' commits (a
@@ -646,9 +626,7 @@ class PostgresStorage:
                 if self._leading:
                     self._leader.execute("SELECT 1")  # still connected: still the leader
                     return True
-                row = self._leader.execute(
-                    "SELECT pg_try_advisory_lock(%s)", (self.leader_key,)
-                ).fetchone()
+                row = self._leader.execute(_Q["advisory_try_lock"], (self.leader_key,)).fetchone()
                 self._leading = bool(row is not None and row[0])
                 return self._leading
             except psycopg.Error:
@@ -658,9 +636,16 @@ class PostgresStorage:
                 return False
 
     def resign(self) -> None:
-        """Give leadership up (closing its session)."""
+        """Give leadership up: unlock the leader lock (so another storage's next
+        :meth:`try_lead` has it at once, not when the server notices the session ended), then
+        close its session."""
+        psycopg, _ = _psycopg()
         with self._leader_lock:
             if self._leader is not None:
+                if self._leading and not self._leader.closed:
+                    # a lost session: the server frees the lock with it
+                    with contextlib.suppress(psycopg.Error):
+                        self._leader.execute(_Q["advisory_unlock"], (self.leader_key,))
                 self._leader.close()
             self._leader, self._leading = None, False
 
@@ -694,12 +679,7 @@ class PostgresStorage:
     def release(self, conn: Any) -> None:
         """Roll back, release its locks and return the session to the pool."""
         assert isinstance(conn, PostgresConnection)
-        try:
-            conn.rollback()
-            conn.release_locks()
-        except Exception:
-            conn._conn.close()  # broken: the pool discards it
-        self._pool.putconn(conn._conn)
+        self._pool.putconn(conn.detach())
 
     def close(self) -> None:
         """Close the pool, the listeners, the leader and activity sessions."""

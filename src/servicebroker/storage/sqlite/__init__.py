@@ -17,37 +17,27 @@ import threading
 import time
 from collections.abc import Callable, Collection, Iterable, Iterator, Sequence
 from contextlib import contextmanager
-from importlib import resources
 from typing import Any
 
 from ...errors import IntegrityConflict, StorageError
 from ..base import EndpointRow
+from ..migrations import migrate, schema_version
 from ..named import NamedQueryConnection, held_best
-from ..queries import load_queries, split_statements
+from ..queries import load_backend_queries, split_statements
 from .activity import QueueActivity
 from .locks import GroupLocks, check_platform
 
 __all__ = ["SqliteConnection", "SqliteStorage"]
 
-_Q = load_queries(__name__)
-_SCHEMA_VERSION_TABLE = (
-    "CREATE TABLE IF NOT EXISTS schema_migrations (version INTEGER PRIMARY KEY, name TEXT NOT NULL)"
-)
-
-
-def _migrations() -> list[tuple[int, str, str]]:
-    folder = resources.files(__name__).joinpath("migrations")
-    found = []
-    for entry in folder.iterdir():
-        if entry.name.endswith(".sql"):
-            found.append((int(entry.name.split("_", 1)[0]), entry.name, entry.read_text("utf-8")))
-    return sorted(found)
+_Q = load_backend_queries(__name__, "qmark")
 
 
 class SqliteConnection(NamedQueryConnection):
     """One broker transaction's SQLite connection and its group locks (see
     :class:`servicebroker.storage.base.StorageConnection` for the contract; the operations the
     backends share come from :class:`~servicebroker.storage.named.NamedQueryConnection`)."""
+
+    _integrity_errors = (sqlite3.IntegrityError,)
 
     def __init__(
         self,
@@ -178,18 +168,6 @@ class SqliteConnection(NamedQueryConnection):
             if started:
                 self._conn.execute("COMMIT")
 
-    def catalog_write(self, name: str, params: Sequence[Any]) -> int:
-        """Run the catalog statement ``name``; returns the new row id for inserts.
-
-        Raises:
-            IntegrityConflict: a constraint refused it.
-        """
-        try:
-            cur = self._conn.execute(_Q[name], params)
-        except sqlite3.IntegrityError as exc:
-            raise IntegrityConflict(str(exc)) from exc
-        return int(cur.lastrowid or 0)
-
     # -- endpoints -----------------------------------------------------------------------
     def get_endpoint_and_lock(self, handle: bytes) -> tuple[EndpointRow | None, bool]:
         """The endpoint, and whether its group is now locked by this transaction."""
@@ -198,10 +176,11 @@ class SqliteConnection(NamedQueryConnection):
 
     def get_conversations(self, conversation_ids: Sequence[bytes]) -> list[EndpointRow]:
         """Every endpoint of the given conversations (in-process: one indexed read each)."""
-        rows: list[EndpointRow] = []
-        for conversation_id in conversation_ids:
-            rows += self.get_conversation(conversation_id)
-        return rows
+        return [
+            EndpointRow(*row)
+            for conversation_id in conversation_ids
+            for row in self._all("get_conversation", (conversation_id,))
+        ]
 
     # -- queues --------------------------------------------------------------------------
     def finish_received(self, queuing_orders: Iterable[int], *, retain: bool) -> None:
@@ -351,28 +330,28 @@ class SqliteStorage:
         return conn
 
     def _migrate(self) -> None:
+        """Apply the missing migrations (:func:`~servicebroker.storage.migrations.migrate`) in
+        one ``BEGIN IMMEDIATE`` transaction: SQLite's write lock keeps other processes out.
+
+        Raises:
+            StorageError: the file is not an SQLite database, or its schema is newer.
+        """
         conn = self._raw()
+
+        def run_script(script: str) -> None:
+            for statement in split_statements(script, sqlite3.complete_statement):
+                conn.execute(statement)
+
         try:
-            conn.execute(_SCHEMA_VERSION_TABLE)
-            known = _migrations()
             conn.execute("BEGIN IMMEDIATE")
             try:
-                applied = {r[0] for r in conn.execute("SELECT version FROM schema_migrations")}
-                newest = max((v for v, _, _ in known), default=0)
-                if applied and max(applied) > newest:
-                    raise StorageError(
-                        f"database {self.path!r} has schema version {max(applied)}, newer than "
-                        f"this servicebroker knows ({newest}); upgrade servicebroker"
-                    )
-                for version, name, script in known:
-                    if version in applied:
-                        continue
-                    for statement in split_statements(script, sqlite3.complete_statement):
-                        conn.execute(statement)
-                    conn.execute(
-                        "INSERT INTO schema_migrations (version, name) VALUES (?, ?)",
-                        (version, name),
-                    )
+                migrate(
+                    __name__,
+                    query=lambda sql, params: conn.execute(sql, params).fetchall(),
+                    run_script=run_script,
+                    paramstyle=self.paramstyle,
+                    where=self.path,
+                )
                 conn.execute("COMMIT")
             except BaseException:
                 conn.execute("ROLLBACK")
@@ -388,7 +367,7 @@ class SqliteStorage:
         """The highest migration applied to the file."""
         conn = self._raw()
         try:
-            return int(conn.execute("SELECT max(version) FROM schema_migrations").fetchone()[0])
+            return schema_version(lambda sql, params: conn.execute(sql, params).fetchall())
         finally:
             conn.close()
 

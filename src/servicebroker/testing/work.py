@@ -10,8 +10,8 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from .broker import ActivationContext, Broker
-from .clock import ManualClock
+from ..broker import ActivationContext, Broker
+from ..clock import ManualClock
 
 __all__ = ["SimulatedWork"]
 

@@ -1,0 +1,274 @@
+-- Named queries both backends share: written once, with "?" placeholders (converted to "%s"
+-- for psycopg when loaded). Each block starts with "-- name: NAME"; a backend's own queries.sql
+-- holds only what its dialect makes different and may override a name defined here (see
+-- servicebroker.storage.queries.load_backend_queries).
+
+-- name: get_setting
+SELECT value FROM broker_settings WHERE name = ?;
+
+-- name: put_setting
+INSERT INTO broker_settings (name, value) VALUES (?, ?)
+ON CONFLICT (name) DO UPDATE SET value = excluded.value;
+
+-- name: bump_catalog_version
+UPDATE broker_settings SET value = CAST(value AS INTEGER) + 1 WHERE name = 'catalog_version';
+
+-- name: catalog_message_types
+SELECT message_type_id, name, validation, is_system FROM message_types ORDER BY message_type_id;
+
+-- name: catalog_contracts
+SELECT service_contract_id, name, is_system FROM service_contracts ORDER BY service_contract_id;
+
+-- name: catalog_contract_usages
+SELECT service_contract_id, message_type_id, sent_by FROM service_contract_message_usages;
+
+-- name: catalog_queues
+SELECT queue_id, name, is_receive_enabled, is_retention_enabled,
+       is_poison_message_handling_enabled, is_activation_enabled, activation_procedure,
+       max_readers, modify_date
+FROM service_queues ORDER BY queue_id;
+
+-- name: catalog_services
+SELECT service_id, name, queue_id FROM services ORDER BY service_id;
+
+-- name: catalog_service_contracts
+SELECT service_id, service_contract_id FROM service_contract_usages;
+
+-- name: insert_message_type
+INSERT INTO message_types (name, validation) VALUES (?, ?) RETURNING message_type_id;
+
+-- name: delete_message_type
+DELETE FROM message_types WHERE message_type_id = ?;
+
+-- name: insert_contract
+INSERT INTO service_contracts (name) VALUES (?) RETURNING service_contract_id;
+
+-- name: insert_contract_usage
+INSERT INTO service_contract_message_usages (service_contract_id, message_type_id, sent_by)
+VALUES (?, ?, ?);
+
+-- name: delete_contract
+DELETE FROM service_contracts WHERE service_contract_id = ?;
+
+-- name: insert_queue
+INSERT INTO service_queues (name, is_receive_enabled, is_retention_enabled,
+    is_poison_message_handling_enabled, is_activation_enabled, activation_procedure,
+    max_readers, modify_date)
+VALUES (?, ?, ?, ?, ?, ?, ?, ?) RETURNING queue_id;
+
+-- name: update_queue
+UPDATE service_queues SET is_receive_enabled = ?, is_retention_enabled = ?,
+    is_poison_message_handling_enabled = ?, is_activation_enabled = ?,
+    activation_procedure = ?, max_readers = ?, modify_date = ?
+WHERE queue_id = ?;
+
+-- name: delete_queue
+DELETE FROM service_queues WHERE queue_id = ?;
+
+-- name: insert_service
+INSERT INTO services (name, queue_id) VALUES (?, ?) RETURNING service_id;
+
+-- name: insert_service_contract
+INSERT INTO service_contract_usages (service_id, service_contract_id) VALUES (?, ?);
+
+-- name: delete_service
+DELETE FROM services WHERE service_id = ?;
+
+-- name: endpoints_using_service
+SELECT count(*) FROM conversation_endpoints WHERE service_id = ? AND state <> 'CD';
+
+-- name: endpoints_using_contract
+SELECT count(*) FROM conversation_endpoints WHERE service_contract_id = ? AND state <> 'CD';
+
+-- name: messages_using_message_type
+SELECT (SELECT count(*) FROM queue_messages WHERE message_type_id = t.id)
+     + (SELECT count(*) FROM transmission_queue WHERE message_type_id = t.id)
+FROM (SELECT CAST(? AS BIGINT) AS id) AS t;
+
+-- name: delete_queue_messages
+DELETE FROM queue_messages WHERE queue_id = ?;
+
+-- name: add_rollback
+UPDATE service_queues SET rollback_count = rollback_count + 1 WHERE queue_id = ?
+RETURNING rollback_count;
+
+-- name: reset_rollbacks
+UPDATE service_queues SET rollback_count = 0 WHERE queue_id = ? AND rollback_count <> 0;
+
+-- name: disable_queue
+UPDATE service_queues SET is_receive_enabled = 0, rollback_count = 0, modify_date = ?
+WHERE queue_id = ?;
+
+-- name: get_endpoint
+SELECT endpoint_id, conversation_handle, conversation_id, is_initiator, service_contract_id,
+       conversation_group_id, service_id, queue_id, far_service, lifetime, state, dialog_timer,
+       send_sequence, receive_sequence, priority
+FROM conversation_endpoints WHERE conversation_handle = ?;
+
+-- name: get_far_endpoint
+SELECT endpoint_id, conversation_handle, conversation_id, is_initiator, service_contract_id,
+       conversation_group_id, service_id, queue_id, far_service, lifetime, state, dialog_timer,
+       send_sequence, receive_sequence, priority
+FROM conversation_endpoints WHERE conversation_id = ? AND is_initiator = ?;
+
+-- name: insert_endpoint
+INSERT INTO conversation_endpoints (conversation_handle, conversation_id, is_initiator,
+    service_contract_id, conversation_group_id, service_id, queue_id, far_service, lifetime,
+    state, dialog_timer, send_sequence, receive_sequence, priority)
+VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+RETURNING endpoint_id;
+
+-- name: update_endpoint
+UPDATE conversation_endpoints SET conversation_group_id = ?, state = ?, dialog_timer = ?,
+    send_sequence = ?, receive_sequence = ?
+WHERE endpoint_id = ?;
+
+-- name: delete_endpoint
+DELETE FROM conversation_endpoints WHERE endpoint_id = ?;
+
+-- name: group_queue
+SELECT queue_id FROM conversation_endpoints WHERE conversation_group_id = ? LIMIT 1;
+
+-- name: due_timers
+SELECT conversation_handle FROM conversation_endpoints
+WHERE dialog_timer IS NOT NULL AND dialog_timer <= ? ORDER BY dialog_timer LIMIT ?;
+
+-- name: due_lifetimes
+SELECT conversation_handle FROM conversation_endpoints
+WHERE lifetime <= ? AND state NOT IN ('ER', 'CD') ORDER BY lifetime LIMIT ?;
+
+-- name: next_due_time
+SELECT min(t) FROM (
+    SELECT min(dialog_timer) AS t FROM conversation_endpoints WHERE dialog_timer IS NOT NULL
+    UNION ALL
+    SELECT min(lifetime) FROM conversation_endpoints WHERE state NOT IN ('ER', 'CD')) AS due;
+
+-- name: list_endpoints
+SELECT e.conversation_handle, e.conversation_id, e.is_initiator, e.service_contract_id,
+       e.conversation_group_id, e.service_id, e.far_service, e.lifetime, e.state,
+       e.dialog_timer, e.send_sequence, e.receive_sequence, e.priority, e.queue_id
+FROM conversation_endpoints e ORDER BY e.endpoint_id;
+
+-- name: insert_message
+INSERT INTO queue_messages (queue_id, status, priority, conversation_group_id,
+    conversation_handle, conversation_order, rank, message_sequence_number, service_id,
+    service_contract_id, message_type_id, validation, message_body, message_id)
+VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?);
+
+-- name: group_messages
+SELECT status, priority, queuing_order, conversation_group_id, conversation_handle,
+       message_sequence_number, service_id, service_contract_id, message_type_id, validation,
+       message_body, message_id, queue_id
+FROM queue_messages
+WHERE conversation_group_id = ? AND status = 1
+ORDER BY priority DESC, conversation_order, rank, message_sequence_number
+LIMIT ?;
+
+-- name: conversation_messages
+SELECT status, priority, queuing_order, conversation_group_id, conversation_handle,
+       message_sequence_number, service_id, service_contract_id, message_type_id, validation,
+       message_body, message_id, queue_id
+FROM queue_messages
+WHERE conversation_group_id = ? AND conversation_handle = ? AND status = 1
+ORDER BY rank, message_sequence_number
+LIMIT ?;
+
+-- name: peek
+SELECT status, priority, queuing_order, conversation_group_id, conversation_handle,
+       message_sequence_number, service_id, service_contract_id, message_type_id, validation,
+       message_body, message_id, queue_id
+FROM queue_messages WHERE queue_id = ?
+ORDER BY priority DESC, queuing_order
+LIMIT ?;
+
+-- name: peek_after
+SELECT status, priority, queuing_order, conversation_group_id, conversation_handle,
+       message_sequence_number, service_id, service_contract_id, message_type_id, validation,
+       message_body, message_id, queue_id
+FROM queue_messages WHERE queue_id = ? AND queuing_order > ?
+ORDER BY queuing_order
+LIMIT ?;
+
+-- name: queue_has_ready
+SELECT EXISTS (SELECT 1 FROM queue_groups WHERE queue_id = ?);
+
+-- name: queue_counts
+SELECT queue_id, status, count(*) FROM queue_messages GROUP BY queue_id, status;
+
+-- name: delete_conversation_messages
+DELETE FROM queue_messages WHERE conversation_group_id = ? AND conversation_handle = ?;
+
+-- name: move_conversation_messages
+UPDATE queue_messages SET conversation_group_id = ?
+WHERE conversation_group_id = ? AND conversation_handle = ?;
+
+-- name: insert_transmission
+INSERT INTO transmission_queue (conversation_handle, conversation_id, is_initiator,
+    to_service_name, from_service_name, service_contract_id, enqueue_time,
+    message_sequence_number, message_type_id, validation, message_body, message_id, arrival,
+    transmission_status, priority, lifetime)
+VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?);
+
+-- name: transmission_pending_at_level
+SELECT transmission_id, conversation_handle, conversation_id, is_initiator, to_service_name,
+       from_service_name, service_contract_id, enqueue_time, message_sequence_number,
+       message_type_id, validation, message_body, message_id, arrival, transmission_status,
+       priority, lifetime
+FROM transmission_queue WHERE priority = ? ORDER BY transmission_id LIMIT ?;
+
+-- name: transmission_exists
+SELECT EXISTS (SELECT 1 FROM transmission_queue);
+
+-- name: transmission_conversation_waiting
+SELECT EXISTS (SELECT 1 FROM transmission_queue WHERE conversation_id = ? AND is_initiator = ?);
+
+-- name: delete_transmission
+DELETE FROM transmission_queue WHERE transmission_id = ?;
+
+-- name: set_transmission_status
+UPDATE transmission_queue SET transmission_status = ? WHERE transmission_id = ?;
+
+-- name: delete_transmission_of_endpoint
+DELETE FROM transmission_queue WHERE conversation_id = ? AND is_initiator = ?;
+
+-- name: list_transmission
+SELECT conversation_handle, to_service_name, from_service_name, service_contract_id,
+       enqueue_time, message_sequence_number, message_type_id, arrival, message_body,
+       transmission_status, priority
+FROM transmission_queue ORDER BY priority DESC, transmission_id;
+
+-- name: transmission_count
+SELECT count(*) FROM transmission_queue;
+
+-- name: catalog_event_notifications
+SELECT event_notification_id, name, queue_id, event_type, to_service, conversation_handle
+FROM event_notifications ORDER BY event_notification_id;
+
+-- name: insert_event_notification
+INSERT INTO event_notifications (name, queue_id, event_type, to_service) VALUES (?, ?, ?, ?)
+RETURNING event_notification_id;
+
+-- name: delete_event_notification
+DELETE FROM event_notifications WHERE event_notification_id = ?;
+
+-- name: set_event_notification_conversation
+UPDATE event_notifications SET conversation_handle = ? WHERE event_notification_id = ?;
+
+-- name: catalog_broker_priorities
+SELECT priority_id, name, service_contract_name, local_service_name, remote_service_name, priority
+FROM conversation_priorities ORDER BY priority_id;
+
+-- name: insert_broker_priority
+INSERT INTO conversation_priorities (name, service_contract_name, local_service_name,
+    remote_service_name, priority) VALUES (?, ?, ?, ?, ?) RETURNING priority_id;
+
+-- name: update_broker_priority
+UPDATE conversation_priorities SET service_contract_name = ?, local_service_name = ?,
+    remote_service_name = ?, priority = ? WHERE priority_id = ?;
+
+-- name: delete_broker_priority
+DELETE FROM conversation_priorities WHERE priority_id = ?;
+
+-- name: groups_arrived_since
+SELECT DISTINCT conversation_group_id FROM queue_messages
+WHERE queuing_order > ? AND queue_id = ? AND status = 1;

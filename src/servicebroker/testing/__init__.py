@@ -1,0 +1,13 @@
+"""Helpers for tests and benchmarks.
+
+- :class:`SimulatedWork` (:mod:`.work`): activated procedures whose processing takes simulated
+  seconds on a :class:`~servicebroker.clock.ManualClock`.
+- :mod:`servicebroker.testing.storage_kit` (imported on its own, not from here): the checks
+  every storage backend must pass.
+"""
+
+from __future__ import annotations
+
+from .work import SimulatedWork
+
+__all__ = ["SimulatedWork"]
