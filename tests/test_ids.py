@@ -14,6 +14,8 @@ from pathlib import Path
 from servicebroker import Broker
 from servicebroker.messages import new_id
 
+from .conftest import make_pair
+
 DRAWS = 64
 
 
@@ -73,15 +75,12 @@ def test_ids_drawn_after_a_fork_differ_between_parent_and_child() -> None:
 def test_a_forked_child_begins_dialogs_on_its_own_broker(tmp_path: Path) -> None:
     path = str(tmp_path / "fork.db")  # SQLite only: a PostgreSQL pool must not cross a fork
     with Broker.open(path) as broker:
-        broker.create_queue("iq")
-        broker.create_queue("tq")
-        broker.create_service("I", queue="iq")
-        broker.create_service("T", queue="tq", contracts=["DEFAULT"])
+        pair = make_pair(broker)
 
         def dialog(b: Broker) -> bytes:
             with b.transaction() as tx:
-                handle = tx.begin_dialog("I", "T", contract="DEFAULT")
-                tx.send(handle, "DEFAULT", b"hello")
+                handle = tx.begin_dialog(pair.initiator, pair.target, contract=pair.contract)
+                tx.send(handle, "Req", b"hello")
             return handle.bytes
 
         dialog(broker)  # the parent's id pool is in use before the fork
@@ -93,5 +92,5 @@ def test_a_forked_child_begins_dialogs_on_its_own_broker(tmp_path: Path) -> None
         child_handle = _in_child(child_work)
         parent_handle = dialog(broker)
         assert len(child_handle) == 16 and child_handle != parent_handle
-        bodies = [m.message_body for m in broker.peek("tq")]
+        bodies = [m.message_body for m in broker.peek(pair.tq)]
         assert bodies == [b"hello"] * 3
