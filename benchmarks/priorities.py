@@ -32,7 +32,8 @@ from rich.console import Console
 from rich.table import Table
 
 from servicebroker import Broker, ManualClock
-from servicebroker.delivery import Applier
+from servicebroker.storage import open_storage
+from servicebroker.transmission import TransmissionQueue
 
 SCENARIOS = {"{1,10}": (1, 10), "{9,10}": (9, 10), "1..10": tuple(range(1, 11))}
 POLICIES = (
@@ -62,6 +63,7 @@ def run(
         broker = Broker.open(
             os.path.join(folder, "b.db"), clock=clock, priority_aging_interval=aging
         )
+        storage = open_storage(broker.url)  # the link's own connection to the database
         try:
             broker.create_message_type("M")
             for level in levels:
@@ -88,12 +90,12 @@ def run(
                         tx.send(handle, "M", b"x")
                 sent += per_second
                 now = clock.now()
-                with broker._storage.connection() as conn:  # the link: CAPACITY per second
+                with storage.connection() as conn:  # the link: CAPACITY per second
                     conn.begin_write()
-                    applier = Applier(conn, broker.catalog, now)
-                    for row in applier.transmission.batch(capacity, aging)[:capacity]:
-                        waits[row[15]].append(now - row[7])
-                        conn.delete_transmission(row[0])
+                    queue = TransmissionQueue(conn, broker.catalog, now)
+                    for row in queue.batch(capacity, aging)[:capacity]:
+                        waits[row.priority].append(now - row.enqueue_time)
+                        conn.delete_transmission(row.transmission_id)
                     conn.commit()
                 clock.advance(1.0)
             now = clock.now()
@@ -101,6 +103,7 @@ def run(
             for r in broker.views.transmission_queue():
                 left[r.priority].append(now - r.enqueue_time.timestamp())
         finally:
+            storage.close()
             broker.close()
     carried = sum(len(w) for w in waits.values())
     return Outcome(

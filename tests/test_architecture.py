@@ -36,7 +36,9 @@ def _resolve(module: str, is_package: bool, node: ast.ImportFrom) -> str:
 def import_graph() -> dict[str, set[str]]:
     """Each module of the package and the package modules it imports, at any place in the file
     (top level, under TYPE_CHECKING, inside functions). ``from pkg import name`` counts as an
-    import of ``pkg.name`` when that is a module, else of ``pkg``."""
+    import of ``pkg.name`` when that is a module, else of ``pkg``; an import of ``a.b.c`` is an
+    import of the package ``a.b`` too (its ``__init__`` runs first), except the root package
+    and the importer's own packages."""
     modules = _modules()
     graph: dict[str, set[str]] = {name: set() for name in modules}
     for name, path in modules.items():
@@ -53,8 +55,11 @@ def import_graph() -> dict[str, set[str]]:
             for target in targets:
                 while target and target not in modules:
                     target = target.rpartition(".")[0]
-                if target and target != name:
-                    graph[name].add(target)
+                # importing a.b.c runs a.b's __init__ too (the root package's aside)
+                while target.count(".") >= 1:
+                    if target != name and not name.startswith(target + "."):
+                        graph[name].add(target)
+                    target = target.rpartition(".")[0]
     return graph
 
 
@@ -119,6 +124,12 @@ def test_the_cycle_finder_sees_a_cycle() -> None:
     graph["servicebroker.clock"].add("servicebroker.broker")  # what a careless import would do
     cycle = find_cycle(graph)
     assert cycle is not None and "servicebroker.clock" in cycle
+    # a cycle closing through a package's __init__: catalog/__init__ importing a module that
+    # imports catalog.cache (which runs catalog/__init__ first)
+    graph = import_graph()
+    graph["servicebroker.catalog"].add("servicebroker.events")
+    cycle = find_cycle(graph)
+    assert cycle is not None and "servicebroker.catalog" in cycle
 
 
 def test_no_module_reads_another_modules_private_attributes() -> None:

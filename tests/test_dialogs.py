@@ -334,3 +334,25 @@ def test_every_endpoint_has_level_5_without_priorities(broker: Broker, pair: Pai
         tx.send(h, "Req", b"x")
     assert {e.priority for e in broker.views.conversation_endpoints()} == {5}
     assert [m.priority for m in broker.peek(pair.tq)] == [5]
+
+
+def test_sends_after_the_target_refused_the_contract_still_commit(broker: Broker) -> None:
+    # rule DLG-2, rule SYS-2: the first message is refused at commit (the initiator goes to ER
+    # with an Error); a later SEND of the same transaction must not fail the commit
+    broker.create_queue("iq2")
+    broker.create_queue("tq2")
+    broker.create_contract("Other", {"DEFAULT": "ANY"})
+    broker.create_service("I2", queue="iq2")
+    broker.create_service("T2", queue="tq2", contracts=["DEFAULT"])
+    broker.execute("CREATE TABLE audit (note TEXT)")
+    with broker.transaction() as tx:
+        h = tx.begin_dialog("I2", "T2", contract="Other")
+        tx.send(h, "DEFAULT", b"one")
+        tx.send(h, "DEFAULT", b"two")
+        tx.execute("INSERT INTO audit VALUES ('kept')")
+    assert broker.execute("SELECT note FROM audit") == [("kept",)]
+    (endpoint,) = broker.views.conversation_endpoints()
+    assert endpoint.state == "ER"
+    with broker.transaction() as tx:
+        got = tx.receive("iq2")
+    assert got and {m.message_type_name for m in got} == {ERROR}  # one per refused message

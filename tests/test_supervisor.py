@@ -1,5 +1,6 @@
 """Supervised background threads: a thread that dies is logged, restarted after RESTART_DELAY
-broker seconds, and shows in ``views.dm_broker_background_threads()``."""
+broker seconds (RESTART_WAIT real seconds at most), and shows in
+``views.dm_broker_background_threads()``."""
 
 from __future__ import annotations
 
@@ -47,20 +48,40 @@ def test_a_dead_timer_thread_is_logged_and_restarted(
     monkeypatch.setattr(storage, "try_lead", flaky)
     with caplog.at_level(logging.ERROR, logger="servicebroker.supervisor"):
         broker.start()
-        _until(lambda: _timer_row(broker).state == "RESTARTING")
+        # the manual clock stands still: the restart comes after RESTART_WAIT real seconds
+        _until(lambda: _timer_row(broker).restarts == 1)
     row = _timer_row(broker)
-    assert row.restarts == 0 and "leader lock went away" in (row.last_error or "")
+    assert row.state == "RUNNING" and "leader lock went away" in (row.last_error or "")
     assert row.last_error_time is not None
     assert any("servicebroker-timer died" in r.getMessage() for r in caplog.records)
-    clock.advance(1)  # RESTART_DELAY, on the broker's clock
-    _until(lambda: _timer_row(broker).state == "RUNNING" and _timer_row(broker).restarts == 1)
     seen = calls[0]
     _until(lambda: calls[0] > seen)  # the restarted loop runs again
     assert broker.is_leader
+    broker.stop()
+    assert _timer_row(broker).state == "STOPPED"
+
+
+def test_the_restart_waits_for_the_broker_clock(clock: ManualClock) -> None:
+    supervisor = Supervisor(clock, restart_delay=1, restart_wait=60)
+    runs: list[int] = []
+
+    def fails_once() -> None:
+        runs.append(1)
+        if len(runs) == 1:
+            raise ValueError("first run fails")
+
+    supervisor.start("t", fails_once)
+    _until(lambda: supervisor.statistics()[0].state == "RESTARTING")
+    clock.advance(0.5)
+    assert supervisor.statistics()[0].state == "RESTARTING" and len(runs) == 1
+    clock.advance(0.5)  # RESTART_DELAY reached
+    _until(lambda: supervisor.statistics()[0].state == "STOPPED")  # ran again and returned
+    assert len(runs) == 2 and supervisor.statistics()[0].restarts == 1
+    supervisor.close()
 
 
 def test_a_stopped_supervisor_does_not_restart(clock: ManualClock) -> None:
-    supervisor = Supervisor(clock, restart_delay=1)
+    supervisor = Supervisor(clock, restart_delay=1, restart_wait=60)
     died = threading.Event()
 
     def boom() -> None:

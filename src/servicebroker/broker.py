@@ -252,10 +252,15 @@ class Broker:
         if self._running:
             return
         self._stopping = False
-        self._running = True
         self.tasks.start()
-        self._lead()
-        self._supervisor.start(TIMER_THREAD, self._background)
+        try:
+            self._lead()
+            self._supervisor.start(TIMER_THREAD, self._background)
+        except BaseException:
+            self._stopping = True
+            self.tasks.stop()
+            raise
+        self._running = True
         self.activation.check()
 
     def stop(self, timeout: float = 10.0) -> None:

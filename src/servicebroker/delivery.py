@@ -28,7 +28,7 @@ from .dialogs import (
     State,
     after_local_end,
     after_refusal,
-    after_send,
+    after_sent,
     error_body,
     is_ended,
     on_arrival,
@@ -182,8 +182,7 @@ class Applier:
         if row is None:
             return
         row.send_sequence = max(row.send_sequence, out.sequence + 1)
-        if row.state != State.CO:
-            row.state = after_send(row.state, uuid.UUID(bytes=handle))
+        row.state = after_sent(row.state)
         self.touch(row)
         retained = self._retain_sent(row, out)
         if self.deliver(row, out, Arrival.MESSAGE) is None and not retained:

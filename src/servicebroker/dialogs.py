@@ -18,8 +18,10 @@ __all__ = [
     "DIALOG_TIMER",
     "END_DIALOG",
     "ERROR",
+    "INITIATOR_START",
     "LIFETIME_EXPIRED_CODE",
     "STATE_DESC",
+    "TARGET_START",
     "Arrival",
     "EndAction",
     "EndMode",
@@ -27,7 +29,9 @@ __all__ = [
     "after_local_end",
     "after_refusal",
     "after_send",
+    "after_sent",
     "error_body",
+    "is_ended",
     "on_arrival",
     "on_lifetime_expired",
     "parse_error_body",
@@ -184,16 +188,21 @@ def on_lifetime_expired(state: str) -> State:
     return State.ER
 
 
+def after_sent(state: str) -> str:
+    """State of the sender when a SEND it made is applied at commit: a started endpoint (SO,
+    SI) is conversing; any other state stays as it is then (an Error or EndDialog may have
+    arrived since the statement, and the message is delivered or discarded by the far side's
+    state, DLG-4). Unlike :func:`after_send` it never refuses: the statement already checked."""
+    if state in (State.SO, State.SI):
+        return State.CO
+    return state
+
+
 def after_refusal(state: str) -> State:
     """State of an initiator whose first message the target refused (the target service does
     not accept the contract, or the target endpoint is gone): ER, with an Error message put on
     its own queue (SYS-2)."""
     return State.ER
-
-
-def may_send(state: str) -> bool:
-    """True when SEND is allowed in ``state`` (DLG-2): SO, SI or CO."""
-    return state in (State.SO, State.SI, State.CO)
 
 
 def is_ended(state: str) -> bool:

@@ -1,6 +1,7 @@
 """Supervised background threads: a thread whose work raises is logged with its traceback and
-restarted, after :data:`RESTART_DELAY` seconds on the broker's clock, until the supervisor
-stops. Every thread's state, restarts and last error show in
+restarted, after :data:`RESTART_DELAY` seconds on the broker's clock but never later than
+:data:`RESTART_WAIT` real seconds (a manual clock that stands still must not leave the broker
+without its timer), until the supervisor stops or its owner cancels that thread. Every thread's state, restarts and last error show in
 ``broker.views.dm_broker_background_threads()`` (built from :meth:`Supervisor.statistics`).
 
 The broker's own threads run under it: the timer thread (TICK-1, leadership, monitors) and the
@@ -13,17 +14,20 @@ from __future__ import annotations
 
 import logging
 import threading
+import time
 from collections.abc import Callable
 from dataclasses import dataclass
 
 from .clock import Clock
 
-__all__ = ["RESTART_DELAY", "Supervisor", "ThreadStatistics"]
+__all__ = ["RESTART_DELAY", "RESTART_WAIT", "Supervisor", "ThreadStatistics"]
 
 log = logging.getLogger(__name__)
 
 RESTART_DELAY = 1.0
 """Broker-clock seconds between a supervised thread's failure and its restart."""
+RESTART_WAIT = 0.25
+"""Real seconds a failed thread waits for its restart at most (the broker's background poll)."""
 
 
 @dataclass(frozen=True)
@@ -40,10 +44,19 @@ class ThreadStatistics:
 
 
 class _Entry:
-    __slots__ = ("last_error", "last_error_time", "restarts", "state", "target", "thread")
+    __slots__ = (
+        "cancelled",
+        "last_error",
+        "last_error_time",
+        "restarts",
+        "state",
+        "target",
+        "thread",
+    )
 
     def __init__(self, target: Callable[[], None]) -> None:
         self.target = target
+        self.cancelled = False
         self.thread: threading.Thread | None = None
         self.state = "RUNNING"
         self.restarts = 0
@@ -57,11 +70,18 @@ class Supervisor:
     Args:
         clock: the broker's clock (restart delays; a manual clock's moves wake the wait).
         restart_delay: broker seconds between a failure and the restart.
+        restart_wait: real seconds the restart waits at most.
     """
 
-    def __init__(self, clock: Clock, restart_delay: float = RESTART_DELAY) -> None:
+    def __init__(
+        self,
+        clock: Clock,
+        restart_delay: float = RESTART_DELAY,
+        restart_wait: float = RESTART_WAIT,
+    ) -> None:
         self._clock = clock
         self.restart_delay = restart_delay
+        self.restart_wait = restart_wait
         self._cond = threading.Condition()
         self._entries: dict[str, _Entry] = {}
         self._stopping = False
@@ -73,15 +93,19 @@ class Supervisor:
 
     def start(self, name: str, target: Callable[[], None]) -> None:
         """Run ``target`` on a thread called ``name``; when it raises, log and restart it. A
-        ``target`` that returns is done (STOPPED). Starting a name that runs does nothing."""
+        ``target`` that returns is done (STOPPED). Starting a name that runs does nothing, and
+        a stopped supervisor starts nothing."""
         with self._cond:
-            self._stopping = False
             entry = self._entries.get(name)
-            if entry is not None and entry.thread is not None and entry.thread.is_alive():
+            if self._stopping or (
+                entry is not None and entry.thread is not None and entry.thread.is_alive()
+            ):
+                if entry is not None:
+                    entry.cancelled = False
                 return
             if entry is None:
                 entry = self._entries[name] = _Entry(target)
-            entry.target, entry.state = target, "RUNNING"
+            entry.target, entry.state, entry.cancelled = target, "RUNNING", False
             self._spawn(name, entry)
 
     def _spawn(self, name: str, entry: _Entry) -> None:
@@ -100,10 +124,15 @@ class Supervisor:
                 entry.state = "RESTARTING"
                 entry.last_error, entry.last_error_time = repr(exc), failed_at
                 due = failed_at + self.restart_delay
-                while not self._stopping and self._clock.now() < due:
+                wait_until = time.monotonic() + self.restart_wait
+                while (
+                    not (self._stopping or entry.cancelled)
+                    and self._clock.now() < due
+                    and time.monotonic() < wait_until
+                ):
                     wait = self._clock.max_real_wait(due - self._clock.now())
-                    self._cond.wait(min(wait, 1.0))
-                if self._stopping:
+                    self._cond.wait(max(0.0, min(wait, wait_until - time.monotonic())))
+                if self._stopping or entry.cancelled:
                     entry.state = "STOPPED"
                     return
                 entry.restarts += 1
@@ -114,10 +143,13 @@ class Supervisor:
             entry.state = "STOPPED"
 
     def join(self, name: str, timeout: float) -> None:
-        """Wait up to ``timeout`` real seconds for thread ``name`` to end (its owner has made
-        its loop return)."""
+        """Do not restart thread ``name`` again, and wait up to ``timeout`` real seconds for
+        it to end (its owner has made its loop return); :meth:`start` runs it again."""
         with self._cond:
             entry = self._entries.get(name)
+            if entry is not None:
+                entry.cancelled = True
+                self._cond.notify_all()
             thread = None if entry is None else entry.thread
         if thread is not None and thread is not threading.current_thread():
             thread.join(timeout)

@@ -31,7 +31,13 @@ from .messages import Outgoing
 from .priorities import AGING_INTERVAL, transmission_order
 from .storage.base import EndpointRow, Storage, StorageConnection, TransmissionRow
 
-__all__ = ["Destination", "TransmissionQueue", "TransmissionService", "TransmissionStatistics"]
+__all__ = [
+    "Committer",
+    "Destination",
+    "TransmissionQueue",
+    "TransmissionService",
+    "TransmissionStatistics",
+]
 
 
 class Destination(Protocol):
@@ -174,9 +180,17 @@ class Committer(Protocol):
     woken_queues: set[int]
     arrived_on_empty: set[int]
 
-    def endpoint(self, handle: bytes) -> EndpointRow | None: ...
-    def deliver_now(self, sender: EndpointRow, out: Outgoing, arrival: Arrival) -> str | None: ...
-    def finish(self) -> None: ...
+    def endpoint(self, handle: bytes) -> EndpointRow | None:
+        """As :meth:`Destination.endpoint`."""
+        ...
+
+    def deliver_now(self, sender: EndpointRow, out: Outgoing, arrival: Arrival) -> str | None:
+        """As :meth:`Destination.deliver_now`."""
+        ...
+
+    def finish(self) -> None:
+        """Write what the commit changed (messages, endpoints) before it commits."""
+        ...
 
 
 @dataclass(frozen=True)
