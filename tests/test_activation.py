@@ -10,7 +10,7 @@ from collections.abc import Callable
 import pytest
 
 from servicebroker import Activation, Broker, ManualClock
-from servicebroker.activation import (
+from servicebroker.activation.monitor import (
     MonitorInputs,
     Reason,
     Trigger,
@@ -371,7 +371,7 @@ def test_event_notification_arguments(broker: Broker, pair: Pair) -> None:
 
 def test_external_notification_due_is_a_pure_rule() -> None:
     # rule ACT-8
-    from servicebroker.activation import external_notification_due
+    from servicebroker.activation.monitor import external_notification_due
 
     assert external_notification_due(last_notified=None, last_receive=None, now=100, timeout=60)
     assert not external_notification_due(last_notified=90, last_receive=None, now=100, timeout=60)

@@ -5,8 +5,16 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from servicebroker.activation import CheckInputs, MonitorState, Reason, Trigger, decide
-from servicebroker.activation.monitor import on_altered, on_exit, on_received
+from servicebroker.activation.monitor import (
+    CheckInputs,
+    MonitorState,
+    Reason,
+    Trigger,
+    decide,
+    on_altered,
+    on_exit,
+    on_received,
+)
 
 NOW = 1_000.0
 

@@ -7,37 +7,6 @@ work.
 - :mod:`.notifications`: event notifications (QUEUE_ACTIVATION, BROKER_QUEUE_DISABLED);
 - :mod:`.activator`: the external activator (``servicebroker activator CONFIG.toml``).
 
-The pure names are re-exported here; the service is imported from its module.
+Import each from its module (the package itself imports nothing, so that importing the pure
+monitor never loads the service).
 """
-
-from __future__ import annotations
-
-from .monitor import (
-    EMPTY_RECEIVE_WINDOW,
-    Actions,
-    CheckInputs,
-    MonitorInputs,
-    MonitorState,
-    Reason,
-    Trigger,
-    activation_necessary,
-    decide,
-    external_notification_due,
-    internal_activation_occurs,
-    monitor_state,
-)
-
-__all__ = [
-    "EMPTY_RECEIVE_WINDOW",
-    "Actions",
-    "CheckInputs",
-    "MonitorInputs",
-    "MonitorState",
-    "Reason",
-    "Trigger",
-    "activation_necessary",
-    "decide",
-    "external_notification_due",
-    "internal_activation_occurs",
-    "monitor_state",
-]
