@@ -36,7 +36,8 @@ from .dialogs import (
 )
 from .errors import ConversationError
 from .messages import Outgoing, new_id
-from .storage.base import EndpointRow, QueueInsert, StorageConnection
+from .storage.base import StorageConnection
+from .storage.rows import EndpointRow, QueueInsert
 from .transmission import TransmissionQueue
 
 __all__ = ["Applier"]

@@ -25,7 +25,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
-from .storage.base import BrokerPriorityRow
+from .storage.rows import BrokerPriorityRow
 
 __all__ = [
     "AGING_INTERVAL",

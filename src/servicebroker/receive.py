@@ -21,7 +21,8 @@ from .context import BrokerContext
 from .dialogs import State
 from .errors import BrokerError, ConversationError, LockTimeoutError, QueueDisabledError
 from .messages import Message, fast_uuid
-from .storage.base import EndpointRow, MessageRow, StorageConnection
+from .storage.base import StorageConnection
+from .storage.rows import EndpointRow, MessageRow
 
 __all__ = ["Receiving", "to_handle", "to_messages"]
 

@@ -28,7 +28,7 @@ from .errors import (
 )
 from .messages import Message, Outgoing, coerce_body, fast_uuid, new_id, validate_body
 from .receive import Receiving, to_handle
-from .storage.base import EndpointRow
+from .storage.rows import EndpointRow
 from .waiting import LOCKS
 
 __all__ = ["DEFAULT_LIFETIME", "Transaction"]

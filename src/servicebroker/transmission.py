@@ -29,7 +29,8 @@ from .clock import Clock
 from .dialogs import Arrival
 from .messages import Outgoing
 from .priorities import AGING_INTERVAL, transmission_order
-from .storage.base import EndpointRow, Storage, StorageConnection, TransmissionRow
+from .storage.base import Storage, StorageConnection
+from .storage.rows import EndpointRow, TransmissionRow
 
 __all__ = [
     "Committer",

@@ -15,7 +15,7 @@ from ..dialogs import DIALOG_TIMER, END_DIALOG, ERROR
 from ..errors import CatalogError
 from ..messages import VALIDATIONS
 from ..priorities import DEFAULT_LEVEL, BrokerPriority, priority_level
-from ..storage.base import CatalogRows, EventNotificationRow
+from ..storage.rows import CatalogRows, EventNotificationRow
 
 __all__ = [
     "SYSTEM_MESSAGE_TYPES",

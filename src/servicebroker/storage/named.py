@@ -16,7 +16,7 @@ from functools import partial
 from typing import Any, TypeVar
 
 from ..errors import IntegrityConflict
-from .base import (
+from .rows import (
     BrokerPriorityRow,
     CatalogRows,
     ContractRow,

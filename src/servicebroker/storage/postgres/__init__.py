@@ -38,10 +38,10 @@ from contextlib import contextmanager
 from typing import Any
 
 from ...errors import IntegrityConflict, StorageError
-from ..base import EndpointRow
 from ..migrations import migrate, schema_version
 from ..named import NamedQueryConnection, held_best
 from ..queries import load_backend_queries
+from ..rows import EndpointRow
 
 __all__ = ["PostgresActivity", "PostgresConnection", "PostgresStorage"]
 

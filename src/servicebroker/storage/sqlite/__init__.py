@@ -20,10 +20,10 @@ from contextlib import contextmanager
 from typing import Any
 
 from ...errors import IntegrityConflict, StorageError
-from ..base import EndpointRow
 from ..migrations import migrate, schema_version
 from ..named import NamedQueryConnection, held_best
 from ..queries import load_backend_queries, split_statements
+from ..rows import EndpointRow
 from .activity import QueueActivity
 from .locks import GroupLocks, check_platform
 

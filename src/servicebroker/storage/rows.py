@@ -1,0 +1,264 @@
+"""The rows of the storage contract (:mod:`.base`) as named types: what a backend returns from
+its reads and takes for its writes. Named tuples, whose field order is the column order of the
+queries that read them (built in C from the driver's tuples: RECEIVE's hot path); an endpoint is
+a slotted dataclass, since a commit changes its working copy in place. Ids are 16-byte
+``bytes``, times broker-clock seconds, stored flags the integers 0/1."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import NamedTuple
+
+__all__ = [
+    "BrokerPriorityRow",
+    "CatalogRows",
+    "ContractRow",
+    "ContractUsageRow",
+    "EndpointListRow",
+    "EndpointRow",
+    "EventNotificationRow",
+    "MessageRow",
+    "MessageTypeRow",
+    "QueueCountRow",
+    "QueueInsert",
+    "QueueRow",
+    "ServiceContractRow",
+    "ServiceRow",
+    "TransmissionListRow",
+    "TransmissionRow",
+]
+
+
+# -- queue rows --------------------------------------------------------------------------------
+class MessageRow(NamedTuple):
+    """A queue row as read (``queue_messages``).
+
+    ``status``: 1 ready, 0 retained after RECEIVE, 3 retained sent message; ``queuing_order``:
+    the row's number, increasing in commit order; ``validation``: the message type's validation
+    when sent."""
+
+    status: int
+    priority: int
+    queuing_order: int
+    conversation_group_id: bytes
+    conversation_handle: bytes
+    message_sequence_number: int
+    service_id: int
+    service_contract_id: int
+    message_type_id: int
+    validation: str
+    message_body: bytes
+    message_id: bytes
+    queue_id: int
+
+
+class QueueInsert(NamedTuple):
+    """A queue row to insert (its ``queuing_order`` is assigned by the database).
+
+    ``conversation_order`` is the receiving endpoint's ``endpoint_id`` and ``rank`` the SYS-2
+    order of system messages within a conversation (0 DialogTimer, 1 Error, 2 the rest); with
+    ``priority`` and ``message_sequence_number`` they give the RECEIVE order of a group."""
+
+    queue_id: int
+    status: int
+    priority: int
+    conversation_group_id: bytes
+    conversation_handle: bytes
+    conversation_order: int
+    rank: int
+    message_sequence_number: int
+    service_id: int
+    service_contract_id: int
+    message_type_id: int
+    validation: str
+    message_body: bytes
+    message_id: bytes
+
+
+class QueueCountRow(NamedTuple):
+    """How many rows of one status a queue holds (:meth:`StorageConnection.queue_counts`)."""
+
+    queue_id: int
+    status: int
+    messages: int
+
+
+# -- transmission queue ------------------------------------------------------------------------
+class TransmissionRow(NamedTuple):
+    """A transmission-queue row (``transmission_queue``): a message that could not be put on its
+    target queue yet (QUE-3). ``arrival`` is the engine's arrival kind ("message", "error",
+    "end_dialog"), ``transmission_status`` why it waits, ``priority`` the sender's level (1..10)
+    and ``lifetime`` the sender's conversation lifetime (broker-clock seconds)."""
+
+    transmission_id: int
+    conversation_handle: bytes
+    conversation_id: bytes
+    is_initiator: int
+    to_service_name: str
+    from_service_name: str
+    service_contract_id: int
+    enqueue_time: float
+    message_sequence_number: int
+    message_type_id: int
+    validation: str
+    message_body: bytes
+    message_id: bytes
+    arrival: str
+    transmission_status: str
+    priority: int
+    lifetime: float
+
+
+class TransmissionListRow(NamedTuple):
+    """A row of the ``transmission_queue`` view (:meth:`StorageConnection.list_transmission`)."""
+
+    conversation_handle: bytes
+    to_service_name: str
+    from_service_name: str
+    service_contract_id: int
+    enqueue_time: float
+    message_sequence_number: int
+    message_type_id: int
+    arrival: str
+    message_body: bytes
+    transmission_status: str
+    priority: int
+
+
+# -- endpoints ---------------------------------------------------------------------------------
+@dataclass(slots=True)
+class EndpointRow:
+    """One conversation endpoint (``sys.conversation_endpoints``); ids are 16-byte values,
+    ``lifetime`` and ``dialog_timer`` absolute times in seconds on the broker's clock."""
+
+    endpoint_id: int
+    conversation_handle: bytes
+    conversation_id: bytes
+    is_initiator: bool
+    service_contract_id: int
+    conversation_group_id: bytes
+    service_id: int
+    queue_id: int
+    far_service: str
+    lifetime: float
+    state: str
+    dialog_timer: float | None
+    send_sequence: int
+    receive_sequence: int
+    priority: int
+
+
+class EndpointListRow(NamedTuple):
+    """A row of the ``conversation_endpoints`` view (:meth:`StorageConnection.list_endpoints`)."""
+
+    conversation_handle: bytes
+    conversation_id: bytes
+    is_initiator: int
+    service_contract_id: int
+    conversation_group_id: bytes
+    service_id: int
+    far_service: str
+    lifetime: float
+    state: str
+    dialog_timer: float | None
+    send_sequence: int
+    receive_sequence: int
+    priority: int
+    queue_id: int
+
+
+# -- catalog -----------------------------------------------------------------------------------
+class MessageTypeRow(NamedTuple):
+    """A message type (``message_types``); ``is_system`` 1 for the built-in ones."""
+
+    message_type_id: int
+    name: str
+    validation: str
+    is_system: int
+
+
+class ContractRow(NamedTuple):
+    """A contract (``service_contracts``)."""
+
+    service_contract_id: int
+    name: str
+    is_system: int
+
+
+class ContractUsageRow(NamedTuple):
+    """A message type of a contract and who may send it: INITIATOR, TARGET or ANY."""
+
+    service_contract_id: int
+    message_type_id: int
+    sent_by: str
+
+
+class QueueRow(NamedTuple):
+    """A queue and its settings (``service_queues``); flags 0/1, ``modify_date`` broker-clock
+    seconds."""
+
+    queue_id: int
+    name: str
+    is_receive_enabled: int
+    is_retention_enabled: int
+    is_poison_message_handling_enabled: int
+    is_activation_enabled: int
+    activation_procedure: str | None
+    max_readers: int
+    modify_date: float
+
+
+class ServiceRow(NamedTuple):
+    """A service and its queue (``services``)."""
+
+    service_id: int
+    name: str
+    queue_id: int
+
+
+class ServiceContractRow(NamedTuple):
+    """A contract a service accepts as target (``service_contract_usages``)."""
+
+    service_id: int
+    service_contract_id: int
+
+
+class EventNotificationRow(NamedTuple):
+    """An event notification (``event_notifications``); ``conversation_handle`` the dialog it
+    sends on, once begun."""
+
+    event_notification_id: int
+    name: str
+    queue_id: int
+    event_type: str
+    to_service: str
+    conversation_handle: bytes | None
+
+
+class BrokerPriorityRow(NamedTuple):
+    """A conversation priority (``conversation_priorities``); a None criterion means ANY."""
+
+    priority_id: int
+    name: str
+    service_contract_name: str | None
+    local_service_name: str | None
+    remote_service_name: str | None
+    priority: int
+
+
+@dataclass(frozen=True, slots=True)
+class CatalogRows:
+    """The whole catalog as rows, read from one snapshot (the engine caches it per catalog
+    version); each sequence is ordered by id where the table has one."""
+
+    version: int
+    message_types: Sequence[MessageTypeRow]
+    contracts: Sequence[ContractRow]
+    contract_usages: Sequence[ContractUsageRow]
+    queues: Sequence[QueueRow]
+    services: Sequence[ServiceRow]
+    service_contracts: Sequence[ServiceContractRow]
+    event_notifications: Sequence[EventNotificationRow]
+    broker_priorities: Sequence[BrokerPriorityRow]
+    honor_broker_priority: bool = False
