@@ -14,7 +14,6 @@ process's commit as the storage notices it.
 from __future__ import annotations
 
 import uuid
-from collections.abc import Callable
 
 from .catalog import CatalogSnapshot, QueueDef
 from .context import BrokerContext
@@ -108,13 +107,13 @@ class Receiving:
     Args:
         context: the broker's shared parts.
         conn: the transaction's storage connection (its group locks are this transaction's).
-        catalog: returns the transaction's catalog snapshot; with True, re-read first.
-        known_endpoint: the transaction's working copy of an endpoint by 16-byte handle, if
-            a statement loaded or created it.
-        group_queue: the queue id of a conversation group (including groups this transaction
-            creates), or None when the group does not exist.
+        endpoints: the transaction's working copies of endpoints by 16-byte handle (those its
+            statements loaded or created), shared with it.
+        new_groups: the conversation groups the transaction creates, with their queue ids,
+            shared with it.
 
     Attributes:
+        catalog: the transaction's catalog snapshot (:meth:`refresh_catalog` re-reads it).
         received: per queue id, the queuing orders of the messages taken, in RECEIVE order.
         locked_queues: queues whose groups this transaction locked (their waiters are woken
             when it ends).
@@ -124,21 +123,35 @@ class Receiving:
         self,
         context: BrokerContext,
         conn: StorageConnection,
-        catalog: Callable[[bool], CatalogSnapshot],
-        known_endpoint: Callable[[bytes], EndpointRow | None],
-        group_queue: Callable[[bytes], int | None],
+        endpoints: dict[bytes, EndpointRow],
+        new_groups: dict[bytes, int],
     ) -> None:
         self.context = context
         self.conn = conn
+        self.catalog: CatalogSnapshot = context.catalog.snapshot(conn)
         self.received: dict[int, list[int]] = {}
         self.locked_queues: set[int] = set()
-        self._catalog = catalog
-        self._known_endpoint = known_endpoint
-        self._group_queue = group_queue
+        self._endpoints = endpoints
+        self._new_groups = new_groups
         self._received_set: set[int] = set()
         self._checked: set[int] = set()
         self._locked_elsewhere: set[bytes] = set()
         self._locked_elsewhere_seen: tuple[int, int] | None = None
+
+    def refresh_catalog(self) -> CatalogSnapshot:
+        """Re-read the catalog if another transaction or process changed it."""
+        self.catalog = self.context.catalog.snapshot(self.conn)
+        return self.catalog
+
+    def group_queue(self, group_id: bytes) -> int | None:
+        """The queue id of conversation group ``group_id`` — one this transaction creates,
+        holds a working copy in, or one stored — or None when it does not exist."""
+        if group_id in self._new_groups:
+            return self._new_groups[group_id]
+        for row in self._endpoints.values():
+            if row.conversation_group_id == group_id:
+                return row.queue_id
+        return self.conn.group_queue(group_id)
 
     # -- group locks (DLG-9) -------------------------------------------------------------
     def lock_group(
@@ -190,7 +203,8 @@ class Receiving:
         """The queue, checked to exist and be ON (QUE-3). ``refresh`` re-reads the catalog
         version first (on every wake-up of a waiting call; the first attempt uses the
         transaction's)."""
-        queue = self._catalog(refresh).queues.get(name)
+        catalog = self.refresh_catalog() if refresh else self.catalog
+        queue = catalog.queues.get(name)
         if queue is None:
             if self.context.catalog.was_dropped(name):
                 raise QueueDisabledError(f"{statement}: queue {name!r} was dropped")
@@ -241,7 +255,7 @@ class Receiving:
 
         if conversation_handle is not None:
             handle = to_handle(conversation_handle)
-            row = self._known_endpoint(handle.bytes) or conn.get_endpoint(handle.bytes)
+            row = self._endpoints.get(handle.bytes) or conn.get_endpoint(handle.bytes)
             if row is None or row.queue_id != queue.queue_id or row.state == State.CD:
                 raise ConversationError(
                     f"{statement}: conversation handle {handle} is not on this queue"
@@ -258,7 +272,7 @@ class Receiving:
             attempt = by_handle
         elif conversation_group_id is not None:
             group_id = to_handle(conversation_group_id, "conversation_group_id").bytes
-            if self._group_queue(group_id) != queue.queue_id:
+            if self.group_queue(group_id) != queue.queue_id:
                 raise ConversationError(
                     f"{statement}: conversation group {uuid.UUID(bytes=group_id)} is not on this "
                     f"queue"
@@ -304,7 +318,7 @@ class Receiving:
         orders = [r.queuing_order for r in rows]
         self.received.setdefault(queue.queue_id, []).extend(orders)
         self._received_set.update(orders)
-        return to_messages(self._catalog(False), rows, queue.name)
+        return to_messages(self.catalog, rows, queue.name)
 
     def get_conversation_group(self, queue_name: str, *, timeout: float | None) -> uuid.UUID | None:
         """GET CONVERSATION GROUP for :meth:`servicebroker.Transaction.get_conversation_group`

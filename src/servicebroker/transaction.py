@@ -63,16 +63,15 @@ class Transaction:
         self._context = context
         self._clock = context.clock
         self._conn = context.storage.connect()
-        self._catalog: CatalogSnapshot = context.catalog.snapshot(self._conn)
         self._endpoints: dict[bytes, EndpointRow] = {}
         self._by_handle: dict[object, EndpointRow] = {}
         self._locked_group_of: dict[bytes, bytes] = {}
         self._new_groups: dict[bytes, int] = {}
         self._ops: list[tuple[Any, ...]] = []
         self._catalog_changed = False
-        self._receiving = Receiving(
-            context, self._conn, self._snapshot, self._endpoints.get, self._group_queue
-        )
+        # the receiving side shares the working copies (plain data: no reference back here,
+        # so a finished transaction is freed at once, not by the cycle collector)
+        self._receiving = Receiving(context, self._conn, self._endpoints, self._new_groups)
         self._active = True
 
     # -- context manager -----------------------------------------------------------------
@@ -94,15 +93,11 @@ class Transaction:
     @property
     def catalog(self) -> CatalogSnapshot:
         """The catalog snapshot this transaction works with."""
-        return self._catalog
+        return self._receiving.catalog
 
     def refresh_catalog(self) -> CatalogSnapshot:
         """Reload the catalog if another transaction or process changed it."""
-        self._catalog = self._context.catalog.snapshot(self._conn)
-        return self._catalog
-
-    def _snapshot(self, refresh: bool) -> CatalogSnapshot:
-        return self.refresh_catalog() if refresh else self._catalog
+        return self._receiving.refresh_catalog()
 
     # -- locks ---------------------------------------------------------------------------
     def _lock_group(
@@ -141,14 +136,6 @@ class Transaction:
         self._endpoints[h.bytes] = row
         return row
 
-    def _group_queue(self, group_id: bytes) -> int | None:
-        if group_id in self._new_groups:
-            return self._new_groups[group_id]
-        for row in self._endpoints.values():
-            if row.conversation_group_id == group_id:
-                return row.queue_id
-        return self._conn.group_queue(group_id)
-
     # -- statements ----------------------------------------------------------------------
     def begin_dialog(
         self,
@@ -175,7 +162,7 @@ class Transaction:
             BrokerError: a bad lifetime or TO service name.
         """
         self._check_active()
-        cat = self._catalog
+        cat = self._receiving.catalog
         service = cat.service(from_service)
         contract_def = cat.contract(contract)
         if not isinstance(to_service, str) or not to_service.strip():
@@ -202,7 +189,7 @@ class Transaction:
         elif related_conversation_group is not None:
             group = to_handle(related_conversation_group, "RELATED_CONVERSATION_GROUP").bytes
             self._lock_group(group, "BEGIN DIALOG", service.queue_id)
-            queue_id = self._group_queue(group)
+            queue_id = self._receiving.group_queue(group)
             if queue_id is None:
                 self._new_groups[group] = service.queue_id
             elif queue_id != service.queue_id:
@@ -260,7 +247,7 @@ class Transaction:
             handles = list(handle_or_handles)
             if not handles:
                 raise ConversationError("SEND needs at least one conversation handle")
-        mt = self._catalog.message_type(message_type)
+        mt = self._receiving.catalog.message_type(message_type)
         if mt.name in SYSTEM_MESSAGE_TYPES:
             raise MessageValidationError(
                 f"SEND on {_names(handles)}: system message type {mt.name!r} cannot be sent"
@@ -275,7 +262,7 @@ class Transaction:
             if (
                 state != State.CO
                 or row.lifetime <= now
-                or not self._catalog.contracts_by_id[row.service_contract_id].allows(
+                or not self._receiving.catalog.contracts_by_id[row.service_contract_id].allows(
                     mt.message_type_id, initiator=row.is_initiator
                 )
             ):
@@ -292,7 +279,7 @@ class Transaction:
     def _refuse_send(self, row: EndpointRow, mt_id: int, mt_name: str, now: float) -> None:
         """Raise the error for a SEND the fast path did not accept (or return if it is fine)."""
         h = uuid.UUID(bytes=row.conversation_handle)
-        contract = self._catalog.contracts_by_id[row.service_contract_id]
+        contract = self._receiving.catalog.contracts_by_id[row.service_contract_id]
         if not contract.allows(mt_id, initiator=row.is_initiator):
             side = "initiator" if row.is_initiator else "target"
             raise MessageValidationError(
@@ -375,7 +362,7 @@ class Transaction:
         self._check_active()
         target = to_handle(conversation_group_id, "conversation group id").bytes
         row = self._endpoint(handle, "MOVE CONVERSATION")
-        queue_id = self._group_queue(target)
+        queue_id = self._receiving.group_queue(target)
         if queue_id is None:
             raise ConversationError(
                 f"MOVE CONVERSATION: conversation group {uuid.UUID(bytes=target)} does not exist"
@@ -467,9 +454,9 @@ class Transaction:
         try:
             if self._ops or receiving.received or conn.in_write:
                 conn.begin_write()
-                applier = Applier(conn, self._catalog, self._clock.now())
+                applier = Applier(conn, self._receiving.catalog, self._clock.now())
                 for queue_id, orders in receiving.received.items():
-                    q = self._catalog.queues_by_id.get(queue_id)
+                    q = self._receiving.catalog.queues_by_id.get(queue_id)
                     conn.finish_received(orders, retain=bool(q and q.retention))
                     conn.reset_rollbacks(queue_id)
                 self._apply(applier)
