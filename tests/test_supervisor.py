@@ -12,7 +12,7 @@ from collections.abc import Callable
 import pytest
 
 from servicebroker import Broker, ManualClock
-from servicebroker.supervisor import Supervisor
+from servicebroker.supervisor import RESTART_DELAY, Supervisor
 from servicebroker.views import BackgroundThreadRow
 
 
@@ -48,7 +48,8 @@ def test_a_dead_timer_thread_is_logged_and_restarted(
     monkeypatch.setattr(storage, "try_lead", flaky)
     with caplog.at_level(logging.ERROR, logger="servicebroker.supervisor"):
         broker.start()
-        # the manual clock stands still: the restart comes after RESTART_WAIT real seconds
+        _until(lambda: _timer_row(broker).last_error is not None)  # it died
+        clock.advance(RESTART_DELAY)  # the restart is due on the broker clock
         _until(lambda: _timer_row(broker).restarts == 1)
     row = _timer_row(broker)
     assert row.state == "RUNNING" and "leader lock went away" in (row.last_error or "")

@@ -22,7 +22,7 @@ from .activation.monitor import EMPTY_RECEIVE_WINDOW, Trigger
 from .activation.service import ActivationService
 from .activation.tasks import TaskHandlers
 from .catalog import Activation, CatalogCache, CatalogSnapshot, changes
-from .clock import Clock, SystemClock
+from .clock import Clock, SystemClock, check_seconds
 from .context import BrokerContext
 from .delivery import Applier
 from .errors import BrokerError, CatalogError
@@ -58,12 +58,6 @@ def _check_aging(value: object) -> None:
         )
 
 
-def _check_seconds(name: str, value: object) -> float:
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or not value >= 0:
-        raise BrokerError(f"{name} must be a number of seconds >= 0, got {value!r}")
-    return float(value)
-
-
 @dataclass(frozen=True)
 class ActivationContext:
     """What an activated procedure is called with: the broker and the queue it serves."""
@@ -92,6 +86,11 @@ class Broker:
         priority_aging_interval: float | None = priorities.AGING_INTERVAL,
     ) -> None:
         _check_aging(priority_aging_interval)
+        lock_timeout = check_seconds(lock_timeout, "lock_timeout")
+        empty_receive_window = check_seconds(empty_receive_window, "empty_receive_window")
+        external_activation_timeout = check_seconds(
+            external_activation_timeout, "external_activation_timeout"
+        )
         self._storage = storage
         self.clock: Clock = clock
         self._supervisor = Supervisor(clock)
@@ -111,7 +110,7 @@ class Broker:
             catalog=self._catalog,
             waiting=Waiting(clock, self._notifier, storage.activity, self._give_up),
             events=reactions,
-            lock_timeout=_check_seconds("lock_timeout", lock_timeout),
+            lock_timeout=lock_timeout,
             priority_aging_interval=priority_aging_interval,
         )
         self.tasks = TaskHandlers()
@@ -180,23 +179,23 @@ class Broker:
         window = settings.pop("empty_receive_window", EMPTY_RECEIVE_WINDOW)
         external_timeout = settings.pop("external_activation_timeout", 60.0)
         aging = settings.pop("priority_aging_interval", priorities.AGING_INTERVAL)
-        _check_aging(aging)
-        _check_seconds("lock_timeout", lock_timeout)
-        _check_seconds("empty_receive_window", window)
-        _check_seconds("external_activation_timeout", external_timeout)
         allowed = {"synchronous", "busy_timeout", "poll_interval", "pool_size"}
         unknown = set(settings) - allowed
         if unknown:
             raise BrokerError(f"unknown broker setting(s): {', '.join(sorted(unknown))}")
         storage = open_storage(url, **settings)
-        return cls(
-            storage,
-            clock or SystemClock(),
-            lock_timeout=lock_timeout,
-            empty_receive_window=window,
-            external_activation_timeout=external_timeout,
-            priority_aging_interval=aging,
-        )
+        try:
+            return cls(
+                storage,
+                clock or SystemClock(),
+                lock_timeout=lock_timeout,
+                empty_receive_window=window,
+                external_activation_timeout=external_timeout,
+                priority_aging_interval=aging,
+            )
+        except BaseException:
+            storage.close()  # a bad setting: the database is left as it was
+            raise
 
     @property
     def url(self) -> str:

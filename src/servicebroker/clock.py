@@ -5,12 +5,15 @@ or a simulation calls :meth:`ManualClock.advance`, so a 90-second rule is tested
 
 from __future__ import annotations
 
+import math
 import threading
 import time
 from collections.abc import Callable
 from typing import Protocol
 
-__all__ = ["Clock", "ManualClock", "SystemClock"]
+from .errors import BrokerError
+
+__all__ = ["Clock", "ManualClock", "SystemClock", "check_seconds"]
 
 Listener = Callable[[float], None]
 
@@ -116,3 +119,25 @@ class ManualClock:
         """Manual time does not pass by itself: a waiter sleeps until woken (bounded by the
         storage's poll interval for changes made by other processes)."""
         return float("inf")
+
+
+def check_seconds(value: object, what: str, *, allow_zero: bool = True) -> float:
+    """``value`` as a finite number of seconds (a duration on the broker's clock: a time-out, a
+    LIFETIME, a timer, a setting), as ``float``.
+
+    Args:
+        value: the number given (``bool`` is refused).
+        what: names the argument or setting in the error, e.g. ``"lock_timeout"``.
+        allow_zero: whether 0 is accepted (``False``: it must be > 0, as a LIFETIME, DLG-1).
+
+    Raises:
+        BrokerError: not a number, NaN, infinite, negative, or 0 where ``allow_zero`` is False.
+    """
+    if isinstance(value, bool) or not isinstance(value, int | float) or math.isnan(value):
+        raise BrokerError(f"{what} must be a number of seconds, got {value!r}")
+    if value < 0 or (value == 0 and not allow_zero) or math.isinf(value):
+        raise BrokerError(
+            f"{what} must be a finite number of seconds {'>=' if allow_zero else '>'} 0, "
+            f"got {value!r}"
+        )
+    return float(value)

@@ -10,18 +10,17 @@ open transaction never holds SQLite's single write lock unless the application w
 
 from __future__ import annotations
 
-import math
 import uuid
 from collections.abc import Iterable, Sequence
 from dataclasses import replace
 from typing import Any
 
 from .catalog import SYSTEM_MESSAGE_TYPES, CatalogSnapshot
+from .clock import check_seconds
 from .context import BrokerContext
 from .delivery import Applier
 from .dialogs import INITIATOR_START, EndMode, State, after_local_end, after_send, is_ended
 from .errors import (
-    BrokerError,
     ConversationError,
     MessageValidationError,
     TransactionError,
@@ -40,16 +39,6 @@ MAX_DESCRIPTION = 3000
 
 def _names(handles: list[Any]) -> str:
     return ", ".join(str(h) for h in handles)
-
-
-def _seconds(value: object, what: str, *, allow_zero: bool = True) -> float:
-    if isinstance(value, bool) or not isinstance(value, int | float) or math.isnan(value):
-        raise BrokerError(f"{what} must be a number of seconds, got {value!r}")
-    if value < 0 or (value == 0 and not allow_zero) or math.isinf(value):
-        raise BrokerError(
-            f"{what} must be a finite number of seconds {'>=' if allow_zero else '>'} 0, got {value!r}"
-        )
-    return float(value)
 
 
 class Transaction:
@@ -99,12 +88,6 @@ class Transaction:
         """Reload the catalog if another transaction or process changed it."""
         return self._receiving.refresh_catalog()
 
-    # -- locks ---------------------------------------------------------------------------
-    def _lock_group(
-        self, group_id: bytes, what: str, queue_id: int, *, locked: bool = False
-    ) -> None:
-        self._receiving.lock_group(group_id, what, queue_id, locked=locked)
-
     def _endpoint(self, handle: object, statement: str) -> EndpointRow:
         """The working copy of a local endpoint, its group locked for this transaction."""
         known = self._by_handle.get(handle)
@@ -125,7 +108,7 @@ class Transaction:
             if locked and row is not None:
                 self._conn.unlock_group(row.conversation_group_id)
             raise ConversationError(f"{statement}: conversation handle {h} does not exist")
-        self._lock_group(
+        self._receiving.lock_group(
             row.conversation_group_id,
             f"{statement} on conversation {h}",
             row.queue_id,
@@ -172,7 +155,7 @@ class Transaction:
         life = (
             DEFAULT_LIFETIME
             if lifetime is None
-            else _seconds(lifetime, "BEGIN DIALOG LIFETIME", allow_zero=False)
+            else check_seconds(lifetime, "BEGIN DIALOG LIFETIME", allow_zero=False)
         )
         if related_conversation is not None and related_conversation_group is not None:
             raise ConversationError(
@@ -188,7 +171,7 @@ class Transaction:
                 )
         elif related_conversation_group is not None:
             group = to_handle(related_conversation_group, "RELATED_CONVERSATION_GROUP").bytes
-            self._lock_group(group, "BEGIN DIALOG", service.queue_id)
+            self._receiving.lock_group(group, "BEGIN DIALOG", service.queue_id)
             queue_id = self._receiving.group_queue(group)
             if queue_id is None:
                 self._new_groups[group] = service.queue_id
@@ -200,7 +183,7 @@ class Transaction:
         else:
             group = new_id()
             self._new_groups[group] = service.queue_id
-        self._lock_group(group, "BEGIN DIALOG", service.queue_id)
+        self._receiving.lock_group(group, "BEGIN DIALOG", service.queue_id)
         handle = fast_uuid(new_id())
         row = EndpointRow(
             0,
@@ -341,7 +324,7 @@ class Transaction:
             BrokerError: a negative or non-numeric timeout.
         """
         self._check_active()
-        seconds = _seconds(timeout, "BEGIN CONVERSATION TIMER TIMEOUT")
+        seconds = check_seconds(timeout, "BEGIN CONVERSATION TIMER TIMEOUT")
         row = self._endpoint(handle, "BEGIN CONVERSATION TIMER")
         if is_ended(row.state):
             raise ConversationError(
@@ -372,7 +355,7 @@ class Transaction:
                 f"MOVE CONVERSATION: group {uuid.UUID(bytes=target)} is on another queue than conversation "
                 f"{to_handle(handle)}"
             )
-        self._lock_group(target, "MOVE CONVERSATION", row.queue_id)
+        self._receiving.lock_group(target, "MOVE CONVERSATION", row.queue_id)
         row.conversation_group_id = target
         self._ops.append(("move", row.conversation_handle, target))
 

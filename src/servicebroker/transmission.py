@@ -173,21 +173,14 @@ class TransmissionQueue:
         return moved
 
 
-class Committer(Protocol):
-    """One commit's delivery work as :class:`TransmissionService` drives it (the local side is
-    :class:`servicebroker.delivery.Applier`)."""
+class Committer(Destination, Protocol):
+    """One commit's delivery work as :class:`TransmissionService` drives it: a
+    :class:`Destination` with its transmission queue, what it woke, and a final write (the
+    local side is :class:`servicebroker.delivery.Applier`)."""
 
     transmission: TransmissionQueue
     woken_queues: set[int]
     arrived_on_empty: set[int]
-
-    def endpoint(self, handle: bytes) -> EndpointRow | None:
-        """As :meth:`Destination.endpoint`."""
-        ...
-
-    def deliver_now(self, sender: EndpointRow, out: Outgoing, arrival: Arrival) -> str | None:
-        """As :meth:`Destination.deliver_now`."""
-        ...
 
     def finish(self) -> None:
         """Write what the commit changed (messages, endpoints) before it commits."""

@@ -291,23 +291,19 @@ class ActivationService:
         with self._lock:
             return ActivationStatistics(self._started, self._notifications, self._failed)
 
-    @property
-    def notifications_raised(self) -> int:
-        """QUEUE_ACTIVATION notifications raised by this process (ACT-8)."""
-        return self.statistics().notifications_raised
-
     def monitors(self) -> list[QueueMonitor]:
         """The monitor of every queue with activation ON (ACT-2), its inputs read from every
         process."""
-        catalog = self._context.catalog.current()
         activity = self._context.storage.activity
+        with self._context.storage.connection() as conn:
+            catalog = self._context.catalog.snapshot(conn)
+            shown = [
+                (queue, conn.queue_has_ready(queue.queue_id))
+                for queue in catalog.queues_by_id.values()
+                if queue.activation_enabled or monitored(catalog, queue)[1]
+            ]
         out = []
-        for queue in catalog.queues_by_id.values():
-            _internal, external = monitored(catalog, queue)
-            if not (queue.activation_enabled or external):
-                continue
-            with self._context.storage.connection() as conn:
-                has_unread = conn.queue_has_ready(queue.queue_id)
+        for queue, has_unread in shown:
             with self._lock:
                 mon = self._monitors.get(queue.queue_id, MonitorState())
             out.append(

@@ -9,7 +9,7 @@ from __future__ import annotations
 import importlib
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, TypeVar
 
 from ..dialogs import DIALOG_TIMER, END_DIALOG, ERROR
 from ..errors import CatalogError
@@ -276,28 +276,28 @@ class CatalogSnapshot:
 
     def message_type(self, name: object) -> MessageTypeDef:
         """The message type called ``name``; raises :class:`CatalogError` if there is none."""
-        mt = self.message_types.get(name) if isinstance(name, str) else None
-        if mt is None:
-            raise CatalogError(f"message type {name!r} does not exist")
-        return mt
+        return _find(self.message_types, "message type", name)
 
     def contract(self, name: object) -> ContractDef:
         """The contract called ``name``; raises :class:`CatalogError` if there is none."""
-        contract = self.contracts.get(name) if isinstance(name, str) else None
-        if contract is None:
-            raise CatalogError(f"contract {name!r} does not exist")
-        return contract
+        return _find(self.contracts, "contract", name)
 
     def queue(self, name: object) -> QueueDef:
         """The queue called ``name``; raises :class:`CatalogError` if there is none."""
-        queue = self.queues.get(name) if isinstance(name, str) else None
-        if queue is None:
-            raise CatalogError(f"queue {name!r} does not exist")
-        return queue
+        return _find(self.queues, "queue", name)
 
     def service(self, name: object) -> ServiceDef:
         """The service called ``name``; raises :class:`CatalogError` if there is none."""
-        service = self.services.get(name) if isinstance(name, str) else None
-        if service is None:
-            raise CatalogError(f"service {name!r} does not exist")
-        return service
+        return _find(self.services, "service", name)
+
+
+_Def = TypeVar("_Def")
+
+
+def _find(table: Mapping[str, _Def], kind: str, name: object) -> _Def:
+    """``table[name]``, or :class:`CatalogError` "<kind> <name> does not exist" (also for a
+    name that is not a string)."""
+    found = table.get(name) if isinstance(name, str) else None
+    if found is None:
+        raise CatalogError(f"{kind} {name!r} does not exist")
+    return found

@@ -9,6 +9,7 @@ from types import TracebackType
 from typing import Any, TypeVar
 
 from ...errors import IntegrityConflict
+from ...messages import new_id
 from ...storage.base import Storage, StorageConnection
 from ...storage.rows import CatalogRows, EndpointRow, MessageRow, QueueInsert
 
@@ -52,25 +53,25 @@ class ContractViolation(AssertionError):
 
 # -- helpers -----------------------------------------------------------------------------------
 def expect(condition: bool, message: str) -> None:
+    """Raise :class:`ContractViolation` with ``message`` unless ``condition`` holds."""
     if not condition:
         raise ContractViolation(message)
 
 
 def equal(actual: object, expected: object, what: str) -> None:
+    """Raise :class:`ContractViolation` naming ``what`` and both values unless they are equal."""
     if actual != expected:
         raise ContractViolation(f"{what}: expected {expected!r}, got {actual!r}")
 
 
 def typed(rows: Iterable[object], row_type: type, what: str) -> None:
+    """Raise :class:`ContractViolation` unless every row is a ``row_type`` (the contract's
+    named row types, :mod:`servicebroker.storage.rows`)."""
     for row in rows:
         expect(
             isinstance(row, row_type),
             f"{what}: rows must be {row_type.__name__}, got {type(row).__name__}",
         )
-
-
-def new_id() -> bytes:
-    return uuid.uuid4().bytes
 
 
 class Bench:
@@ -136,6 +137,7 @@ def refused(conn: StorageConnection, write: Callable[[], object], what: str) -> 
 
 
 def each(action: Callable[[_T], object], items: Iterable[_T]) -> None:
+    """Call ``action`` on every item (inside a lambda given to :func:`committed`)."""
     for item in items:
         action(item)
 
@@ -224,6 +226,7 @@ def transmission(
 
 
 def bodies(rows: Iterable[MessageRow]) -> list[bytes]:
+    """The message bodies of ``rows``, in order."""
     return [row.message_body for row in rows]
 
 
@@ -234,6 +237,8 @@ def orders(conn: StorageConnection, queue_id: int) -> dict[bytes, int]:
 
 # -- endpoints ---------------------------------------------------------------------------------
 def catalog_has(rows: CatalogRows, what: str, **names: str) -> None:
+    """Raise :class:`ContractViolation` unless each ``field=name`` names exactly one row of
+    that field of ``rows`` (e.g. ``queues="q"``)."""
     for field, name in names.items():
         found = [row for row in getattr(rows, field) if row.name == name]
         expect(len(found) == 1, f"load_catalog: {field} must hold {what} {name!r} once")
