@@ -24,6 +24,7 @@ import time
 import uuid
 from typing import Any
 
+from bench_setup import open_dialogs
 from rich.console import Console
 from rich.table import Table
 
@@ -36,14 +37,7 @@ ctx = mp.get_context("spawn")
 
 def _setup(url: str) -> list[uuid.UUID]:
     with Broker.open(url) as broker:
-        broker.create_message_type("M")
-        broker.create_contract("C", {"M": "INITIATOR"})
-        broker.create_queue("iq")
-        broker.create_queue("tq")
-        broker.create_service("//i", queue="iq")
-        broker.create_service("//t", queue="tq", contracts=["C"])
-        with broker.transaction() as tx:
-            return [tx.begin_dialog("//i", "//t", contract="C") for _ in range(CONVERSATIONS)]
+        return open_dialogs(broker, CONVERSATIONS)
 
 
 def _sender(url: str, handles: list[uuid.UUID], total: int, batch: int, go: Any) -> None:

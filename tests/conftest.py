@@ -87,8 +87,21 @@ def backend(request: pytest.FixtureRequest) -> str:
     return str(request.param)
 
 
+def pytest_addoption(parser: pytest.Parser) -> None:
+    parser.addoption(
+        "--fault-cycles",
+        default="3",
+        help="faults injected by tests/test_faults_postgres.py (the long form: 100)",
+    )
+
+
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    """Tests marked ``sqlite_only`` run on SQLite only (they look at its files)."""
+    """Tests marked ``sqlite_only`` run on SQLite only (they look at its files); the fault
+    cycles get time in proportion to how many are asked for (about 7 s each, with margin)."""
+    cycles = int(config.getoption("--fault-cycles"))
+    for item in items:
+        if item.nodeid.startswith("tests/test_faults_postgres.py"):
+            item.add_marker(pytest.mark.timeout(120 + 15 * cycles))
     dropped = [
         item
         for item in items

@@ -162,5 +162,6 @@ def test_the_layout_reads_as_the_architecture() -> None:
         "servicebroker.spark.datasource",
         "servicebroker.testing",
         "servicebroker.testing.work",
+        "servicebroker.testing.faults",
         "servicebroker.activation.activator",
     }, importers

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import contextlib
+
 from servicebroker import Broker
 
 from .conftest import Pair, make_pair
@@ -48,3 +50,29 @@ def test_poison_handling_off_keeps_the_queue_on(broker: Broker) -> None:
     send_one(broker, pair)
     fail_receives(broker, pair.tq, 6)
     assert broker.catalog.queue(pair.tq).status
+
+
+def test_a_message_whose_sql_is_refused_five_times_disables_the_queue(
+    broker: Broker, pair: Pair
+) -> None:
+    # rule POI-1: the application's SQL refused (IntegrityConflict) ends the transaction and
+    # counts like any rollback of the application's processing
+    from servicebroker import IntegrityConflict, TransactionError
+
+    broker.execute("CREATE TABLE processed (id INTEGER PRIMARY KEY)")
+    broker.execute("INSERT INTO processed VALUES (1)")
+    send_one(broker, pair)
+    mark = "%s" if broker.paramstyle == "format" else "?"
+    for _ in range(5):
+        tx = broker.transaction()
+        assert tx.receive(pair.tq)
+        with contextlib.suppress(IntegrityConflict):
+            tx.execute(f"INSERT INTO processed VALUES ({mark})", (1,))
+        try:  # the refusal ended the transaction: nothing more runs in it
+            tx.receive(pair.tq)
+        except TransactionError:
+            pass
+        else:
+            raise AssertionError("the transaction went on after its statement was refused")
+    assert not broker.catalog.queue(pair.tq).status
+    assert len(broker.peek(pair.tq)) == 1

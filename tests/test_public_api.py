@@ -27,11 +27,15 @@ def test_all_names_the_public_surface() -> None:
         "BrokerError",
         "CatalogError",
         "ConversationError",
+        "DatabaseUnavailableError",
         "IntegrityConflict",
         "MessageValidationError",
         "QueueDisabledError",
         "LockTimeoutError",
         "StorageError",
+        "StorageFullError",
+        "StorageIOError",
+        "Outcome",
         "TransactionError",
         "parse_error_body",
     }
@@ -74,8 +78,16 @@ def test_every_error_is_exported_and_under_broker_error() -> None:
     for name in errors.__all__:
         error = getattr(servicebroker, name)
         assert error is getattr(errors, name)
+        if name == "Outcome":  # the attribute of StorageError, not an error
+            continue
         assert issubclass(error, servicebroker.BrokerError), name
-    assert issubclass(servicebroker.IntegrityConflict, servicebroker.StorageError)
+    for storage_failure in (
+        servicebroker.IntegrityConflict,
+        servicebroker.DatabaseUnavailableError,
+        servicebroker.StorageFullError,
+        servicebroker.StorageIOError,
+    ):
+        assert issubclass(storage_failure, servicebroker.StorageError)
 
 
 def test_py_typed_ships() -> None:

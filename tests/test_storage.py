@@ -63,30 +63,35 @@ def test_closed_broker_refuses_transactions(tmp_path: Path) -> None:
 
 
 def test_held_groups_are_read_again_only_after_new_messages() -> None:
-    # rule RCV-2, rule PRI-9: a transaction's held groups rank by what is left in them; one it
-    # drained is not read again until a new message arrives in it
-    from servicebroker.storage.named import held_best
+    # rule RCV-2, rule PRI-9: a transaction's held groups rank by what is left in them; a head
+    # once read is not read again until the transaction received it or a message arrived in it
+    from servicebroker.storage.named import HeldHeads, held_best
 
     heads: dict[bytes, tuple[int, int] | None] = {b"a": None, b"b": (3, 7)}
     reads: list[bytes] = []
     arrivals: set[bytes] = set()
     mark = [10]
+    skip: set[int] = set()
 
     def head_of(group: bytes) -> tuple[int, int] | None:
         reads.append(group)
         return heads[group]
 
-    drained: dict[bytes, int] = {}
+    known: HeldHeads = {}
 
     def best() -> tuple[int, int, bytes] | None:
-        return held_best([b"a", b"b"], drained, lambda: mark[0], head_of, lambda _: arrivals)
+        return held_best([b"a", b"b"], known, lambda: mark[0], head_of, lambda _: arrivals, skip)
 
     assert best() == (-3, 7, b"b") and reads == [b"a", b"b"]
     reads.clear()
-    assert best() == (-3, 7, b"b") and reads == [b"b"]  # a: drained, nothing new anywhere
+    assert best() == (-3, 7, b"b") and reads == []  # nothing received, nothing new anywhere
     mark[0] = 11  # a message arrived, in another group
     reads.clear()
-    assert best() == (-3, 7, b"b") and reads == [b"b"]
+    assert best() == (-3, 7, b"b") and reads == []
+    skip.add(7)  # the transaction received b's head: b is read again
+    heads[b"b"] = (3, 8)
+    reads.clear()
+    assert best() == (-3, 8, b"b") and reads == [b"b"]
     mark[0], heads[b"a"], arrivals = 12, (9, 11), {b"a"}  # one arrived in a
     reads.clear()
-    assert best() == (-9, 11, b"a") and reads == [b"a", b"b"]
+    assert best() == (-9, 11, b"a") and reads == [b"a"]

@@ -25,7 +25,7 @@ from .catalog import Activation, CatalogCache, CatalogSnapshot, changes
 from .clock import Clock, SystemClock, check_seconds
 from .context import BrokerContext
 from .delivery import Applier
-from .errors import BrokerError, CatalogError
+from .errors import BrokerError, CatalogError, StorageError
 from .events import Reactions
 from .messages import Message
 from .poison import PoisonMessageHandling
@@ -199,8 +199,14 @@ class Broker:
 
     @property
     def url(self) -> str:
-        """The storage URL this broker was opened on."""
+        """The storage URL this broker was opened on (with its password, if it has one)."""
         return self._storage.url
+
+    @property
+    def database(self) -> str:
+        """The database as messages name it: ``SQLite database <path>`` or ``PostgreSQL
+        database 'name' at host:port (schema s)`` — never a password."""
+        return self._storage.database
 
     @property
     def lock_timeout(self) -> float:
@@ -247,7 +253,7 @@ class Broker:
             BrokerError: the broker is closed.
         """
         if self._closed:
-            raise BrokerError(f"the broker on {self.url} is closed")
+            raise BrokerError(f"the broker on {self.database} is closed")
         if self._running:
             return
         self._stopping = False
@@ -294,7 +300,7 @@ class Broker:
         """Hold or take leadership; activation runs only in the leader."""
         leading = self._storage.try_lead() and not self._stopping
         if leading != self._leading:
-            log.info("broker on %s %s", self.url, "leads" if leading else "no longer leads")
+            log.info("broker on %s %s", self.database, "leads" if leading else "no longer leads")
         self._leading = leading
         self.activation.enabled = leading
         return leading
@@ -340,6 +346,16 @@ class Broker:
         result = self._catalog.change(statement, *args, **kwargs)
         self._wake()
         return result
+
+    def _after_commit(self, statement: str, reaction: Callable[[], object]) -> None:
+        """Run the reaction to a committed catalog statement (deliver held messages, reset the
+        queue's activity, check activation). A storage failure here is logged, not raised: the
+        statement committed, and an error would say it had not (the timer's next tick does the
+        delivery and the activation check again)."""
+        try:
+            reaction()
+        except StorageError as exc:
+            log.warning("%s committed, but what follows it failed: %s", statement, exc)
 
     def create_message_type(self, name: str, *, validation: str = "NONE") -> None:
         """CREATE MESSAGE TYPE ``name`` VALIDATION = NONE | EMPTY | WELL_FORMED_XML | JSON (DLG-3).
@@ -389,7 +405,10 @@ class Broker:
             now=self.clock.now(),
         )
         self._register_procedure(name, activation)
-        self._storage.activity.forget(self.catalog.queue(name).queue_id)
+        self._after_commit(
+            f"CREATE QUEUE {name}",
+            lambda: self._storage.activity.forget(self.catalog.queue(name).queue_id),
+        )
 
     def alter_queue(
         self,
@@ -418,9 +437,13 @@ class Broker:
         )
         if activation is not None:
             self._register_procedure(name, activation)
-        if status:
-            self.transmission.drain()
-        self.activation.altered(self.catalog.queue(name).queue_id)  # ACT-4e
+
+        def react() -> None:
+            if status:
+                self.transmission.drain()
+            self.activation.altered(self.catalog.queue(name).queue_id)  # ACT-4e
+
+        self._after_commit(f"ALTER QUEUE {name}", react)
 
     def drop_queue(self, name: str) -> None:
         """DROP QUEUE: its messages are deleted; waiting RECEIVEs end with an error (QUE-3).
@@ -440,7 +463,7 @@ class Broker:
             CatalogError: a bad or taken name, unknown queue or contract.
         """
         self._change(changes.create_service, name, queue, tuple(contracts))
-        self.transmission.drain()
+        self._after_commit(f"CREATE SERVICE {name}", self.transmission.drain)
 
     def drop_service(self, name: str) -> None:
         """DROP SERVICE. Raises :class:`CatalogError` if unknown or it has open conversations."""
@@ -459,7 +482,12 @@ class Broker:
             CatalogError: a bad or taken name, an unknown queue or event, a bad service name.
         """
         self._change(changes.create_event_notification, name, queue, event, to_service)
-        self.activation.check({self.catalog.queue(queue).queue_id}, Trigger.QUEUE_ALTERED)
+        self._after_commit(
+            f"CREATE EVENT NOTIFICATION {name}",
+            lambda: self.activation.check(
+                {self.catalog.queue(queue).queue_id}, Trigger.QUEUE_ALTERED
+            ),
+        )
 
     def drop_event_notification(self, name: str) -> None:
         """DROP EVENT NOTIFICATION. Raises :class:`CatalogError` for an unknown name."""
@@ -577,7 +605,7 @@ class Broker:
             BrokerError: the broker is closed.
         """
         if self._closed:
-            raise BrokerError(f"the broker on {self.url} is closed")
+            raise BrokerError(f"the broker on {self.database} is closed")
         return Transaction(self._context)
 
     @property

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import logging
 import signal
 import sys
 import threading
@@ -41,7 +42,7 @@ def url_option(fn: F) -> F:
         envvar="SERVICEBROKER_URL",
         default=DEFAULT_URL,
         show_default=True,
-        help="Broker database: sqlite:///path.db or a file path.",
+        help="Broker database: sqlite:///path.db, a file path or postgresql://….",
     )(fn)
 
 
@@ -107,10 +108,33 @@ def _print_messages(messages: list[Message], as_json: bool) -> None:
     console.print(table)
 
 
+class _OneLineFormatter(logging.Formatter):
+    """Log records as one line each (``servicebroker: warning: …``), an exception as its class
+    and message rather than a traceback."""
+
+    def format(self, record: logging.LogRecord) -> str:
+        message = record.getMessage()
+        if record.exc_info and record.exc_info[1] is not None:
+            error = record.exc_info[1]
+            message = f"{message} ({type(error).__name__}: {error})"
+        return f"servicebroker: {record.levelname.lower()}: {' '.join(message.split())}"
+
+
 @click.group()
 @click.version_option(package_name="servicebroker")
 def main() -> None:
     """SQL Server Service Broker re-built in Python: dialogs, conversation groups, activation."""
+    # the command line is an application: its errors are one line each (a BrokerError becomes
+    # click's "Error: …"), and so are its logs — a supervised thread that dies while the
+    # database is away logs one line, not a traceback; the pool's own notes on each session it
+    # discards repeat what the errors say
+    root = logging.getLogger()
+    if not root.handlers:
+        handler = logging.StreamHandler()
+        handler.setFormatter(_OneLineFormatter())
+        root.addHandler(handler)
+        root.setLevel(logging.WARNING)
+    logging.getLogger("psycopg.pool").setLevel(logging.ERROR)
 
 
 @main.command()
@@ -120,7 +144,7 @@ def init(url_arg: str | None, url: str) -> None:
     """Create (or migrate) the broker database at URL."""
     target = url_arg or url
     with opened(target) as broker:
-        click.echo(f"broker database ready at {broker.url}")
+        click.echo(f"broker database ready: {broker.database}")
 
 
 @main.command()
@@ -324,7 +348,7 @@ def serve(url_arg: str | None, url: str) -> None:
     with opened(url_arg or url) as broker:
         signal.signal(signal.SIGTERM, lambda *_: stop.set())
         broker.start()
-        click.echo(f"serving {broker.url}; Ctrl-C to stop")
+        click.echo(f"serving {broker.database}; Ctrl-C to stop")
         try:
             while not stop.wait(0.5):
                 pass
@@ -380,7 +404,7 @@ def activator(config: str, url: str | None, timeout: float, once: bool) -> None:
                 return
             signal.signal(signal.SIGTERM, lambda *_: stop.set())
             click.echo(
-                f"activator on {settings.notification_queue!r} of {broker.url}; Ctrl-C to stop"
+                f"activator on {settings.notification_queue!r} of {broker.database}; Ctrl-C to stop"
             )
             with suppress(KeyboardInterrupt):
                 runner.run(stop, timeout)

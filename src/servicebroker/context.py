@@ -31,8 +31,11 @@ class BrokerEvents(Protocol):
         in ``arrived_on_empty``) and released groups of ``locked_queues``."""
         ...
 
-    def rolled_back(self, received_queues: set[int], locked_queues: set[int]) -> None:
-        """A transaction that received from ``received_queues`` rolled back (RCV-3, POI-1)."""
+    def rolled_back(
+        self, received_queues: set[int], locked_queues: set[int], *, count: bool = True
+    ) -> None:
+        """A transaction that received from ``received_queues`` rolled back (RCV-3; POI-1
+        counts it unless ``count`` is False: the database failed)."""
         ...
 
     def received(self, queue_id: int, *, empty: bool, where: bool, first: bool) -> None:

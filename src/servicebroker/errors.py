@@ -6,15 +6,21 @@ Every error the broker raises is a :class:`BrokerError`; each message names the 
 
 from __future__ import annotations
 
+import enum
+
 __all__ = [
     "BrokerError",
     "CatalogError",
     "ConversationError",
+    "DatabaseUnavailableError",
     "IntegrityConflict",
     "LockTimeoutError",
     "MessageValidationError",
+    "Outcome",
     "QueueDisabledError",
     "StorageError",
+    "StorageFullError",
+    "StorageIOError",
     "TransactionError",
 ]
 
@@ -53,9 +59,73 @@ class TransactionError(BrokerError):
     """The transaction was used after it ended, or from a state that does not allow it."""
 
 
+class Outcome(enum.Enum):
+    """What became of the transaction a :class:`StorageError` interrupted."""
+
+    ROLLED_BACK = "rolled back"
+    """Nothing of it was committed: the database rolled it back (or it never began). Retrying
+    it cannot apply it twice."""
+
+    UNKNOWN = "unknown"
+    """The connection was lost (or the disk failed) while COMMIT was under way: the transaction
+    may or may not have committed. Check for its effects before retrying — for example a row
+    the application wrote with ``tx.execute`` in the same transaction (see
+    docs/reliability.md)."""
+
+
 class StorageError(BrokerError):
-    """The storage URL or database file is unusable (bad URL, newer schema, unsupported
-    platform)."""
+    """The database underneath failed or is unusable: a bad URL, a newer schema, an unsupported
+    platform, or a failure while working — see the subclasses for the connection lost
+    (:class:`DatabaseUnavailableError`), a full disk (:class:`StorageFullError`) and I/O
+    errors (:class:`StorageIOError`).
+
+    Args:
+        message: what went wrong, naming the database.
+        database: the database as the message names it (never with a password), or None.
+        outcome: what became of the interrupted transaction (default: rolled back).
+
+    Attributes:
+        database: as given.
+        outcome: an :class:`Outcome`; :attr:`Outcome.UNKNOWN` only when the failure struck
+            during COMMIT.
+    """
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        database: str | None = None,
+        outcome: Outcome = Outcome.ROLLED_BACK,
+    ) -> None:
+        super().__init__(message)
+        self.database = database
+        self.outcome = outcome
+
+    def __reduce__(self) -> tuple[object, ...]:  # keep the attributes across processes
+        return (_rebuild, (type(self), str(self), self.database, self.outcome))
+
+
+def _rebuild(
+    cls: type[StorageError], message: str, database: str | None, outcome: Outcome
+) -> StorageError:
+    return cls(message, database=database, outcome=outcome)
+
+
+class DatabaseUnavailableError(StorageError):
+    """The database cannot be reached: the connection was lost, the server shut down or is
+    starting up, or it refused a new connection. A Broker recovers by itself once the server
+    is back; retry the transaction then (after checking its effects when :attr:`outcome` is
+    :attr:`Outcome.UNKNOWN`)."""
+
+
+class StorageFullError(StorageError):
+    """The disk (or the database's size limit) is full: nothing more can be written until
+    space is freed. Stored messages are intact."""
+
+
+class StorageIOError(StorageError):
+    """The operating system reported an I/O error, or the database file or its file system is
+    read-only."""
 
 
 class IntegrityConflict(StorageError):

@@ -5,14 +5,19 @@ ACT-8), and count rollbacks for poison-message handling (POI-1)."""
 
 from __future__ import annotations
 
+import logging
+
 from .activation.monitor import Trigger
 from .activation.service import ActivationService
 from .clock import Clock
+from .errors import StorageError
 from .poison import PoisonMessageHandling
 from .storage.base import QueueActivityStore
 from .waiting import LOCKS, Notifier
 
 __all__ = ["Reactions"]
+
+log = logging.getLogger(__name__)
 
 
 class Reactions:
@@ -46,20 +51,33 @@ class Reactions:
         arrived_on_empty: frozenset[int] = frozenset(),
     ) -> None:
         """Wake waiters of queues that got messages or had groups unlocked, and lock waiters;
-        the monitors of queues that got messages check (ACT-4a)."""
+        the monitors of queues that got messages check (ACT-4a). Never raises for the database:
+        the commit is done, and an error here would say it was not — a storage failure of the
+        activation check is logged (the timer's next tick checks again, TICK-2a)."""
         if woken_queues or locked_queues:
             self._notifier.notify(woken_queues | locked_queues | {LOCKS})
         activation = self._activation
         if woken_queues and activation is not None and activation.enabled:
-            activation.check(woken_queues, Trigger.MESSAGE_ARRIVED, arrived_on_empty)
+            try:
+                activation.check(woken_queues, Trigger.MESSAGE_ARRIVED, arrived_on_empty)
+            except StorageError as exc:
+                log.warning("after a commit, the activation check failed: %s", exc)
 
-    def rolled_back(self, received_queues: set[int], locked_queues: set[int]) -> None:
-        """Received messages are back (RCV-3): count it (POI-1), wake waiters, and the
-        monitors check (ACT-4c)."""
-        if received_queues and self._poison is not None:
-            self._poison.rolled_back(received_queues)
-        if received_queues or locked_queues:
-            self._notifier.notify(received_queues | locked_queues | {LOCKS})
+    def rolled_back(
+        self, received_queues: set[int], locked_queues: set[int], *, count: bool = True
+    ) -> None:
+        """Received messages are back (RCV-3): count it (POI-1; not when ``count`` is False:
+        the database failed), wake waiters, and the monitors check (ACT-4c).
+
+        Raises:
+            StorageError: the poison counter could not be written (waiters are woken first).
+        """
+        try:
+            if received_queues and count and self._poison is not None:
+                self._poison.rolled_back(received_queues)
+        finally:
+            if received_queues or locked_queues:
+                self._notifier.notify(received_queues | locked_queues | {LOCKS})
         activation = self._activation
         if received_queues and activation is not None and activation.enabled:
             activation.check(received_queues, Trigger.ROLLBACK)

@@ -134,6 +134,7 @@ class Receiving:
         self._endpoints = endpoints
         self._new_groups = new_groups
         self._received_set: set[int] = set()
+        self._received_in: dict[bytes, int] = {}  # messages received per group
         self._checked: set[int] = set()
         self._locked_elsewhere: set[bytes] = set()
         self._locked_elsewhere_seen: tuple[int, int] | None = None
@@ -250,8 +251,10 @@ class Receiving:
         if limit == 0:
             return []
 
-        def fetch() -> int:
-            return -1 if limit < 0 else limit + len(self._received_set)
+        def fetch(group: bytes) -> int:
+            # rows of the group to read: TOP, plus those this transaction received from it
+            # already (RECEIVE returns them first, and _take drops them)
+            return -1 if limit < 0 else limit + self._received_in.get(group, 0)
 
         if conversation_handle is not None:
             handle = to_handle(conversation_handle)
@@ -266,7 +269,9 @@ class Receiving:
                 check_queue()
                 if not conn.try_lock_group(group):
                     return None
-                rows = self._take(conn.conversation_messages(group, handle.bytes, fetch()), limit)
+                rows = self._take(
+                    conn.conversation_messages(group, handle.bytes, fetch(group)), limit
+                )
                 return rows or None
 
             attempt = by_handle
@@ -282,7 +287,7 @@ class Receiving:
                 check_queue()
                 if not conn.try_lock_group(group_id):
                     return None
-                rows = self._take(conn.group_messages(group_id, fetch()), limit)
+                rows = self._take(conn.group_messages(group_id, fetch(group_id)), limit)
                 return rows or None
 
             attempt = by_group
@@ -297,7 +302,7 @@ class Receiving:
                     )
                     if group is None:
                         return None
-                    rows = self._take(conn.group_messages(group, fetch()), limit)
+                    rows = self._take(conn.group_messages(group, fetch(group)), limit)
                     if rows:
                         return rows
                     if group not in held:
@@ -318,6 +323,8 @@ class Receiving:
         orders = [r.queuing_order for r in rows]
         self.received.setdefault(queue.queue_id, []).extend(orders)
         self._received_set.update(orders)
+        group = rows[0].conversation_group_id  # one RECEIVE: one group
+        self._received_in[group] = self._received_in.get(group, 0) + len(rows)
         return to_messages(self.catalog, rows, queue.name)
 
     def get_conversation_group(self, queue_name: str, *, timeout: float | None) -> uuid.UUID | None:

@@ -10,10 +10,12 @@ open transaction never holds SQLite's single write lock unless the application w
 
 from __future__ import annotations
 
+import functools
+import logging
 import uuid
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import replace
-from typing import Any
+from typing import Any, Concatenate, ParamSpec, TypeVar
 
 from .catalog import SYSTEM_MESSAGE_TYPES, CatalogSnapshot
 from .clock import check_seconds
@@ -23,22 +25,48 @@ from .dialogs import INITIATOR_START, EndMode, State, after_local_end, after_sen
 from .errors import (
     ConversationError,
     MessageValidationError,
+    StorageError,
     TransactionError,
 )
 from .messages import Message, Outgoing, coerce_body, fast_uuid, new_id, validate_body
 from .receive import Receiving, to_handle
+from .storage.failures import DATABASE_FAILURES
 from .storage.rows import EndpointRow
 from .waiting import LOCKS
 
 __all__ = ["DEFAULT_LIFETIME", "Transaction"]
 
+log = logging.getLogger(__name__)
 DEFAULT_LIFETIME = 2**31 - 1
 """DLG-1: LIFETIME defaults to the largest 32-bit integer, in seconds."""
 MAX_DESCRIPTION = 3000
+P = ParamSpec("P")
+R = TypeVar("R")
 
 
 def _names(handles: list[Any]) -> str:
     return ", ".join(str(h) for h in handles)
+
+
+def statement(
+    method: Callable[Concatenate[Transaction, P], R],
+) -> Callable[Concatenate[Transaction, P], R]:
+    """A transaction's statement: refused once the transaction ended; when the database
+    underneath fails (a :class:`StorageError`), the transaction is rolled back and ended
+    before the error reaches the caller — as PostgreSQL aborts a transaction whose statement
+    failed — so its session goes back to the pool at once and the error's ``outcome`` (rolled
+    back) holds."""
+
+    @functools.wraps(method)
+    def run(self: Transaction, /, *args: P.args, **kwargs: P.kwargs) -> R:
+        self._check_active()
+        try:
+            return method(self, *args, **kwargs)
+        except StorageError as exc:
+            self._end(rolled_back=True, failed=isinstance(exc, DATABASE_FAILURES))
+            raise
+
+    return run
 
 
 class Transaction:
@@ -46,6 +74,12 @@ class Transaction:
 
     It commits when the ``with`` block ends normally and rolls back on an exception. Not for use
     by several threads at once; each thread opens its own.
+
+    Every statement, and the transaction's construction, may also raise a
+    :class:`~servicebroker.errors.StorageError` subclass when the database fails (connection
+    lost, disk full, I/O error) or refuses the application's SQL: the transaction is then
+    rolled back and ended, and further statements raise :class:`TransactionError`
+    (docs/reliability.md).
     """
 
     def __init__(self, context: BrokerContext) -> None:
@@ -58,9 +92,13 @@ class Transaction:
         self._new_groups: dict[bytes, int] = {}
         self._ops: list[tuple[Any, ...]] = []
         self._catalog_changed = False
-        # the receiving side shares the working copies (plain data: no reference back here,
-        # so a finished transaction is freed at once, not by the cycle collector)
-        self._receiving = Receiving(context, self._conn, self._endpoints, self._new_groups)
+        try:
+            # the receiving side shares the working copies (plain data: no reference back
+            # here, so a finished transaction is freed at once, not by the cycle collector)
+            self._receiving = Receiving(context, self._conn, self._endpoints, self._new_groups)
+        except BaseException:
+            context.storage.release(self._conn)  # the catalog could not be read
+            raise
         self._active = True
 
     # -- context manager -----------------------------------------------------------------
@@ -84,6 +122,7 @@ class Transaction:
         """The catalog snapshot this transaction works with."""
         return self._receiving.catalog
 
+    @statement
     def refresh_catalog(self) -> CatalogSnapshot:
         """Reload the catalog if another transaction or process changed it."""
         return self._receiving.refresh_catalog()
@@ -120,6 +159,7 @@ class Transaction:
         return row
 
     # -- statements ----------------------------------------------------------------------
+    @statement
     def begin_dialog(
         self,
         from_service: str,
@@ -144,7 +184,6 @@ class Transaction:
                 a related group on another queue.
             BrokerError: a bad lifetime or TO service name.
         """
-        self._check_active()
         cat = self._receiving.catalog
         service = cat.service(from_service)
         contract_def = cat.contract(contract)
@@ -206,6 +245,7 @@ class Transaction:
         self._ops.append(("begin", handle.bytes, replace(row)))
         return handle
 
+    @statement
     def send(
         self,
         handle_or_handles: uuid.UUID | str | Iterable[uuid.UUID | str],
@@ -223,7 +263,6 @@ class Transaction:
             MessageValidationError: the type is not in the contract for this side, is a system
                 type, or the body fails its validation (DLG-3).
         """
-        self._check_active()
         if isinstance(handle_or_handles, uuid.UUID | str):
             handles = [handle_or_handles]
         else:
@@ -273,6 +312,7 @@ class Transaction:
         if row.lifetime <= now:
             raise ConversationError(f"SEND on conversation {h}: its LIFETIME has expired")
 
+    @statement
     def end_conversation(
         self,
         handle: uuid.UUID | str,
@@ -291,7 +331,6 @@ class Transaction:
             ConversationError: unknown handle, already ended, or bad ERROR/DESCRIPTION/CLEANUP
                 arguments.
         """
-        self._check_active()
         if cleanup and (error is not None or description is not None):
             raise ConversationError("END CONVERSATION WITH CLEANUP takes no ERROR or DESCRIPTION")
         if error is not None or description is not None:
@@ -314,6 +353,7 @@ class Transaction:
         row.dialog_timer = None
         self._ops.append(("end", row.conversation_handle, mode, error, description))
 
+    @statement
     def begin_conversation_timer(self, handle: uuid.UUID | str, timeout: float) -> None:
         """BEGIN CONVERSATION TIMER (h) TIMEOUT = ``timeout`` seconds (DLG-6): replaces the
         conversation's timer on this side; when it fires a DialogTimer message is put on the
@@ -323,7 +363,6 @@ class Transaction:
             ConversationError: unknown or closed conversation.
             BrokerError: a negative or non-numeric timeout.
         """
-        self._check_active()
         seconds = check_seconds(timeout, "BEGIN CONVERSATION TIMER TIMEOUT")
         row = self._endpoint(handle, "BEGIN CONVERSATION TIMER")
         if is_ended(row.state):
@@ -333,6 +372,7 @@ class Transaction:
         row.dialog_timer = self._clock.now() + seconds
         self._ops.append(("timer", row.conversation_handle, row.dialog_timer))
 
+    @statement
     def move_conversation(
         self, handle: uuid.UUID | str, conversation_group_id: uuid.UUID | str
     ) -> None:
@@ -342,7 +382,6 @@ class Transaction:
         Raises:
             ConversationError: unknown handle or group, or a group of another queue.
         """
-        self._check_active()
         target = to_handle(conversation_group_id, "conversation group id").bytes
         row = self._endpoint(handle, "MOVE CONVERSATION")
         queue_id = self._receiving.group_queue(target)
@@ -359,6 +398,7 @@ class Transaction:
         row.conversation_group_id = target
         self._ops.append(("move", row.conversation_handle, target))
 
+    @statement
     def receive(
         self,
         queue: str,
@@ -381,7 +421,6 @@ class Transaction:
             ConversationError: a WHERE handle or group unknown on this queue, or both given.
             BrokerError: a bad ``top`` or ``timeout``.
         """
-        self._check_active()
         return self._receiving.receive(
             queue,
             top=top,
@@ -390,6 +429,7 @@ class Transaction:
             timeout=timeout,
         )
 
+    @statement
     def get_conversation_group(
         self, queue: str, *, timeout: float | None = 0.0
     ) -> uuid.UUID | None:
@@ -400,9 +440,9 @@ class Transaction:
             CatalogError: unknown queue.
             QueueDisabledError: the queue is OFF.
         """
-        self._check_active()
         return self._receiving.get_conversation_group(queue, timeout=timeout)
 
+    @statement
     def execute(
         self, sql: str, params: Sequence[Any] | dict[str, Any] = ()
     ) -> list[tuple[Any, ...]]:
@@ -412,14 +452,13 @@ class Transaction:
         On SQLite the first call takes the database's single write lock until the transaction
         ends: do application writes late in the unit of work.
         """
-        self._check_active()
         return self._conn.execute_app(sql, params)
 
+    @statement
     def executemany(
         self, sql: str, seq_of_params: Iterable[Sequence[Any] | dict[str, Any]]
     ) -> None:
         """Run one application statement for each parameter set, in this transaction."""
-        self._check_active()
         self._conn.executemany_app(sql, seq_of_params)
 
     # -- end of the transaction ----------------------------------------------------------
@@ -427,7 +466,10 @@ class Transaction:
         """Write everything and release the group locks.
 
         Raises:
-            TransactionError: already ended. Storage errors roll everything back and propagate.
+            TransactionError: already ended.
+            StorageError: the database failed: everything is rolled back, or — the connection
+                lost (or, on SQLite, an I/O error) during COMMIT — the outcome is unknown; the
+                error's ``outcome`` says which (docs/reliability.md).
         """
         self._check_active()
         conn = self._conn
@@ -447,8 +489,8 @@ class Transaction:
                 conn.commit(applier.woken_queues | receiving.locked_queues | {LOCKS})
                 woken = applier.woken_queues
                 arrived_on_empty = frozenset(applier.arrived_on_empty)
-        except BaseException:
-            self._end(rolled_back=True)
+        except BaseException as exc:
+            self._end(rolled_back=True, failed=isinstance(exc, DATABASE_FAILURES))
             raise
         self._end(rolled_back=False)
         if self._catalog_changed:
@@ -486,7 +528,13 @@ class Transaction:
             return
         self._end(rolled_back=True)
 
-    def _end(self, *, rolled_back: bool) -> None:
+    def _end(self, *, rolled_back: bool, failed: bool = False) -> None:
+        """End the transaction: roll back (``rolled_back``), release the group locks and give
+        the session back — whatever fails, the session goes back (a lost one is closed and its
+        locks go with it on the server). ``failed``: the database underneath failed (one of
+        ``DATABASE_FAILURES``), so the rollback does not count towards poison-message handling
+        (POI-1 counts the rollbacks of the application's processing — its exceptions, its SQL
+        refused — not a full disk or a lost server; docs/reliability.md)."""
         self._active = False
         conn = self._conn
         received = set(self._receiving.received)
@@ -494,22 +542,27 @@ class Transaction:
         try:
             if rolled_back:
                 conn.rollback()
-        finally:
             conn.release_locks(received | locked | {LOCKS})
+        except StorageError as exc:  # a lost session: the server freed its locks
+            log.debug("ending a transaction on a failed session: %s", exc)
+        finally:
             self._context.storage.release(conn)
         if rolled_back:
-            self._context.events.rolled_back(received, locked)
+            try:
+                self._context.events.rolled_back(received, locked, count=not failed)
+            except StorageError as exc:
+                log.warning("after a rollback, poison-message counting failed: %s", exc)
 
     # -- used by event notifications ----------------------------------------------------
+    @statement
     def conversation_state(self, handle: uuid.UUID) -> State | None:
         """The state of the local endpoint ``handle`` as stored (not locked), or None when it
         does not exist (DLG-8)."""
-        self._check_active()
         row = self._conn.get_endpoint(handle.bytes)
         return None if row is None else State(row.state)
 
+    @statement
     def remember_notification_dialog(self, event_notification_id: int, handle: uuid.UUID) -> None:
         """Record, with this commit, the dialog an event notification now travels on (EVT-1):
         the next notification of that registration reuses it while it is open."""
-        self._check_active()
         self._ops.append(("notification_dialog", handle.bytes, event_notification_id))

@@ -16,6 +16,7 @@ from .activation.tasks import TaskHandlers
 from .context import BrokerContext
 from .dialogs import STATE_DESC
 from .priorities import BrokerPriority
+from .storage.sessions import StorageStatistics
 from .supervisor import Supervisor
 
 __all__ = [
@@ -25,6 +26,7 @@ __all__ = [
     "ConversationPriorityRow",
     "QueueMonitorRow",
     "ServiceQueueRow",
+    "StorageSessionsRow",
     "TaskHandlerRow",
     "TransmissionQueueRow",
     "Views",
@@ -148,6 +150,11 @@ class BackgroundThreadRow:
     last_error: str | None
     last_error_time: datetime | None
 
+
+StorageSessionsRow = StorageStatistics
+"""The row of ``dm_broker_storage_sessions()``: this broker's database sessions (in use, idle,
+the pool's limit, callers waiting) and the storage failures raised since it opened; not a SQL
+Server view, named like one."""
 
 ConversationPriorityRow = BrokerPriority
 """A row of ``sys.conversation_priorities`` (PRI-2): the catalog's priority, ANY criteria None."""
@@ -314,3 +321,8 @@ class Views:
             BackgroundThreadRow(t.name, t.state, t.restarts, t.last_error, _dt(t.last_error_time))
             for t in self._supervisor.statistics()
         ]
+
+    def dm_broker_storage_sessions(self) -> list[StorageSessionsRow]:
+        """This broker's database sessions and storage failures (one row): after any number
+        of failures, ``sessions_in_use`` is back to the transactions still open."""
+        return [self._context.storage.statistics()]

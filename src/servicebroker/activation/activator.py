@@ -24,6 +24,7 @@ running instead of launching them again.
 from __future__ import annotations
 
 import json
+import logging
 import os
 import subprocess
 import threading
@@ -36,8 +37,13 @@ from ..broker import Broker
 from ..catalog import EVENT_NOTIFICATION
 from ..dialogs import END_DIALOG, ERROR
 from ..errors import BrokerError
+from ..storage.failures import DATABASE_FAILURES
 
 __all__ = ["ActivatorConfig", "ConfigError", "ExternalActivator", "QueueLaunch", "load_config"]
+
+log = logging.getLogger(__name__)
+RETRY_SECONDS = 1.0
+"""Real seconds the activator waits before trying again while the database is away."""
 
 
 class ConfigError(BrokerError):
@@ -239,6 +245,12 @@ class ExternalActivator:
         return self.launched - before
 
     def run(self, stop: threading.Event, timeout: float = 5.0) -> None:
-        """Step until ``stop`` is set."""
+        """Step until ``stop`` is set. While the database is away (a connection lost, a full
+        disk, an I/O error) it logs the failure and tries again a second later: the broker
+        recovers by itself once the database is back."""
         while not stop.is_set():
-            self.step(timeout)
+            try:
+                self.step(timeout)
+            except DATABASE_FAILURES as exc:
+                log.warning("external activator: %s; trying again in 1 s", exc)
+                stop.wait(RETRY_SECONDS)

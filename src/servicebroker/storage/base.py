@@ -43,13 +43,18 @@ Group locks
     no group after committing. Locks of a process that dies are freed at once.
 
 Errors
-    :class:`~servicebroker.errors.StorageError`: the database is unusable or unreachable, its
-    schema is newer than this code, or a lock was not had within the busy time-out.
-    :class:`~servicebroker.errors.IntegrityConflict` (a ``StorageError``): a constraint refused
-    a write (a duplicate catalog name or endpoint, the application's SQL); the write
-    transaction must be rolled back. Other
-    driver errors (the database went away in the middle of a statement, bad application SQL)
-    propagate as the driver raises them; the caller rolls back and releases the connection.
+    No operation lets a driver's exception out: every failure is a
+    :class:`~servicebroker.errors.StorageError` whose message names the database
+    (:attr:`Storage.database`) and whose ``outcome`` says what became of the write transaction
+    (:mod:`.failures`): :class:`~servicebroker.errors.DatabaseUnavailableError` (connection lost,
+    server shut down or unreachable), :class:`~servicebroker.errors.StorageFullError`,
+    :class:`~servicebroker.errors.StorageIOError` (I/O error, read-only file or server),
+    :class:`~servicebroker.errors.IntegrityConflict` (a constraint refused a write: a duplicate
+    catalog name or endpoint, the application's SQL) and plain ``StorageError`` (the schema is
+    newer than this code, a lock not had within the busy time-out, bad application SQL). After
+    any of them the caller rolls back and releases the connection; :meth:`~StorageConnection.rollback`
+    and :meth:`Storage.release` never raise and never keep a failed session, so no failure
+    path leaks a session, a lock or a descriptor (:meth:`Storage.statistics` counts them).
 """
 
 from __future__ import annotations
@@ -68,6 +73,7 @@ from .rows import (
     TransmissionListRow,
     TransmissionRow,
 )
+from .sessions import StorageStatistics
 
 __all__ = [
     "QueueActivityStore",
@@ -112,13 +118,15 @@ class StorageConnection(Protocol):
                 that polls ignores it.
 
         Raises:
-            StorageError: the commit failed; the transaction is rolled back (not committed).
+            StorageError: the commit failed: rolled back (not committed), or — the connection
+                lost or an I/O error during COMMIT — with ``outcome`` ``Outcome.UNKNOWN``.
         """
         ...
 
     def rollback(self) -> None:
         """Discard the write transaction's changes and release the writer lock; nothing outside
-        one. Group locks stay held until :meth:`release_locks`."""
+        one. Group locks stay held until :meth:`release_locks`. Never raises: a session whose
+        ROLLBACK fails is marked failed (closed on release, which discards the changes)."""
         ...
 
     def execute_app(
@@ -466,6 +474,9 @@ class Storage(Protocol):
 
     url: str
     """The URL it was opened from (SQLite: ``sqlite:///path``)."""
+    database: str
+    """The database as error messages name it (``SQLite database <path>``, ``PostgreSQL
+    database 'name' at host:port (schema s)``; never a password)."""
     database_name: str
     """The database's name (EVENT_INSTANCE's DatabaseName): SQLite's file name without its
     extension, PostgreSQL's current_database()."""
@@ -495,7 +506,12 @@ class Storage(Protocol):
 
     def release(self, conn: StorageConnection) -> None:
         """Give a connection back: roll back its write transaction, release its group locks
-        and return it to the pool (or close it when broken or the pool is full)."""
+        and return it to the pool (or close it when it failed or the pool is full). Never
+        raises."""
+        ...
+
+    def statistics(self) -> StorageStatistics:
+        """Sessions handed out and idle, and the failures raised since open."""
         ...
 
     def watch_changes(self) -> Callable[[float], bool | set[int]]:

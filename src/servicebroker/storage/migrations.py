@@ -86,7 +86,7 @@ def migrate(
         query: runs one statement (``?`` placeholders already converted) on the connection.
         run_script: runs a whole migration script on the connection.
         paramstyle: the placeholders of ``query``: "qmark" or "format".
-        where: the database, as named in errors (a path or URL).
+        where: the database, as named in errors (the storage's ``database``; no password).
 
     Returns:
         The migrations applied now (empty when the schema was current).
@@ -102,8 +102,9 @@ def migrate(
     newest = known[-1].version if known else 0
     if applied and max(applied) > newest:
         raise StorageError(
-            f"database {where!r} has schema version {max(applied)}, newer than this "
-            f"servicebroker knows ({newest}); upgrade servicebroker"
+            f"{where}: schema version {max(applied)}, newer than this servicebroker knows "
+            f"({newest}); upgrade servicebroker",
+            database=where,
         )
     record = portable_sql(_RECORD, paramstyle)
     done = []

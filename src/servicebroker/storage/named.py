@@ -10,7 +10,7 @@ groups a transaction holds.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Collection, Iterable, Sequence
 from contextlib import AbstractContextManager
 from functools import partial
 from typing import Any, TypeVar
@@ -35,7 +35,7 @@ from .rows import (
     TransmissionRow,
 )
 
-__all__ = ["NamedQueryConnection", "held_best", "rows_of"]
+__all__ = ["HeldHeads", "NamedQueryConnection", "held_best", "rows_of"]
 
 _Row = TypeVar("_Row", bound=tuple[Any, ...])
 
@@ -58,38 +58,46 @@ def _endpoint_update(row: EndpointRow) -> tuple[Any, ...]:
     )
 
 
+HeldHeads = dict[bytes, tuple[int, tuple[int, int] | None]]
+"""What a transaction knows of the groups it holds: per group, the watermark when its head was
+read and that head, ``(priority, queuing order)`` of its first unreceived ready message in
+RECEIVE order, or None when it had nothing left."""
+
+
 def held_best(
     held: Iterable[bytes],
-    drained: dict[bytes, int],
+    known: HeldHeads,
     watermark: Callable[[], int],
     head_of: Callable[[bytes], Sequence[int] | None],
     arrived_since: Callable[[int], set[bytes]],
+    skip: Collection[int],
 ) -> tuple[int, int, bytes] | None:
     """The best group among those a transaction holds, ranked by what it has not received yet
     (PRI-9): ``(-level, head queuing order, group)``, or None when none has anything left.
 
-    ``head_of(group)`` reads a held group's first unreceived ready message in RECEIVE order as
-    ``(priority, queuing_order)``. A group found with nothing left is remembered in ``drained``
-    with the ``watermark()`` of that moment (every committed message's queuing_order is at most
-    it) and read again only when ``arrived_since(w)`` — the groups of ready messages of the
-    queue with a queuing order above ``w``, one query for all of them — names it (messages keep
-    arriving in locked groups, RCV-2). So a transaction that took many groups does not read them
-    all again on each RECEIVE.
+    ``head_of(group)`` reads a held group's head. A head once read is kept in ``known`` with the
+    ``watermark()`` of that moment (every committed message's queuing_order is at most it) and
+    read again only when the transaction has received it since (its queuing order is in
+    ``skip``: RECEIVE takes a group's messages from its head) or when ``arrived_since(w)`` —
+    the groups of ready messages of the queue with a queuing order above ``w``, one query for
+    all of them — names the group (messages keep arriving in locked groups, RCV-2). Nothing
+    else changes a held group's messages while the transaction holds it. So a RECEIVE in a
+    transaction that took many groups reads only the groups that changed, not all of them.
     """
     best: tuple[int, int, bytes] | None = None
     mark = watermark()  # read before the heads: anything committed later is above it
-    waiting = [g for g in held if g in drained and drained[g] < mark]
-    arrived = arrived_since(min(drained[g] for g in waiting)) if waiting else set()
-    for group_id in held:
-        if group_id in drained and group_id not in arrived:
-            drained[group_id] = mark
-            continue
-        head = head_of(group_id)
-        if head is None:
-            drained[group_id] = mark
-            continue
-        drained.pop(group_id, None)
-        if best is None or (-head[0], head[1]) < best[:2]:
+    groups = list(held)
+    older = [known[g][0] for g in groups if g in known and known[g][0] < mark]
+    arrived = arrived_since(min(older)) if older else set()
+    for group_id in groups:
+        entry = known.get(group_id)
+        if entry is None or group_id in arrived or (entry[1] is not None and entry[1][1] in skip):
+            found = head_of(group_id)
+            head = None if found is None else (int(found[0]), int(found[1]))
+        else:
+            head = entry[1]
+        known[group_id] = (mark, head)
+        if head is not None and (best is None or (-head[0], head[1]) < best[:2]):
             best = (-head[0], head[1], group_id)
     return best
 
@@ -97,11 +105,9 @@ def held_best(
 class NamedQueryConnection:
     """Shared :class:`~servicebroker.storage.base.StorageConnection` operations (see there for
     the contract); subclasses implement :meth:`_one`, :meth:`_all`, :meth:`_run`,
-    :meth:`_many` and :meth:`_snapshot`, set :attr:`_integrity_errors`, and may adapt
+    :meth:`_many` and :meth:`_snapshot` (raising the storage's errors, never the driver's:
+    a refusing constraint is :class:`~servicebroker.errors.IntegrityConflict`), and may adapt
     :meth:`_limit`."""
-
-    _integrity_errors: tuple[type[BaseException], ...] = ()
-    """The driver's exceptions for a refusing constraint (turned into IntegrityConflict)."""
 
     # -- primitives (per backend) --------------------------------------------------------
     def _one(self, name: str, params: Sequence[Any] = ()) -> Any:
@@ -137,8 +143,8 @@ class NamedQueryConnection:
         """
         try:
             return self._one(name, params)
-        except self._integrity_errors as exc:
-            raise IntegrityConflict(f"{name}: {exc}") from exc
+        except IntegrityConflict as exc:
+            raise IntegrityConflict(f"{name}: {exc}", database=exc.database) from exc
 
     # -- catalog -------------------------------------------------------------------------
     def load_catalog(self) -> CatalogRows:

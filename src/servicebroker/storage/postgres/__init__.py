@@ -23,6 +23,15 @@ commit in one database transaction. Here:
 - **Leadership**: one session per database holds the leader advisory lock; only its broker runs
   the timer and the queue monitors.
 
+- **Failures**: every psycopg call goes through a :class:`~.session.Session`, so a lost
+  connection, a server shutting down, a full disk reach the caller as a
+  :class:`~servicebroker.errors.StorageError` subclass naming the database (never its password)
+  and saying whether the transaction rolled back or, lost during COMMIT, has an unknown
+  outcome. A lost session is closed, never pooled again, and the pool's other idle sessions are
+  checked at once; a caller waiting for a session while the server is down gets
+  :class:`~servicebroker.errors.DatabaseUnavailableError` as soon as the pool fails to connect,
+  not after the busy time-out.
+
 URLs are libpq's: ``postgresql://user@host:5432/dbname`` with any libpq parameter in the query
 string (``?options=-csearch_path%3Dmy_schema`` puts the broker in its own schema).
 """
@@ -32,20 +41,32 @@ from __future__ import annotations
 import contextlib
 import hashlib
 import threading
+import time
 import uuid
-from collections.abc import Callable, Collection, Iterable, Iterator, Sequence
+from collections.abc import Callable, Collection, Iterator, Sequence
 from contextlib import contextmanager
 from typing import Any
 
-from ...errors import IntegrityConflict, StorageError
+from ...errors import StorageError
+from ..failures import Failure, storage_failure
 from ..migrations import migrate, schema_version
-from ..named import NamedQueryConnection, held_best
-from ..queries import load_backend_queries
-from ..rows import EndpointRow
+from ..sessions import SessionAccounting, StorageStatistics
+from .activity import PostgresActivity
+from .connection import PostgresConnection
+from .leader import Leadership
+from .session import classify, database_label
 
 __all__ = ["PostgresActivity", "PostgresConnection", "PostgresStorage"]
 
-_Q = load_backend_queries(__name__, "format")
+RECONNECT_TIMEOUT = 0.5
+"""Seconds the pool retries one failed connection attempt before giving it up. Kept short: the
+next request starts a new attempt at once anyway, and a replacement still retrying in the
+background when the server comes back would add to the one that request opens — the pool
+would grow by a session with every outage."""
+POOL_WAIT_SLICE = 0.25
+"""Real seconds a caller waits for a pooled session between asking the server whether it takes
+new sessions at all (the server is down: say so at once rather than after the busy time-out);
+the server is asked at most once per slice per storage."""
 
 
 def _psycopg() -> Any:
@@ -81,386 +102,6 @@ def _rows(conn: Any) -> Callable[[str, Sequence[Any]], list[tuple[Any, ...]]]:
     return query
 
 
-def _flags(params: Sequence[Any]) -> list[Any]:
-    """The broker's own parameters with Python bools as the integers 0/1 its schema stores
-    (the application's SQL keeps its bools)."""
-    return [int(p) if isinstance(p, bool) else p for p in params]
-
-
-class PostgresConnection(NamedQueryConnection):
-    """One broker transaction's PostgreSQL session and its group locks (see
-    :class:`servicebroker.storage.base.StorageConnection` for the contract; the operations the
-    backends share come from :class:`~servicebroker.storage.named.NamedQueryConnection`)."""
-
-    def __init__(self, storage: PostgresStorage, conn: Any) -> None:
-        self._integrity_errors = (_psycopg()[0].errors.IntegrityError,)
-        self._storage = storage
-        self._conn = conn
-        self._in_write = False
-        self._held: dict[bytes, int] = {}
-        self._drained: dict[bytes, int] = {}
-        self.poll_interval = storage.poll_interval
-
-    # -- transaction control -------------------------------------------------------------
-    @property
-    def in_write(self) -> bool:
-        """True between :meth:`begin_write` and the end of that database transaction."""
-        return self._in_write
-
-    def begin_write(self) -> None:
-        """Start the write transaction and take the database's commit lock (a transaction-level
-        advisory lock, waited for up to ``busy_timeout``).
-
-        Raises:
-            StorageError: the lock was not had in time.
-        """
-        if self._in_write:
-            return
-        psycopg, _ = _psycopg()
-        self._in_write = True
-        try:
-            # one round trip (simple protocol; both values are this storage's own numbers)
-            self._conn.execute(self._storage.begin_write_sql.encode())
-        except psycopg.errors.LockNotAvailable as exc:
-            self.rollback()
-            raise StorageError(
-                f"no write lock on {self._storage.url} within {self._storage.busy_timeout:g} s"
-            ) from exc
-        except BaseException:
-            self.rollback()
-            raise
-
-    def commit(self, wake: Collection[int] | None = None) -> None:
-        """Commit the write transaction, if any, and NOTIFY the listening brokers of the wait
-        keys in ``wake`` (None: all); the group locks go in the same round trip, just after
-        the commit (the transaction is over)."""
-        if self._in_write:
-            notify = self._storage.notify_sql(wake)
-            try:
-                if self._held:
-                    self._conn.execute(
-                        f"{notify}; COMMIT; SELECT pg_advisory_unlock_all(); {notify}".encode()
-                    )
-                    self._held.clear()
-                    self._drained.clear()
-                else:
-                    self._conn.execute(f"{notify}; COMMIT".encode())
-            except BaseException:
-                self._safe_rollback()
-                raise
-            finally:
-                self._in_write = False
-
-    def rollback(self) -> None:
-        """Roll the write transaction back, if any."""
-        if self._in_write:
-            try:
-                self._safe_rollback()
-            finally:
-                self._in_write = False
-
-    def _safe_rollback(self) -> None:
-        if not self._conn.closed:
-            self._conn.execute("ROLLBACK")
-
-    def execute_app(
-        self, sql: str, params: Sequence[Any] | dict[str, Any]
-    ) -> list[tuple[Any, ...]]:
-        """Run the application's SQL (psycopg placeholders ``%s``) inside this transaction's
-        write transaction.
-
-        Raises:
-            IntegrityConflict: a constraint refused the statement; the transaction must be
-                rolled back.
-        """
-        psycopg, _ = _psycopg()
-        self.begin_write()
-        try:
-            cur = self._conn.execute(sql, params or None)
-        except psycopg.errors.IntegrityError as exc:
-            raise IntegrityConflict(f"the application's SQL was refused: {exc}") from exc
-        return cur.fetchall() if cur.description else []
-
-    def executemany_app(
-        self, sql: str, seq_of_params: Iterable[Sequence[Any] | dict[str, Any]]
-    ) -> None:
-        """Run the application's statement once per parameter set, in the write transaction."""
-        psycopg, _ = _psycopg()
-        self.begin_write()
-        try:
-            with self._conn.cursor() as cur:
-                cur.executemany(sql, list(seq_of_params))
-        except psycopg.errors.IntegrityError as exc:
-            raise IntegrityConflict(f"the application's SQL was refused: {exc}") from exc
-
-    def detach(self) -> Any:
-        """End this connection's use — roll back, release its group locks (a broken session is
-        closed instead) — and return its psycopg session, for the pool to take back."""
-        try:
-            self.rollback()
-            self.release_locks()
-        except Exception:
-            self._conn.close()  # broken: the pool discards it
-        return self._conn
-
-    # -- helpers -------------------------------------------------------------------------
-    def _one(self, name: str, params: Sequence[Any] = ()) -> Any:
-        cur = self._conn.execute(_Q[name], _flags(params))
-        row = cur.fetchone() if cur.description else None
-        return None if row is None else row[0]
-
-    def _all(self, name: str, params: Sequence[Any] = ()) -> list[Any]:
-        return list(self._conn.execute(_Q[name], _flags(params)).fetchall())
-
-    def _run(self, name: str, params: Sequence[Any] = ()) -> None:
-        self._conn.execute(_Q[name], _flags(params))
-
-    def _many(self, name: str, rows: Iterable[Sequence[Any]]) -> None:
-        with self._conn.cursor() as cur:  # psycopg pipelines executemany: one round trip
-            cur.executemany(_Q[name], [_flags(r) for r in rows])
-
-    def _limit(self, n: int) -> int | None:
-        return None if n < 0 else n  # SQLite's LIMIT -1 is PostgreSQL's LIMIT NULL
-
-    # -- catalog -------------------------------------------------------------------------
-    @contextmanager
-    def _snapshot(self) -> Iterator[None]:
-        """One repeatable-read snapshot (unless the write transaction is open)."""
-        started = not self._in_write
-        if started:
-            self._conn.execute("BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY")
-        try:
-            yield
-        finally:
-            if started:
-                self._conn.execute("COMMIT")
-
-    # -- endpoints -----------------------------------------------------------------------
-    def get_endpoint_and_lock(self, handle: bytes) -> tuple[EndpointRow | None, bool]:
-        """The endpoint, and whether its group is now locked by this session: one round trip
-        (the advisory-lock key is computed by the server, as :meth:`try_lock_group` does)."""
-        row = self._conn.execute(
-            _Q["get_endpoint_and_lock"],
-            (list(self._held.values()), self._storage.lock_prefix, handle),
-        ).fetchone()
-        if row is None:
-            return None, False
-        endpoint = EndpointRow(*row[:-2])
-        key, locked = int(row[-2]), bool(row[-1])
-        if locked:
-            self._held.setdefault(endpoint.conversation_group_id, key)
-        return endpoint, locked
-
-    def get_conversations(self, conversation_ids: Sequence[bytes]) -> list[EndpointRow]:
-        """Every endpoint of the given conversations, in one query."""
-        if not conversation_ids:
-            return []
-        return [EndpointRow(*r) for r in self._all("get_conversations", (list(conversation_ids),))]
-
-    # -- queues --------------------------------------------------------------------------
-    def finish_received(self, queuing_orders: Iterable[int], *, retain: bool) -> None:
-        """Delete received messages, or mark them status 0 when the queue retains (RCV-3)."""
-        self._run("retain_received" if retain else "delete_received", (list(queuing_orders),))
-
-    # -- transmission queue --------------------------------------------------------------
-    # -- conversation-group locks --------------------------------------------------------
-    def try_lock_group(self, group_id: bytes) -> bool:
-        """Lock a group for this transaction without waiting; False if another holds it."""
-        group_id = bytes(group_id)
-        if group_id in self._held:
-            return True
-        row = self._conn.execute(
-            _Q["try_lock_group"], (self._storage.lock_prefix, group_id)
-        ).fetchone()
-        if row is not None and row[1]:
-            self._held[group_id] = int(row[0])
-            return True
-        return False
-
-    def held_groups(self) -> frozenset[bytes]:
-        """The groups this transaction holds."""
-        return frozenset(self._held)
-
-    def unlock_group(self, group_id: bytes) -> None:
-        """Release one group this transaction locked but did not use."""
-        key = self._held.pop(bytes(group_id), None)
-        if key is not None:
-            self._run("advisory_unlock", (key,))  # key: as locked
-
-    def lock_next_group(
-        self,
-        queue_id: int,
-        skip: set[int],
-        *,
-        exclude_held: bool = False,
-        known_locked: set[bytes] | None = None,
-    ) -> bytes | None:
-        """Lock the highest-priority group of the queue that has a ready message not in
-        ``skip`` and that no other session holds (PRI-12, PRI-13, RCV-2, RCV-5); see the
-        SQLite backend for the rules. Groups are walked through ``queue_groups_next``, each
-        tried with ``pg_try_advisory_lock`` in the statement that finds it (one round trip
-        per group tried): never waiting, never a group another holds."""
-        best: tuple[int, int, bytes] | None = None
-        if self._held and not exclude_held:
-            skipped = list(skip)
-            best = held_best(
-                self._held,
-                self._drained,
-                lambda: int(self._one("arrival_watermark")),  # committed rows only
-                lambda g: self._conn.execute(
-                    _Q["held_group_head"], (g, queue_id, skipped)
-                ).fetchone(),
-                lambda after: {
-                    bytes(r[0]) for r in self._all("groups_arrived_since", (after, queue_id))
-                },
-            )
-        locked = known_locked if known_locked is not None else set()
-        excluded = [*self._held, *locked]
-        while True:  # the first group not excluded, tried in the same round trip
-            row = self._conn.execute(
-                _Q["lock_first_candidate"], (self._storage.lock_prefix, queue_id, excluded)
-            ).fetchone()
-            if row is None:
-                return None if best is None else best[2]
-            group_id, level, head_order, key, got = bytes(row[0]), row[1], row[2], row[3], row[4]
-            if best is not None and best[:2] <= (-level, head_order):
-                if got:
-                    self._run("advisory_unlock", (key,))
-                return best[2]
-            if got:
-                self._held[group_id] = int(key)
-                return group_id
-            locked.add(group_id)
-            excluded.append(group_id)
-
-    def release_locks(self, wake: Collection[int] | None = None) -> None:
-        """Release every group lock this transaction holds, and wake the waiters of ``wake``
-        (None: all) elsewhere."""
-        self._drained.clear()
-        if self._held and not self._conn.closed:
-            self._held.clear()
-            self._conn.execute(
-                f"SELECT pg_advisory_unlock_all(); {self._storage.notify_sql(wake)}".encode()
-            )
-        self._held.clear()
-
-
-class PostgresActivity:
-    """Queue activity every process sees (ACT-3, ACT-5b): see the module docstring.
-
-    Args:
-        storage: the storage whose pool serves the activity's own session.
-    """
-
-    def __init__(self, storage: PostgresStorage) -> None:
-        self._storage = storage
-        self._lock = threading.Lock()
-        self._conn: Any = None
-        self._counts: dict[int, int] = {}
-        self._tokens: dict[int, int] = {}
-        self._next = 0
-        self._noted: dict[tuple[str, int], float] = {}
-
-    def _session(self) -> Any:
-        """The activity session, opened again (with this process's waits published again) when
-        it was lost."""
-        if self._conn is None or self._conn.closed or self._conn.broken:
-            psycopg, _ = _psycopg()
-            self._conn = psycopg.connect(self._storage.url, autocommit=True)
-            for queue_id, count in self._counts.items():
-                if count:
-                    self._conn.execute(_Q["set_waiting"], (queue_id, count))
-        return self._conn
-
-    def _execute(self, name: str, params: Sequence[Any]) -> Any:
-        """Run named query ``name`` on the activity session, once more on a new session if the
-        old one was lost.
-
-        Raises:
-            StorageError: the server cannot be reached.
-        """
-        psycopg, _ = _psycopg()
-        try:
-            try:
-                return self._session().execute(_Q[name], params)
-            except psycopg.OperationalError:
-                if self._conn is not None:
-                    self._conn.close()
-                return self._session().execute(_Q[name], params)
-        except psycopg.Error as exc:
-            raise StorageError(f"queue activity on {self._storage.url}: {exc}") from exc
-
-    def begin_wait(self, queue_id: int) -> int | None:
-        """Count one more session of this process waiting on the queue; returns a token."""
-        with self._lock:
-            self._counts[queue_id] = self._counts.get(queue_id, 0) + 1
-            self._execute("set_waiting", (queue_id, self._counts[queue_id]))
-            self._next += 1
-            self._tokens[self._next] = queue_id
-            return self._next
-
-    def end_wait(self, token: int | None) -> None:
-        """The wait of ``token`` ended."""
-        if token is None:
-            return
-        with self._lock:
-            queue_id = self._tokens.pop(token, None)
-            if queue_id is None:
-                return
-            self._counts[queue_id] = max(0, self._counts.get(queue_id, 0) - 1)
-            self._execute("set_waiting", (queue_id, self._counts[queue_id]))
-
-    def waiting(self, queue_id: int) -> int:
-        """Sessions of every live process waiting on the queue now."""
-        with self._lock:
-            row = self._execute("count_waiting", (queue_id,)).fetchone()
-            return int(row[0]) if row else 0
-
-    def _note(self, name: str, queue_id: int, when: float, coarse: float = 0.0) -> None:
-        with self._lock:
-            if self._noted.get((name, queue_id), float("-inf")) + coarse >= when:
-                return
-            self._noted[(name, queue_id)] = when
-            self._execute(name, (queue_id, when))
-
-    def _last(self, name: str, queue_id: int) -> float | None:
-        with self._lock:
-            row = self._execute(name, (queue_id,)).fetchone()
-            return None if row is None or row[0] is None else float(row[0])
-
-    def note_empty(self, queue_id: int, when: float) -> None:
-        """A RECEIVE or GET CONVERSATION GROUP on the queue came back empty at ``when``."""
-        self._note("note_empty", queue_id, when)
-
-    def last_empty(self, queue_id: int) -> float | None:
-        """The latest empty result on the queue from any process, or None."""
-        return self._last("last_empty", queue_id)
-
-    def note_receive(self, queue_id: int, when: float) -> None:
-        """A RECEIVE ran on the queue at ``when`` (written at most once per broker-clock second
-        per process: it re-arms QUEUE_ACTIVATION notifications, ACT-8, whose spacing is a
-        minute, so a write per RECEIVE would only cost a round trip)."""
-        self._note("note_receive", queue_id, when, coarse=1.0)
-
-    def last_receive(self, queue_id: int) -> float | None:
-        """The latest RECEIVE on the queue from any process, or None."""
-        return self._last("last_receive", queue_id)
-
-    def forget(self, queue_id: int) -> None:
-        """Drop a queue's activity (DROP QUEUE)."""
-        with self._lock:
-            self._execute("forget_activity", (queue_id,))
-            self._execute("forget_waiters", (queue_id,))
-            self._noted = {k: v for k, v in self._noted.items() if k[1] != queue_id}
-
-    def close(self) -> None:
-        """Close the activity session (its waiting counts vanish with it)."""
-        with self._lock:
-            if self._conn is not None:
-                self._conn.close()
-                self._conn = None
-
-
 class PostgresStorage:
     """A PostgreSQL database (or schema) opened for the broker.
 
@@ -472,8 +113,9 @@ class PostgresStorage:
         pool_size: the most sessions this process opens for transactions (default 64).
 
     Raises:
-        StorageError: psycopg is missing, the server cannot be reached, or the schema is newer
-            than this version of servicebroker knows.
+        StorageError: psycopg is missing, or the schema is newer than this version of
+            servicebroker knows.
+        DatabaseUnavailableError: the server cannot be reached.
     """
 
     paramstyle = "format"
@@ -489,6 +131,9 @@ class PostgresStorage:
     ) -> None:
         psycopg, psycopg_pool = _psycopg()
         self.url = url
+        self.database = database_label(url)
+        """The database as error messages name it (with its schema once known; no password)."""
+        self.sessions = SessionAccounting()
         self.busy_timeout = float(busy_timeout)
         self.poll_interval = float(poll_interval)
         self.token = uuid.uuid4().hex
@@ -501,19 +146,27 @@ class PostgresStorage:
                 ).fetchone()
                 if schema is None:
                     raise StorageError(
-                        f"{url!r}: no schema to create the broker in (search_path names none "
-                        f"that exists)"
+                        f"{self.database}: no schema to create the broker in (search_path names "
+                        f"none that exists)",
+                        database=self.database,
                     )
                 self.namespace = f"{database}.{schema}".encode()
                 self.database_name = str(database)
+                self.database = database_label(url, schema)
                 self._migrate(conn)
         except psycopg.Error as exc:
-            raise StorageError(f"cannot open the PostgreSQL broker at {url!r}: {exc}") from exc
+            raise self.sessions.failed(
+                storage_failure(
+                    classify(exc),
+                    database=self.database,
+                    detail=f"cannot open the PostgreSQL broker: {exc}",
+                    opening=True,
+                )
+            ) from exc
         self.writer_key = _key(self.namespace, b"writer")
         self.lock_prefix = self.namespace.decode() + "/group/"
         """Group lock keys are hashtextextended(lock_prefix || hex(group id), 0), computed by
         the server so that reading an endpoint and locking its group is one round trip."""
-        self.leader_key = _key(self.namespace, b"leader")
         self.channel = "servicebroker_" + hashlib.blake2b(self.namespace, digest_size=8).hexdigest()
         self.begin_write_sql = (
             f"BEGIN; SELECT set_config('lock_timeout', '{int(self.busy_timeout * 1000)}ms', true), "
@@ -527,11 +180,14 @@ class PostgresStorage:
             configure=_configure,
             open=True,
             name="servicebroker",
+            reconnect_timeout=RECONNECT_TIMEOUT,
         )
-        self.activity = PostgresActivity(self)
-        self._leader: Any = None
-        self._leading = False
-        self._leader_lock = threading.Lock()
+        self._probe_lock = threading.Lock()
+        self._probed_at = float("-inf")
+        self._probe_problem: str | None = None
+        self._suspects = 0
+        self.activity = PostgresActivity(url, self.database, self.sessions)
+        self._leadership = Leadership(url, _key(self.namespace, b"leader"))
 
     def _migrate(self, conn: Any) -> None:
         """Apply the missing migrations (:func:`~servicebroker.storage.migrations.migrate`) in
@@ -549,11 +205,12 @@ class PostgresStorage:
                 query=_rows(conn),
                 run_script=lambda script: conn.execute(script.encode()),  # several statements
                 paramstyle=self.paramstyle,
-                where=self.url,
+                where=self.database,
             )
             conn.execute("COMMIT")
         except BaseException:
-            conn.execute("ROLLBACK")
+            if not conn.broken:
+                conn.execute("ROLLBACK")
             raise
 
     def notify_sql(self, wake: Collection[int] | None) -> str:
@@ -564,9 +221,17 @@ class PostgresStorage:
         return f"SELECT pg_notify('{self.channel}', '{self.token}|{keys}')"
 
     def schema_version(self) -> int:
-        """The highest migration applied."""
-        with self._pool.connection() as conn:
-            return schema_version(_rows(conn))
+        """The highest migration applied.
+
+        Raises:
+            StorageError: the database failed (a subclass).
+        """
+        psycopg, psycopg_pool = _psycopg()
+        try:
+            with self._pool.connection(timeout=self.busy_timeout) as conn:
+                return schema_version(_rows(conn))
+        except (psycopg.Error, psycopg_pool.PoolTimeout) as exc:
+            raise self._failure(exc, "reading the schema version: ") from exc
 
     def watch_changes(self) -> Callable[[float], bool | set[int]]:
         """A function that waits up to ``timeout`` seconds for other processes' commits (a
@@ -574,14 +239,25 @@ class PostgresStorage:
         the wait keys they concern (True: all; False: none came). It returns as soon as one
         arrives: waiting statements wake at once, and only those the commit concerns. A lost
         listening session is opened again on the next call, which then wakes everyone (what
-        happened meanwhile is unknown)."""
+        happened meanwhile is unknown).
+
+        Raises (the function too):
+            DatabaseUnavailableError: the server cannot be reached (the caller waits and asks
+                again).
+        """
         psycopg, _ = _psycopg()
         lock = threading.Lock()
         session: list[Any] = []
 
         def listen() -> Any:
-            conn = psycopg.connect(self.url, autocommit=True)
-            conn.execute(f"LISTEN {self.channel}")
+            conn = None
+            try:
+                conn = psycopg.connect(self.url, autocommit=True)
+                conn.execute(f"LISTEN {self.channel}")
+            except psycopg.Error as exc:
+                if conn is not None:
+                    conn.close()
+                raise self._failure(exc, "listening for other processes' commits: ") from exc
             self._listeners.append(conn)
             return conn
 
@@ -593,12 +269,18 @@ class PostgresStorage:
                     return False
                 conn = session[0]
                 if conn.closed or conn.broken:
+                    conn.close()
+                    with contextlib.suppress(ValueError):
+                        self._listeners.remove(conn)
                     session[0] = listen()  # raises while the server is away: the caller waits
                     return True
                 keys: set[int] = set()
                 everyone = False
-                notes = [*conn.notifies(timeout=timeout, stop_after=1)]
-                notes += conn.notifies(timeout=0)
+                try:
+                    notes = [*conn.notifies(timeout=timeout, stop_after=1)]
+                    notes += conn.notifies(timeout=0)
+                except psycopg.Error as exc:
+                    raise self._failure(exc, "listening for other processes' commits: ") from exc
                 for note in notes:
                     token, _, wake = note.payload.partition("|")
                     if token == self.token:
@@ -612,60 +294,102 @@ class PostgresStorage:
         return changed
 
     def try_lead(self) -> bool:
-        """Hold (or try to take) this database's leader lock on a session of its own; True
-        while this storage's broker is the leader. A dead leader's session ends and another
-        takes over on its next try."""
-        psycopg, _ = _psycopg()
-        with self._leader_lock:
-            if self._closed:
-                return False
-            try:
-                if self._leader is None or self._leader.closed:
-                    self._leader = psycopg.connect(self.url, autocommit=True)
-                    self._leading = False
-                if self._leading:
-                    self._leader.execute("SELECT 1")  # still connected: still the leader
-                    return True
-                row = self._leader.execute(_Q["advisory_try_lock"], (self.leader_key,)).fetchone()
-                self._leading = bool(row is not None and row[0])
-                return self._leading
-            except psycopg.Error:
-                if self._leader is not None:
-                    self._leader.close()
-                self._leader, self._leading = None, False
-                return False
+        """Hold (or try to take) this database's leader lock; True while this storage's broker
+        is the leader (see :class:`~.leader.Leadership`)."""
+        return not self._closed and self._leadership.try_lead()
 
     def resign(self) -> None:
-        """Give leadership up: unlock the leader lock (so another storage's next
-        :meth:`try_lead` has it at once, not when the server notices the session ended), then
-        close its session."""
-        psycopg, _ = _psycopg()
-        with self._leader_lock:
-            if self._leader is not None:
-                if self._leading and not self._leader.closed:
-                    # a lost session: the server frees the lock with it
-                    with contextlib.suppress(psycopg.Error):
-                        self._leader.execute(_Q["advisory_unlock"], (self.leader_key,))
-                self._leader.close()
-            self._leader, self._leading = None, False
+        """Give leadership up (another storage's next :meth:`try_lead` has it at once)."""
+        self._leadership.resign()
+
+    def _failure(self, exc: BaseException, what: str = "") -> StorageError:
+        """The error for psycopg's ``exc`` on one of this storage's own sessions, counted."""
+        return self.sessions.failed(
+            storage_failure(classify(exc), database=self.database, detail=f"{what}{exc}")
+        )
 
     def connect(self) -> PostgresConnection:
-        """A session from the pool for one broker transaction.
+        """A session from the pool for one broker transaction; give it back with
+        :meth:`release`.
+
+        While it waits for a free session that this process's own transactions do not all
+        hold, it asks the server for a new one (at most once per :data:`POOL_WAIT_SLICE`
+        seconds per storage): a server that refuses or is down is
+        :class:`DatabaseUnavailableError` then, not "no session free" after the busy time-out.
 
         Raises:
             StorageError: the storage is closed or no session came within the busy time-out.
+            DatabaseUnavailableError: the server cannot be reached.
         """
         if self._closed:
-            raise StorageError(f"the storage {self.url} is closed")
+            raise StorageError(f"the storage {self.database} is closed", database=self.database)
         _, psycopg_pool = _psycopg()
-        try:
-            conn = self._pool.getconn(timeout=self.busy_timeout)
-        except psycopg_pool.PoolTimeout as exc:
-            raise StorageError(
-                f"no PostgreSQL session free within {self.busy_timeout:g} s "
-                f"(pool of {self._pool.max_size}); raise pool_size"
-            ) from exc
+        deadline = time.monotonic() + self.busy_timeout
+        while True:
+            wait = min(POOL_WAIT_SLICE, max(deadline - time.monotonic(), 0.001))
+            try:
+                conn = self._pool.getconn(timeout=wait)
+                if self._still_alive(conn):
+                    break
+                continue
+            except psycopg_pool.PoolTimeout as exc:
+                if self.sessions.in_use < self._pool.max_size:  # not exhausted by our own
+                    self._check_server()
+                if time.monotonic() >= deadline:
+                    raise StorageError(
+                        f"{self.database}: no session free within {self.busy_timeout:g} s "
+                        f"(pool of {self._pool.max_size}); raise pool_size",
+                        database=self.database,
+                    ) from exc
+            except psycopg_pool.PoolClosed as exc:
+                raise StorageError(
+                    f"the storage {self.database} is closed", database=self.database
+                ) from exc
+        self.sessions.handed_out()
         return PostgresConnection(self, conn)
+
+    def _still_alive(self, conn: Any) -> bool:
+        """After a session was found lost, the idle ones that were pooled then may be lost too
+        (a server restart takes them all): each of them is tried (one empty query) as it is
+        handed out, and a dead one goes back to the pool, which discards it. False for a dead
+        one."""
+        if self._suspects <= 0:  # the common case, read without the lock
+            return True
+        with self._probe_lock:
+            if self._suspects <= 0:
+                return True
+            self._suspects -= 1
+        psycopg, _ = _psycopg()
+        try:
+            conn.execute("")
+            return True
+        except psycopg.Error:
+            self._pool.putconn(conn)
+            return False
+
+    def _check_server(self) -> None:
+        """Raise :class:`DatabaseUnavailableError` when the server refuses a new connection
+        because it is down, shutting down or starting (not when it has too many: those come
+        back); asks the server at most once per :data:`POOL_WAIT_SLICE` seconds, callers in
+        between get the last answer."""
+        psycopg, _ = _psycopg()
+        with self._probe_lock:
+            now = time.monotonic()
+            if now - self._probed_at >= POOL_WAIT_SLICE:
+                self._probed_at = now
+                self._probe_problem = None
+                try:
+                    psycopg.connect(self.url, autocommit=True, connect_timeout=5).close()
+                except psycopg.Error as exc:
+                    if classify(exc) is Failure.UNAVAILABLE and exc.sqlstate != "53300":
+                        self._probe_problem = f"no new session: {exc}"
+            problem = self._probe_problem
+        if problem is not None:
+            raise self.sessions.failed(
+                storage_failure(
+                    Failure.UNAVAILABLE, database=self.database, detail=problem, opening=True
+                )
+            )
 
     @contextmanager
     def connection(self) -> Iterator[PostgresConnection]:
@@ -677,9 +401,35 @@ class PostgresStorage:
             self.release(conn)
 
     def release(self, conn: Any) -> None:
-        """Roll back, release its locks and return the session to the pool."""
+        """Take a session back: roll back, release its locks and return it to the pool (a lost
+        one is closed, and the sessions idle in the pool now are tried as they are handed out:
+        after a server restart they are all lost). Never raises."""
         assert isinstance(conn, PostgresConnection)
-        self._pool.putconn(conn.detach())
+        self.sessions.given_back()
+        raw = conn.detach()
+        if conn.lost:
+            idle = int(self._pool.get_stats().get("pool_available", 0))
+            with self._probe_lock:
+                self._suspects = max(self._suspects, idle)
+        try:
+            self._pool.putconn(raw)
+        except Exception:  # the pool closed meanwhile: the session just goes
+            raw.close()
+
+    def statistics(self) -> StorageStatistics:
+        """The sessions handed out and pooled (psycopg_pool's own figures for the idle and
+        waiting), and the failures seen since open."""
+        pool = self._pool.get_stats()
+        return StorageStatistics(
+            backend="postgresql",
+            database=self.database,
+            sessions_in_use=self.sessions.in_use,
+            sessions_idle=int(pool.get("pool_available", 0)),
+            max_sessions=self._pool.max_size,
+            requests_waiting=int(pool.get("requests_waiting", 0)),
+            failures=self.sessions.failures,
+            last_failure=self.sessions.last_failure,
+        )
 
     def close(self) -> None:
         """Close the pool, the listeners, the leader and activity sessions."""

@@ -6,10 +6,15 @@ received is remembered by the transaction); every change of a transaction (sends
 received messages, endpoint states, the application's rows written through ``tx.execute``) is
 written at commit in one ``BEGIN IMMEDIATE`` transaction. Readers in other processes see new
 messages by polling every :attr:`SqliteStorage.poll_interval` seconds (0.05 by default).
+
+Every ``sqlite3`` call goes through a :class:`~.session.Session`, so a full disk, an I/O error or
+a read-only file reaches the caller as a :class:`~servicebroker.errors.StorageError` subclass
+naming the file; a connection that met an I/O error is closed, never pooled again.
 """
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import sqlite3
@@ -19,13 +24,15 @@ from collections.abc import Callable, Collection, Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from typing import Any
 
-from ...errors import IntegrityConflict, StorageError
+from ...errors import StorageError
 from ..migrations import migrate, schema_version
-from ..named import NamedQueryConnection, held_best
+from ..named import HeldHeads, NamedQueryConnection, held_best
 from ..queries import load_backend_queries, split_statements
 from ..rows import EndpointRow
+from ..sessions import SessionAccounting, StorageStatistics
 from .activity import QueueActivity
 from .locks import GroupLocks, check_platform
+from .session import Session
 
 __all__ = ["SqliteConnection", "SqliteStorage"]
 
@@ -37,11 +44,9 @@ class SqliteConnection(NamedQueryConnection):
     :class:`servicebroker.storage.base.StorageConnection` for the contract; the operations the
     backends share come from :class:`~servicebroker.storage.named.NamedQueryConnection`)."""
 
-    _integrity_errors = (sqlite3.IntegrityError,)
-
     def __init__(
         self,
-        conn: sqlite3.Connection,
+        conn: Session,
         lock_path: str,
         poll_interval: float,
         writer: threading.Lock,
@@ -49,8 +54,8 @@ class SqliteConnection(NamedQueryConnection):
         commits: list[int],
     ) -> None:
         self._conn = conn
-        self._locks = GroupLocks(lock_path)
-        self._drained: dict[bytes, int] = {}
+        self._locks = GroupLocks(lock_path, conn.database)
+        self._heads: HeldHeads = {}
         self._in_write = False
         self._writer = writer
         self._busy_timeout = busy_timeout
@@ -63,6 +68,11 @@ class SqliteConnection(NamedQueryConnection):
         """True between :meth:`begin_write` and the end of that database transaction."""
         return self._in_write
 
+    @property
+    def broken(self) -> bool:
+        """True once the connection met an I/O error: it is closed on release, never pooled."""
+        return self._conn.broken
+
     def begin_write(self) -> None:
         """Start the write transaction (``BEGIN IMMEDIATE``: takes SQLite's single write lock).
 
@@ -71,14 +81,16 @@ class SqliteConnection(NamedQueryConnection):
         (up to the busy time-out), whose growing sleeps would otherwise leave the lock idle.
 
         Raises:
-            StorageError: the write lock was not had within the busy time-out.
+            StorageError: the write lock was not had within the busy time-out, or the
+                database failed (a subclass, see :mod:`.session`).
         """
         if self._in_write:
             return
         if not self._writer.acquire(timeout=self._busy_timeout):
             raise StorageError(
-                f"no write lock on the database within {self._busy_timeout:g} s (another "
-                f"transaction of this process holds it)"
+                f"{self._conn.database}: no write lock within {self._busy_timeout:g} s (another "
+                f"transaction of this process holds it)",
+                database=self._conn.database,
             )
         try:
             self._conn.execute("BEGIN IMMEDIATE")
@@ -89,27 +101,39 @@ class SqliteConnection(NamedQueryConnection):
 
     def commit(self, wake: Collection[int] | None = None) -> None:
         """Commit the write transaction, if any (``wake`` is for backends that notify; other
-        processes see SQLite's commits by polling)."""
+        processes see SQLite's commits by polling).
+
+        Raises:
+            StorageError: the commit failed and was rolled back, or (an I/O error during
+                COMMIT) its outcome is unknown: see the error's ``outcome``.
+        """
         if self._in_write:
             try:
-                self._conn.execute("COMMIT")
+                self._conn.commit()
                 self._commits[0] += 1
             except BaseException:
-                if self._conn.in_transaction:
-                    self._conn.execute("ROLLBACK")
+                self._discard()
                 raise
             finally:
                 self._in_write = False
                 self._writer.release()
 
     def rollback(self) -> None:
-        """Roll the write transaction back, if any."""
+        """Roll the write transaction back, if any. Never raises: a ROLLBACK that fails marks
+        the connection broken, and closing it on release discards the changes."""
         if self._in_write:
             try:
-                self._conn.execute("ROLLBACK")
+                self._discard()
             finally:
                 self._in_write = False
                 self._writer.release()
+
+    def _discard(self) -> None:
+        if self._conn.in_transaction:
+            try:
+                self._conn.execute("ROLLBACK")
+            except StorageError:
+                self._conn.broken = True
 
     def execute_app(
         self, sql: str, params: Sequence[Any] | dict[str, Any]
@@ -119,22 +143,17 @@ class SqliteConnection(NamedQueryConnection):
 
         Raises:
             IntegrityConflict: a constraint refused the statement.
+            StorageError: the statement failed (bad SQL, or the database underneath).
         """
         self.begin_write()
-        try:
-            return self._conn.execute(sql, params).fetchall()
-        except sqlite3.IntegrityError as exc:
-            raise IntegrityConflict(f"the application's SQL was refused: {exc}") from exc
+        return self._conn.execute(sql, params).fetchall()
 
     def executemany_app(
         self, sql: str, seq_of_params: Iterable[Sequence[Any] | dict[str, Any]]
     ) -> None:
         """Run the application's statement once per parameter set, in the write transaction."""
         self.begin_write()
-        try:
-            self._conn.executemany(sql, seq_of_params)
-        except sqlite3.IntegrityError as exc:
-            raise IntegrityConflict(f"the application's SQL was refused: {exc}") from exc
+        self._conn.executemany(sql, seq_of_params)
 
     def close(self) -> None:
         """Release locks and close the SQLite connection."""
@@ -164,9 +183,12 @@ class SqliteConnection(NamedQueryConnection):
             self._conn.execute("BEGIN")
         try:
             yield
-        finally:
+        except BaseException:
             if started:
-                self._conn.execute("COMMIT")
+                self._discard()
+            raise
+        if started:
+            self._conn.execute("COMMIT")
 
     # -- endpoints -----------------------------------------------------------------------
     def get_endpoint_and_lock(self, handle: bytes) -> tuple[EndpointRow | None, bool]:
@@ -228,17 +250,24 @@ class SqliteConnection(NamedQueryConnection):
         held = self._locks.held
         best: tuple[int, int, bytes] | None = None  # (-level, head order, group) of a held group
         if held and not exclude_held:
-            skipped = json.dumps(list(skip))
+            skipped: list[str] = []  # JSON of skip, made once, and only if a head is read
+
+            def head_of(group: bytes) -> Any:
+                if not skipped:
+                    skipped.append(json.dumps(list(skip)))
+                return self._conn.execute(
+                    _Q["held_group_head"], (group, queue_id, skipped[0])
+                ).fetchone()
+
             best = held_best(
                 held,
-                self._drained,
+                self._heads,
                 self.message_sequence,  # SQLite's counter shows committed inserts only
-                lambda g: self._conn.execute(
-                    _Q["held_group_head"], (g, queue_id, skipped)
-                ).fetchone(),
+                head_of,
                 lambda after: {
                     bytes(r[0]) for r in self._all("groups_arrived_since", (after, queue_id))
                 },
+                skip,
             )
         locked = known_locked if known_locked is not None else set()
         if held or locked:  # skipped inside SQLite, not row by row here
@@ -262,7 +291,7 @@ class SqliteConnection(NamedQueryConnection):
     def release_locks(self, wake: Collection[int] | None = None) -> None:
         """Release every group lock this transaction holds (``wake``: as for :meth:`commit`)."""
         self._locks.release_all()
-        self._drained.clear()
+        self._heads.clear()
 
 
 class SqliteStorage:
@@ -297,6 +326,9 @@ class SqliteStorage:
             raise StorageError(f"unknown SQLite synchronous setting {synchronous!r}")
         self.path = path
         self.url = f"sqlite:///{path}"
+        self.database = f"SQLite database {path}"
+        """The database as error messages name it."""
+        self.sessions = SessionAccounting()
         self.database_name = os.path.splitext(os.path.basename(path))[0] or "servicebroker"
         self.lock_path = f"{path}-sblocks"
         self.poll_interval = poll_interval
@@ -305,14 +337,20 @@ class SqliteStorage:
         self._writer = threading.Lock()
         self.commits = [0]
         self._idle: list[SqliteConnection] = []
-        self._watchers: list[sqlite3.Connection] = []
+        self._watchers: list[Session] = []
         self._pool_lock = threading.Lock()
         self._closed = False
         self._migrate()
-        self.activity = QueueActivity(f"{path}-sbactivity")
-        self._leader = GroupLocks(f"{path}-sbleader")
+        self.activity = QueueActivity(f"{path}-sbactivity", self.database)
+        self._leader = GroupLocks(f"{path}-sbleader", self.database)
 
-    def _raw(self) -> sqlite3.Connection:
+    def _raw(self) -> Session:
+        """A new connection, configured (WAL, ``synchronous``, foreign keys).
+
+        Raises:
+            StorageError: the file cannot be opened or is not an SQLite database (a subclass
+                for a full disk or an I/O error).
+        """
         try:
             conn = sqlite3.connect(
                 self.path,
@@ -320,14 +358,17 @@ class SqliteStorage:
                 isolation_level=None,
                 check_same_thread=False,
             )
-            conn.execute("PRAGMA journal_mode=WAL")
-            conn.execute(f"PRAGMA synchronous={self._synchronous}")
-            conn.execute("PRAGMA foreign_keys=ON")
         except sqlite3.Error as exc:
-            raise StorageError(
-                f"{self.path!r} is not a usable servicebroker database: {exc}"
-            ) from exc
-        return conn
+            raise Session.opening_failure(exc, self.database, self.sessions) from exc
+        session = Session(conn, self.database, self.sessions)
+        try:
+            session.execute("PRAGMA journal_mode=WAL")
+            session.execute(f"PRAGMA synchronous={self._synchronous}")
+            session.execute("PRAGMA foreign_keys=ON")
+        except BaseException:
+            session.close()
+            raise
+        return session
 
     def _migrate(self) -> None:
         """Apply the missing migrations (:func:`~servicebroker.storage.migrations.migrate`) in
@@ -350,16 +391,14 @@ class SqliteStorage:
                     query=lambda sql, params: conn.execute(sql, params).fetchall(),
                     run_script=run_script,
                     paramstyle=self.paramstyle,
-                    where=self.path,
+                    where=self.database,
                 )
-                conn.execute("COMMIT")
+                conn.commit()
             except BaseException:
-                conn.execute("ROLLBACK")
+                if conn.in_transaction:
+                    with contextlib.suppress(StorageError):
+                        conn.execute("ROLLBACK")
                 raise
-        except sqlite3.DatabaseError as exc:
-            raise StorageError(
-                f"{self.path!r} is not a usable servicebroker database: {exc}"
-            ) from exc
         finally:
             conn.close()
 
@@ -395,10 +434,12 @@ class SqliteStorage:
         """
         conn = self._raw()
         lock = threading.Lock()
-        state = {
-            "version": conn.execute("PRAGMA data_version").fetchone()[0],
-            "own": self.commits[0],
-        }
+        try:
+            version = conn.execute("PRAGMA data_version").fetchone()[0]
+        except StorageError:
+            conn.close()
+            raise
+        state = {"version": version, "own": self.commits[0]}
         last_ambiguous = [time.monotonic()]
         self._watchers.append(conn)
 
@@ -425,13 +466,18 @@ class SqliteStorage:
         return changed
 
     def connect(self) -> SqliteConnection:
-        """A connection from the pool (or a new one)."""
+        """A connection from the pool (or a new one); give it back with :meth:`release`.
+
+        Raises:
+            StorageError: the storage is closed, or a new connection cannot be opened.
+        """
         with self._pool_lock:
             if self._closed:
-                raise StorageError(f"the storage {self.url} is closed")
+                raise StorageError(f"the storage {self.url} is closed", database=self.database)
             if self._idle:
+                self.sessions.handed_out()
                 return self._idle.pop()
-        return SqliteConnection(
+        conn = SqliteConnection(
             self._raw(),
             self.lock_path,
             self.poll_interval,
@@ -439,6 +485,8 @@ class SqliteStorage:
             self._busy_timeout,
             self.commits,
         )
+        self.sessions.handed_out()
+        return conn
 
     @contextmanager
     def connection(self) -> Iterator[SqliteConnection]:
@@ -450,15 +498,32 @@ class SqliteStorage:
             self.release(conn)
 
     def release(self, conn: Any) -> None:
-        """Return a connection to the pool after rolling back and releasing its locks."""
+        """Take a connection back: roll back, release its group locks and pool it — or close
+        it when it met an I/O error. Never raises."""
         assert isinstance(conn, SqliteConnection)
+        self.sessions.given_back()
         conn.rollback()
         conn.release_locks()
         with self._pool_lock:
-            if not self._closed and len(self._idle) < 16:
+            if not self._closed and not conn.broken and len(self._idle) < 16:
                 self._idle.append(conn)
                 return
         conn.close()
+
+    def statistics(self) -> StorageStatistics:
+        """The connections handed out and pooled, and the failures seen since open."""
+        with self._pool_lock:
+            idle = len(self._idle)
+        return StorageStatistics(
+            backend="sqlite",
+            database=self.database,
+            sessions_in_use=self.sessions.in_use,
+            sessions_idle=idle,
+            max_sessions=None,
+            requests_waiting=0,
+            failures=self.sessions.failures,
+            last_failure=self.sessions.last_failure,
+        )
 
     def close(self) -> None:
         """Close every pooled connection."""

@@ -10,12 +10,25 @@ vanish with it; the two times are 8-byte doubles written with ``pwrite`` (a late
 
 from __future__ import annotations
 
+import contextlib
 import fcntl
 import os
 import struct
 import threading
+from collections.abc import Callable
+from typing import Any, TypeVar
+
+from ..failures import os_failure
 
 __all__ = ["QueueActivity"]
+
+T = TypeVar("T")
+
+
+def _fcntl_bytes(fd: int, cmd: int, arg: bytes) -> bytes:
+    """``fcntl.fcntl`` with a ``struct flock`` buffer: the kernel's reply."""
+    return fcntl.fcntl(fd, cmd, arg)
+
 
 _F_OFD_SETLK: int = getattr(fcntl, "F_OFD_SETLK", 37)
 _F_OFD_GETLK: int = getattr(fcntl, "F_OFD_GETLK", 36)
@@ -34,26 +47,46 @@ class QueueActivity:
 
     Args:
         path: the file (created if missing).
+        database: the database as error messages name it.
+
+    Raises (every method):
+        StorageError: the file cannot be opened or written (a subclass for a full disk or an
+            I/O error).
     """
 
-    def __init__(self, path: str) -> None:
+    def __init__(self, path: str, database: str) -> None:
         self._path = path
-        self._fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o644)
+        self._database = database
+        self._fd = self._open(os.O_RDWR | os.O_CREAT | os.O_CLOEXEC)
         self._lock = threading.Lock()
+
+    def _io(self, call: Callable[..., T], *args: Any) -> T:
+        """``call(*args)``, an ``os``/``fcntl`` call on the activity file, its OSError turned into
+        the storage's error."""
+        try:
+            return call(*args)
+        except OSError as exc:
+            raise os_failure(
+                exc, database=self._database, what=f"activity file {self._path}"
+            ) from exc
+
+    def _open(self, flags: int) -> int:
+        return self._io(os.open, self._path, flags, 0o644)
 
     def close(self) -> None:
         """Close the file (waits held through :meth:`begin_wait` are released by their own
         descriptors)."""
         with self._lock:
             if self._fd >= 0:
-                os.close(self._fd)
+                with contextlib.suppress(OSError):  # the descriptor is gone either way
+                    os.close(self._fd)
                 self._fd = -1
 
     # -- waiting sessions ----------------------------------------------------------------
     def begin_wait(self, queue_id: int) -> int | None:
         """Count the caller as waiting on ``queue_id``; returns a token for :meth:`end_wait`
         (None when all 64 slots are taken)."""
-        fd = os.open(self._path, os.O_RDWR | os.O_CLOEXEC)
+        fd = self._open(os.O_RDWR | os.O_CLOEXEC)
         base = queue_id * _REGION + _SLOTS_AT
         for slot in range(SLOTS):
             try:
@@ -63,13 +96,15 @@ class QueueActivity:
                 return fd
             except OSError:
                 continue
-        os.close(fd)
+        with contextlib.suppress(OSError):
+            os.close(fd)
         return None
 
     def end_wait(self, token: int | None) -> None:
         """The session stopped waiting."""
         if token is not None:
-            os.close(token)
+            with contextlib.suppress(OSError):  # the descriptor (and its lock) is gone either way
+                os.close(token)
 
     def waiting(self, queue_id: int) -> int:
         """How many sessions, in any process, wait on ``queue_id`` now."""
@@ -81,15 +116,18 @@ class QueueActivity:
             return sum(1 for slot in range(SLOTS) if self._locked(base + slot, 1))
 
     def _locked(self, start: int, length: int) -> bool:
-        reply = fcntl.fcntl(
-            self._fd, _F_OFD_GETLK, _FLOCK.pack(fcntl.F_WRLCK, os.SEEK_SET, start, length, 0)
+        reply: bytes = self._io(
+            _fcntl_bytes,
+            self._fd,
+            _F_OFD_GETLK,
+            _FLOCK.pack(fcntl.F_WRLCK, os.SEEK_SET, start, length, 0),
         )
         return bool(_FLOCK.unpack(reply)[0] != fcntl.F_UNLCK)
 
     # -- times ---------------------------------------------------------------------------
     def _read(self, offset: int) -> float | None:
         with self._lock:
-            data = os.pread(self._fd, 8, offset)
+            data = self._io(os.pread, self._fd, 8, offset)
         if len(data) < 8:
             return None
         value = _DOUBLE.unpack(data)[0]
@@ -97,10 +135,10 @@ class QueueActivity:
 
     def _write_later(self, offset: int, when: float) -> None:
         with self._lock:
-            data = os.pread(self._fd, 8, offset)
+            data = self._io(os.pread, self._fd, 8, offset)
             if len(data) == 8 and _DOUBLE.unpack(data)[0] >= when:
                 return
-            os.pwrite(self._fd, _DOUBLE.pack(when), offset)
+            self._io(os.pwrite, self._fd, _DOUBLE.pack(when), offset)
 
     def note_empty(self, queue_id: int, when: float) -> None:
         """A RECEIVE or GET CONVERSATION GROUP without WHERE on the queue returned nothing at
@@ -122,4 +160,4 @@ class QueueActivity:
     def forget(self, queue_id: int) -> None:
         """Clear the queue's times (a new queue reusing the id starts fresh)."""
         with self._lock:
-            os.pwrite(self._fd, b"\0" * 16, queue_id * _REGION)
+            self._io(os.pwrite, self._fd, b"\0" * 16, queue_id * _REGION)

@@ -13,6 +13,7 @@ either ends the descriptor: do not fork inside a transaction.)
 
 from __future__ import annotations
 
+import contextlib
 import errno
 import fcntl
 import hashlib
@@ -20,6 +21,7 @@ import os
 import struct
 
 from ...errors import StorageError
+from ..failures import os_failure
 
 __all__ = ["GroupLocks", "check_platform"]
 
@@ -46,12 +48,14 @@ class GroupLocks:
 
     Args:
         path: the lock file (created if missing).
+        database: the database as error messages name it.
     """
 
-    __slots__ = ("_fd", "_path", "held")
+    __slots__ = ("_database", "_fd", "_path", "held")
 
-    def __init__(self, path: str) -> None:
+    def __init__(self, path: str, database: str) -> None:
         self._path = path
+        self._database = database
         self._fd: int | None = None
         self.held: set[bytes] = set()
 
@@ -60,45 +64,64 @@ class GroupLocks:
 
         Returns True when this transaction holds it (already or now), False when another
         transaction in any process holds it.
+
+        Raises:
+            StorageError: the lock file cannot be opened (a subclass for a full disk or an I/O
+                error).
         """
         if group_id in self.held:
             return True
         if self._fd is None:
-            self._fd = os.open(self._path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o644)
+            try:
+                self._fd = os.open(self._path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o644)
+            except OSError as exc:
+                raise os_failure(
+                    exc, database=self._database, what=f"lock file {self._path}"
+                ) from exc
         request = _FLOCK.pack(fcntl.F_WRLCK, os.SEEK_SET, _offset(group_id), 1, 0)
         try:
             fcntl.fcntl(self._fd, _F_OFD_SETLK, request)  # type: ignore[arg-type]
         except OSError as exc:
-            if exc.errno in (errno.EAGAIN, errno.EACCES):
+            if exc.errno in (errno.EAGAIN, errno.EACCES):  # another description holds it
                 return False
-            raise
+            raise os_failure(exc, database=self._database, what=f"lock file {self._path}") from exc
         self.held.add(group_id)
         return True
 
     def unlock(self, group_id: bytes) -> None:
-        """Release one group before the transaction ends (a group locked but not used)."""
+        """Release one group before the transaction ends (a group locked but not used).
+
+        Raises:
+            StorageError: the kernel refused (the lock file's descriptor is unusable).
+        """
         if group_id not in self.held or self._fd is None:
             return
         request = _FLOCK.pack(fcntl.F_UNLCK, os.SEEK_SET, _offset(group_id), 1, 0)
-        fcntl.fcntl(self._fd, _F_OFD_SETLK, request)  # type: ignore[arg-type]
+        try:
+            fcntl.fcntl(self._fd, _F_OFD_SETLK, request)  # type: ignore[arg-type]
+        except OSError as exc:
+            raise os_failure(exc, database=self._database, what=f"lock file {self._path}") from exc
         self.held.discard(group_id)
 
     def release_all(self) -> None:
         """Release every group this transaction holds: one by one when they are few (the
-        descriptor stays open for the next transaction on this connection), else by closing
-        the descriptor, which drops them all at once."""
+        descriptor stays open for the next transaction on this connection), else — or when an
+        unlock fails — by closing the descriptor, which drops them all at once. Never raises."""
         if self._fd is not None:
             if len(self.held) <= _UNLOCK_ONE_BY_ONE:
-                for group_id in list(self.held):
-                    self.unlock(group_id)
+                try:
+                    for group_id in list(self.held):
+                        self.unlock(group_id)
+                except StorageError:
+                    self.close()
             else:
-                os.close(self._fd)
-                self._fd = None
+                self.close()
         self.held.clear()
 
     def close(self) -> None:
-        """Release everything and close the descriptor."""
+        """Release everything and close the descriptor. Never raises."""
         if self._fd is not None:
-            os.close(self._fd)
+            with contextlib.suppress(OSError):  # the descriptor and its locks go either way
+                os.close(self._fd)
             self._fd = None
         self.held.clear()

@@ -1,0 +1,355 @@
+"""servicebroker beside its peers, side by side in one run: a raw SQLite queue, servicebroker on
+SQLite, a raw PostgreSQL ``FOR UPDATE SKIP LOCKED`` queue, PGMQ (its SQL installed from the
+``pgmq`` Python package, no extension needed) and servicebroker on PostgreSQL.
+
+Each figure is messages per second from the first send to the last receive's commit, with one
+sender process and one receiver process at once, 100-byte bodies, at 1, 10 and 100 messages per
+transaction (servicebroker: 64 dialogs in 64 conversation groups, RECEIVE TOP (n)); then the
+round trip (SEND, commit, RECEIVE, commit, one message at a time, one process); then 1, 2 and 4
+receiver processes on PostgreSQL doing ``--work-ms`` of simulated work per message. Durable
+defaults everywhere: SQLite WAL + synchronous=FULL; PostgreSQL fsync and synchronous_commit on.
+
+    python benchmarks/peers.py [--postgres URL] [--messages 10000] [--batches 1,10,100]
+        [--readers 1,2,4] [--work-ms 1]
+
+PostgreSQL: a database ``servicebroker_bench`` on the server of ``--postgres`` (default
+``SERVICEBROKER_TEST_POSTGRES_URL`` or ``postgresql://postgres@127.0.0.1:5432/postgres``), made
+if missing; PGMQ's schema is installed there.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import multiprocessing as mp
+import os
+import sqlite3
+import tempfile
+import time
+import uuid
+from collections.abc import Callable
+from typing import Any
+
+from bench_setup import open_dialogs
+from rich.console import Console
+from rich.table import Table
+
+from servicebroker import Broker
+
+BODY = b"x" * 100
+ctx = mp.get_context("spawn")
+
+
+# -- the queues: each a (setup, send, receive) triple working on its own connection ---------------
+
+
+def _sqlite(path: str) -> sqlite3.Connection:
+    c = sqlite3.connect(path, isolation_level=None, timeout=60)
+    c.execute("PRAGMA journal_mode=WAL")
+    c.execute("PRAGMA synchronous=FULL")
+    return c
+
+
+def raw_sqlite_setup(target: str) -> None:
+    _sqlite(target).execute("CREATE TABLE q (id INTEGER PRIMARY KEY AUTOINCREMENT, body BLOB)")
+
+
+def raw_sqlite_sender(target: str) -> Callable[[int], None]:
+    c = _sqlite(target)
+
+    def send(n: int) -> None:
+        c.execute("BEGIN IMMEDIATE")
+        c.executemany("INSERT INTO q (body) VALUES (?)", [(BODY,)] * n)
+        c.execute("COMMIT")
+
+    return send
+
+
+def raw_sqlite_receiver(target: str) -> Callable[[int], int]:
+    c = _sqlite(target)
+
+    def receive(n: int) -> int:
+        c.execute("BEGIN IMMEDIATE")
+        rows = c.execute("SELECT id, body FROM q ORDER BY id LIMIT ?", (n,)).fetchall()
+        if rows:
+            c.execute("DELETE FROM q WHERE id <= ?", (rows[-1][0],))
+        c.execute("COMMIT")
+        return len(rows)
+
+    return receive
+
+
+def raw_pg_setup(target: str) -> None:
+    import psycopg
+
+    with psycopg.connect(target, autocommit=True) as c:
+        c.execute("DROP TABLE IF EXISTS bench_q")
+        c.execute("CREATE TABLE bench_q (id BIGSERIAL PRIMARY KEY, body BYTEA NOT NULL)")
+
+
+def raw_pg_sender(target: str) -> Callable[[int], None]:
+    import psycopg
+
+    c = psycopg.connect(target, autocommit=True)
+
+    def send(n: int) -> None:
+        with c.transaction(), c.cursor() as cur:
+            cur.executemany("INSERT INTO bench_q (body) VALUES (%s)", [(BODY,)] * n)
+
+    return send
+
+
+def raw_pg_receiver(target: str) -> Callable[[int], int]:
+    import psycopg
+
+    c = psycopg.connect(target, autocommit=True)
+
+    def receive(n: int) -> int:
+        with c.transaction():
+            rows = c.execute(
+                "DELETE FROM bench_q WHERE id IN (SELECT id FROM bench_q ORDER BY id LIMIT %s "
+                "FOR UPDATE SKIP LOCKED) RETURNING id, body",
+                (n,),
+            ).fetchall()
+        return len(rows)
+
+    return receive
+
+
+def pgmq_setup(target: str) -> None:
+    import psycopg
+    from pgmq.install import get_embedded_install_sql
+
+    with psycopg.connect(target, autocommit=True) as c:
+        if c.execute("SELECT to_regnamespace('pgmq')").fetchone()[0] is None:
+            c.execute(get_embedded_install_sql().encode())
+        if c.execute("SELECT 1 FROM pgmq.list_queues() WHERE queue_name = 'bench'").fetchone():
+            c.execute("SELECT pgmq.drop_queue('bench')")
+        c.execute("SELECT pgmq.create('bench')")
+
+
+def pgmq_sender(target: str) -> Callable[[int], None]:
+    import psycopg
+
+    c = psycopg.connect(target, autocommit=True)
+    body = json.dumps(BODY.decode())
+
+    def send(n: int) -> None:
+        c.execute("SELECT pgmq.send_batch('bench', %s::jsonb[])", ([body] * n,))
+
+    return send
+
+
+def pgmq_receiver(target: str) -> Callable[[int], int]:
+    import psycopg
+
+    c = psycopg.connect(target, autocommit=True)
+
+    def receive(n: int) -> int:
+        return len(c.execute("SELECT msg_id FROM pgmq.pop('bench', %s)", (n,)).fetchall())
+
+    return receive
+
+
+def sb_setup(target: str) -> None:
+    with Broker.open(target) as broker:
+        handles = [str(h) for h in open_dialogs(broker, 64)]
+        broker.execute("CREATE TABLE bench_handles (handle TEXT)")
+        mark = "?" if broker.paramstyle == "qmark" else "%s"
+        with broker.transaction() as tx:
+            tx.executemany(f"INSERT INTO bench_handles VALUES ({mark})", [(h,) for h in handles])
+
+
+def sb_sender(target: str) -> Callable[[int], None]:
+    broker = Broker.open(target)
+    handles = [uuid.UUID(r[0]) for r in broker.execute("SELECT handle FROM bench_handles")]
+    turn = [0]
+
+    def send(n: int) -> None:
+        with broker.transaction() as tx:
+            for _ in range(n):
+                tx.send(handles[turn[0] % len(handles)], "M", BODY)
+                turn[0] += 1
+
+    return send
+
+
+def sb_receiver(target: str) -> Callable[[int], int]:
+    broker = Broker.open(target)
+
+    def receive(n: int) -> int:
+        with broker.transaction() as tx:
+            return len(tx.receive("tq", top=n, timeout=0.05))
+
+    return receive
+
+
+QUEUES: dict[str, tuple[Callable[..., Any], ...]] = {
+    "raw SQLite": (raw_sqlite_setup, raw_sqlite_sender, raw_sqlite_receiver),
+    "servicebroker SQLite": (sb_setup, sb_sender, sb_receiver),
+    "raw PostgreSQL SKIP LOCKED": (raw_pg_setup, raw_pg_sender, raw_pg_receiver),
+    "PGMQ": (pgmq_setup, pgmq_sender, pgmq_receiver),
+    "servicebroker PostgreSQL": (sb_setup, sb_sender, sb_receiver),
+}
+
+
+# -- the processes ------------------------------------------------------------------------------
+
+
+def _send_process(name: str, target: str, total: int, batch: int, go: Any) -> None:
+    send = QUEUES[name][1](target)
+    go.wait()
+    for _ in range(total // batch):
+        send(batch)
+
+
+def _receive_process(
+    name: str, target: str, batch: int, total: int, received: Any, go: Any, work: float
+) -> None:
+    receive = QUEUES[name][2](target)
+    go.wait()
+    while received.value < total:
+        got = receive(batch)
+        if work and got:
+            time.sleep(work * got)  # simulated processing of each message
+        with received.get_lock():
+            received.value += got
+
+
+def run(
+    name: str, target: str, total: int, batch: int, readers: int = 1, work: float = 0.0
+) -> float:
+    """Messages per second of ``name`` with one sender and ``readers`` receiver processes."""
+    QUEUES[name][0](target)
+    go = ctx.Event()
+    received = ctx.Value("q", 0)
+    procs = [ctx.Process(target=_send_process, args=(name, target, total, batch, go))] + [
+        ctx.Process(target=_receive_process, args=(name, target, batch, total, received, go, work))
+        for _ in range(readers)
+    ]
+    for p in procs:
+        p.start()
+    time.sleep(1.0)  # every process connected
+    start = time.perf_counter()
+    go.set()
+    for p in procs:
+        p.join()
+    return total / (time.perf_counter() - start)
+
+
+def round_trip(name: str, target: str, total: int) -> float:
+    """SEND (commit), then RECEIVE (commit), one message at a time, in one process."""
+    QUEUES[name][0](target)
+    send, receive = QUEUES[name][1](target), QUEUES[name][2](target)
+    start = time.perf_counter()
+    for _ in range(total):
+        send(1)
+        while not receive(1):
+            pass
+    return total / (time.perf_counter() - start)
+
+
+def _targets(postgres: str, folder: str) -> dict[str, Callable[[], str]]:
+    import psycopg
+    from psycopg.conninfo import conninfo_to_dict, make_conninfo
+
+    with psycopg.connect(postgres, autocommit=True) as c:
+        if not c.execute(
+            "SELECT 1 FROM pg_database WHERE datname = 'servicebroker_bench'"
+        ).fetchone():
+            c.execute("CREATE DATABASE servicebroker_bench")
+    bench = make_conninfo(postgres, dbname="servicebroker_bench")
+    params = conninfo_to_dict(bench)
+    url = (
+        f"postgresql://{params.get('user', 'postgres')}@{params.get('host', '127.0.0.1')}:"
+        f"{params.get('port', 5432)}/servicebroker_bench"
+    )
+
+    def sb_pg() -> str:
+        schema = f"bench_{uuid.uuid4().hex[:8]}"
+        with psycopg.connect(url, autocommit=True) as c:
+            c.execute(f"CREATE SCHEMA {schema}")
+        return f"{url}?options=-csearch_path%3D{schema}"
+
+    counter = [0]
+
+    def sqlite_file() -> str:
+        counter[0] += 1
+        return os.path.join(folder, f"bench{counter[0]}.db")
+
+    return {
+        "raw SQLite": sqlite_file,
+        "servicebroker SQLite": sqlite_file,
+        "raw PostgreSQL SKIP LOCKED": lambda: url,
+        "PGMQ": lambda: url,
+        "servicebroker PostgreSQL": sb_pg,
+    }
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument(
+        "--postgres",
+        default=os.environ.get(
+            "SERVICEBROKER_TEST_POSTGRES_URL", "postgresql://postgres@127.0.0.1:5432/postgres"
+        ),
+    )
+    parser.add_argument("--messages", type=int, default=10_000)
+    parser.add_argument("--batches", default="1,10,100")
+    parser.add_argument("--readers", default="1,2,4")
+    parser.add_argument("--work-ms", type=float, default=1.0)
+    args = parser.parse_args()
+    console = Console(width=170)
+    with tempfile.TemporaryDirectory() as folder:
+        target = _targets(args.postgres, folder)
+        table = Table(title="msg/s, one sender and one receiver process at once, 100-byte bodies")
+        table.add_column("load")
+        for name in QUEUES:
+            table.add_column(name, justify="right")
+        table.add_column("sb SQLite / raw", justify="right")
+        table.add_column("sb PostgreSQL / best peer", justify="right")
+        for batch in (int(b) for b in args.batches.split(",")):
+            total = max(batch, (args.messages // (10 if batch == 1 else 1)) // batch * batch)
+            figures = {name: run(name, target[name](), total, batch) for name in QUEUES}
+            best = max(figures["raw PostgreSQL SKIP LOCKED"], figures["PGMQ"])
+            table.add_row(
+                f"{batch} per transaction",
+                *(f"{figures[n]:,.0f}" for n in QUEUES),
+                f"{figures['servicebroker SQLite'] / figures['raw SQLite']:.0%}",
+                f"{figures['servicebroker PostgreSQL'] / best:.0%}",
+            )
+        trips = max(100, args.messages // 20)
+        figures = {
+            name: round_trip(name, target[name](), trips) for name in QUEUES if name != "PGMQ"
+        }
+        table.add_row(
+            "SEND then RECEIVE, one at a time",
+            *(f"{figures[n]:,.0f}" if n in figures else "–" for n in QUEUES),
+            f"{figures['servicebroker SQLite'] / figures['raw SQLite']:.0%}",
+            f"{figures['servicebroker PostgreSQL'] / figures['raw PostgreSQL SKIP LOCKED']:.0%}",
+        )
+        console.print(table)
+        scaling = Table(
+            title=f"PostgreSQL, receivers doing {args.work_ms:g} ms of work per message, "
+            f"batch 10, msg/s"
+        )
+        scaling.add_column("receiver processes", justify="right")
+        for name in ("raw PostgreSQL SKIP LOCKED", "servicebroker PostgreSQL"):
+            scaling.add_column(name, justify="right")
+        total = args.messages // 5 // 10 * 10
+        for readers in (int(r) for r in args.readers.split(",")):
+            scaling.add_row(
+                str(readers),
+                *(
+                    f"{run(n, target[n](), total, 10, readers, args.work_ms / 1000):,.0f}"
+                    for n in ("raw PostgreSQL SKIP LOCKED", "servicebroker PostgreSQL")
+                ),
+            )
+        console.print(scaling)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

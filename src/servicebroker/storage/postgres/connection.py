@@ -1,0 +1,320 @@
+"""One broker transaction's PostgreSQL session (:class:`PostgresConnection`): its write
+transaction under the database's commit lock, its conversation-group advisory locks, and the
+storage operations on it (see the package docstring for the design, and
+:class:`servicebroker.storage.base.StorageConnection` for the contract)."""
+
+from __future__ import annotations
+
+from collections.abc import Collection, Iterable, Iterator, Sequence
+from contextlib import contextmanager
+from typing import Any, Protocol
+
+from ...errors import StorageError
+from ..named import HeldHeads, NamedQueryConnection, held_best
+from ..queries import load_backend_queries
+from ..rows import EndpointRow
+from ..sessions import SessionAccounting
+from .session import Session
+
+__all__ = ["PostgresConnection", "SessionSource"]
+
+_Q = load_backend_queries(__package__ or "servicebroker.storage.postgres", "format")
+
+
+class SessionSource(Protocol):
+    """What a :class:`PostgresConnection` reads of the storage that made it."""
+
+    database: str
+    """The database as error messages name it."""
+    sessions: SessionAccounting
+    """Where failures are counted."""
+    poll_interval: float
+    """Real seconds between looks for other processes' commits while waiting."""
+    begin_write_sql: str
+    """BEGIN, the lock time-out and the commit lock, in one round trip."""
+    lock_prefix: str
+    """The prefix of this database's group-lock keys."""
+
+    def notify_sql(self, wake: Collection[int] | None) -> str:
+        """``SELECT pg_notify(…)`` for the wait keys ``wake`` (None: all)."""
+        ...
+
+
+def _flags(params: Sequence[Any]) -> list[Any]:
+    """The broker's own parameters with Python bools as the integers 0/1 its schema stores
+    (the application's SQL keeps its bools)."""
+    return [int(p) if isinstance(p, bool) else p for p in params]
+
+
+class PostgresConnection(NamedQueryConnection):
+    """One broker transaction's PostgreSQL session and its group locks (see
+    :class:`servicebroker.storage.base.StorageConnection` for the contract; the operations the
+    backends share come from :class:`~servicebroker.storage.named.NamedQueryConnection`)."""
+
+    def __init__(self, storage: SessionSource, conn: Any) -> None:
+        self._storage = storage
+        self._conn = Session(conn, storage.database, storage.sessions)
+        self._in_write = False
+        self._held: dict[bytes, int] = {}
+        self._heads: HeldHeads = {}
+        self.poll_interval = storage.poll_interval
+
+    # -- transaction control -------------------------------------------------------------
+    @property
+    def in_write(self) -> bool:
+        """True between :meth:`begin_write` and the end of that database transaction."""
+        return self._in_write
+
+    @property
+    def lost(self) -> bool:
+        """True once the session was found lost (it is closed, never pooled again)."""
+        return self._conn.lost
+
+    def begin_write(self) -> None:
+        """Start the write transaction and take the database's commit lock (a transaction-level
+        advisory lock, waited for up to ``busy_timeout``).
+
+        Raises:
+            StorageError: the lock was not had in time (the message says so), or the database
+                failed (a subclass, see :mod:`.session`).
+        """
+        if self._in_write:
+            return
+        self._in_write = True
+        try:
+            # one round trip (simple protocol; both values are this storage's own numbers)
+            self._conn.execute(self._storage.begin_write_sql.encode())
+        except BaseException:
+            self.rollback()
+            raise
+
+    def commit(self, wake: Collection[int] | None = None) -> None:
+        """Commit the write transaction, if any, and NOTIFY the listening brokers of the wait
+        keys in ``wake`` (None: all); the group locks go in the same round trip, just after
+        the commit (the transaction is over).
+
+        Raises:
+            StorageError: the server refused the commit (rolled back), or the connection was
+                lost during it (``outcome`` unknown).
+        """
+        if self._in_write:
+            notify = self._storage.notify_sql(wake)
+            try:
+                if self._held:
+                    self._conn.execute(
+                        f"{notify}; COMMIT; SELECT pg_advisory_unlock_all(); {notify}".encode(),
+                        commit=True,
+                    )
+                    self._held.clear()
+                    self._heads.clear()
+                else:
+                    self._conn.execute(f"{notify}; COMMIT".encode(), commit=True)
+            except BaseException:
+                self._discard()
+                raise
+            finally:
+                self._in_write = False
+
+    def rollback(self) -> None:
+        """Roll the write transaction back, if any. Never raises: a session that cannot roll
+        back is closed, and the server rolls back what it had open."""
+        if self._in_write:
+            try:
+                self._discard()
+            finally:
+                self._in_write = False
+
+    def _discard(self) -> None:
+        if self._conn.lost or self._conn.closed:
+            return
+        try:
+            self._conn.execute("ROLLBACK")
+        except StorageError:
+            self._conn.close()
+
+    def execute_app(
+        self, sql: str, params: Sequence[Any] | dict[str, Any]
+    ) -> list[tuple[Any, ...]]:
+        """Run the application's SQL (psycopg placeholders ``%s``) inside this transaction's
+        write transaction.
+
+        Raises:
+            IntegrityConflict: a constraint refused the statement; the transaction must be
+                rolled back.
+            StorageError: the statement failed (bad SQL, or the database underneath).
+        """
+        self.begin_write()
+        cur = self._conn.execute(sql, params or None)
+        return cur.fetchall() if cur.description else []
+
+    def executemany_app(
+        self, sql: str, seq_of_params: Iterable[Sequence[Any] | dict[str, Any]]
+    ) -> None:
+        """Run the application's statement once per parameter set, in the write transaction."""
+        self.begin_write()
+        self._conn.executemany(sql, seq_of_params)
+
+    def detach(self) -> Any:
+        """End this connection's use — roll back, release its group locks (a lost session is
+        closed instead: the server frees its locks) — and return its psycopg session, for the
+        pool to take back. Never raises."""
+        self.rollback()
+        try:
+            self.release_locks()
+        except StorageError:
+            self._conn.close()
+        if self._conn.lost and not self._conn.closed:
+            self._conn.close()
+        return self._conn.raw
+
+    # -- helpers -------------------------------------------------------------------------
+    def _one(self, name: str, params: Sequence[Any] = ()) -> Any:
+        cur = self._conn.execute(_Q[name], _flags(params))
+        row = cur.fetchone() if cur.description else None
+        return None if row is None else row[0]
+
+    def _all(self, name: str, params: Sequence[Any] = ()) -> list[Any]:
+        return list(self._conn.execute(_Q[name], _flags(params)).fetchall())
+
+    def _run(self, name: str, params: Sequence[Any] = ()) -> None:
+        self._conn.execute(_Q[name], _flags(params))
+
+    def _many(self, name: str, rows: Iterable[Sequence[Any]]) -> None:
+        self._conn.executemany(_Q[name], [_flags(r) for r in rows])
+
+    def _limit(self, n: int) -> int | None:
+        return None if n < 0 else n  # SQLite's LIMIT -1 is PostgreSQL's LIMIT NULL
+
+    # -- catalog -------------------------------------------------------------------------
+    @contextmanager
+    def _snapshot(self) -> Iterator[None]:
+        """One repeatable-read snapshot (unless the write transaction is open)."""
+        started = not self._in_write
+        if started:
+            self._conn.execute("BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY")
+        try:
+            yield
+        except BaseException:
+            if started:
+                self._discard()
+            raise
+        if started:
+            self._conn.execute("COMMIT")
+
+    # -- endpoints -----------------------------------------------------------------------
+    def get_endpoint_and_lock(self, handle: bytes) -> tuple[EndpointRow | None, bool]:
+        """The endpoint, and whether its group is now locked by this session: one round trip
+        (the advisory-lock key is computed by the server, as :meth:`try_lock_group` does)."""
+        row = self._conn.execute(
+            _Q["get_endpoint_and_lock"],
+            (list(self._held.values()), self._storage.lock_prefix, handle),
+        ).fetchone()
+        if row is None:
+            return None, False
+        endpoint = EndpointRow(*row[:-2])
+        key, locked = int(row[-2]), bool(row[-1])
+        if locked:
+            self._held.setdefault(endpoint.conversation_group_id, key)
+        return endpoint, locked
+
+    def get_conversations(self, conversation_ids: Sequence[bytes]) -> list[EndpointRow]:
+        """Every endpoint of the given conversations, in one query."""
+        if not conversation_ids:
+            return []
+        return [EndpointRow(*r) for r in self._all("get_conversations", (list(conversation_ids),))]
+
+    # -- queues --------------------------------------------------------------------------
+    def finish_received(self, queuing_orders: Iterable[int], *, retain: bool) -> None:
+        """Delete received messages, or mark them status 0 when the queue retains (RCV-3)."""
+        self._run("retain_received" if retain else "delete_received", (list(queuing_orders),))
+
+    # -- transmission queue --------------------------------------------------------------
+    # -- conversation-group locks --------------------------------------------------------
+    def try_lock_group(self, group_id: bytes) -> bool:
+        """Lock a group for this transaction without waiting; False if another holds it."""
+        group_id = bytes(group_id)
+        if group_id in self._held:
+            return True
+        row = self._conn.execute(
+            _Q["try_lock_group"], (self._storage.lock_prefix, group_id)
+        ).fetchone()
+        if row is not None and row[1]:
+            self._held[group_id] = int(row[0])
+            return True
+        return False
+
+    def held_groups(self) -> frozenset[bytes]:
+        """The groups this transaction holds."""
+        return frozenset(self._held)
+
+    def unlock_group(self, group_id: bytes) -> None:
+        """Release one group this transaction locked but did not use."""
+        key = self._held.pop(bytes(group_id), None)
+        if key is not None:
+            self._run("advisory_unlock", (key,))  # key: as locked
+
+    def lock_next_group(
+        self,
+        queue_id: int,
+        skip: set[int],
+        *,
+        exclude_held: bool = False,
+        known_locked: set[bytes] | None = None,
+    ) -> bytes | None:
+        """Lock the highest-priority group of the queue that has a ready message not in
+        ``skip`` and that no other session holds (PRI-12, PRI-13, RCV-2, RCV-5); see the
+        SQLite backend for the rules. Groups are walked through ``queue_groups_next``, each
+        tried with ``pg_try_advisory_lock`` in the statement that finds it (one round trip
+        per group tried): never waiting, never a group another holds."""
+        best: tuple[int, int, bytes] | None = None
+        if self._held and not exclude_held:
+            best = held_best(
+                self._held,
+                self._heads,
+                lambda: int(self._one("arrival_watermark")),  # committed rows only
+                lambda g: self._conn.execute(
+                    _Q["held_group_head"], (g, queue_id, list(skip))
+                ).fetchone(),
+                lambda after: {
+                    bytes(r[0]) for r in self._all("groups_arrived_since", (after, queue_id))
+                },
+                skip,
+            )
+        locked = known_locked if known_locked is not None else set()
+        excluded = [*self._held, *locked]
+        while True:  # the first group not excluded, tried in the same round trip
+            row = self._conn.execute(
+                _Q["lock_first_candidate"], (self._storage.lock_prefix, queue_id, excluded)
+            ).fetchone()
+            if row is None:
+                return None if best is None else best[2]
+            group_id, level, head_order, key, got = bytes(row[0]), row[1], row[2], row[3], row[4]
+            if best is not None and best[:2] <= (-level, head_order):
+                if got:
+                    self._run("advisory_unlock", (key,))
+                return best[2]
+            if got:
+                self._held[group_id] = int(key)
+                return group_id
+            locked.add(group_id)
+            excluded.append(group_id)
+
+    def release_locks(self, wake: Collection[int] | None = None) -> None:
+        """Release every group lock this transaction holds, and wake the waiters of ``wake``
+        (None: all) elsewhere. A session that cannot unlock is closed (the server frees its
+        locks with it), so it never goes back to the pool holding groups.
+
+        Raises:
+            StorageError: the unlock failed (the session is closed by then).
+        """
+        self._heads.clear()
+        if self._held and not self._conn.closed and not self._conn.lost:
+            self._held.clear()
+            try:
+                self._conn.execute(
+                    f"SELECT pg_advisory_unlock_all(); {self._storage.notify_sql(wake)}".encode()
+                )
+            except StorageError:
+                self._conn.close()
+                raise
+        self._held.clear()

@@ -1,0 +1,161 @@
+"""psycopg behind the storage's errors: :class:`Session` wraps one psycopg connection so that
+every statement and COMMIT raises a :class:`~servicebroker.errors.StorageError` subclass
+(:mod:`..failures`) instead of a bare driver exception, and remembers a lost connection.
+
+Classification by SQLSTATE: connection exceptions (class 08), the server shutting down, crashing
+or starting (57P01..57P03), too many connections (53300) and libpq's own errors without a
+SQLSTATE (connection refused, server closed the connection) are
+:class:`~servicebroker.errors.DatabaseUnavailableError`; disk full (53100) is
+:class:`~servicebroker.errors.StorageFullError`; I/O errors (58030) and a read-only (standby)
+server (25006) are :class:`~servicebroker.errors.StorageIOError`; integrity violations (class
+23) are :class:`~servicebroker.errors.IntegrityConflict`. A connection lost while COMMIT was
+under way leaves the outcome unknown (the server may have committed before the connection
+went); an error the server returned for COMMIT means it rolled back.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from typing import Any
+
+from ...errors import Outcome, StorageError
+from ..failures import Failure, storage_failure
+from ..sessions import SessionAccounting
+
+__all__ = ["Session", "classify", "database_label"]
+
+_BY_SQLSTATE = {
+    "57P01": Failure.UNAVAILABLE,  # admin_shutdown (also pg_terminate_backend)
+    "57P02": Failure.UNAVAILABLE,  # crash_shutdown
+    "57P03": Failure.UNAVAILABLE,  # cannot_connect_now (starting up, shutting down)
+    "57P05": Failure.UNAVAILABLE,  # idle_session_timeout
+    "53300": Failure.UNAVAILABLE,  # too_many_connections
+    "53100": Failure.FULL,  # disk_full
+    "58030": Failure.IO,  # io_error
+    "25006": Failure.IO,  # read_only_sql_transaction (a standby)
+    "55P03": Failure.BUSY,  # lock_not_available (lock_timeout)
+}
+
+
+_AFTER_COMMIT = frozenset({"54000", "57014"})
+"""What the statements that share COMMIT's round trip after it (``pg_advisory_unlock_all``,
+``pg_notify``) may raise while COMMIT itself succeeded: a full NOTIFY queue, a cancel. After
+them the outcome is unknown; any other server error there is COMMIT's own (a deferred
+constraint or trigger), so the transaction rolled back."""
+
+
+def classify(exc: BaseException) -> Failure:
+    """The :class:`Failure` a psycopg exception is (by SQLSTATE; libpq's own errors, which
+    have none, are a connection that failed)."""
+    import psycopg
+
+    state = getattr(exc, "sqlstate", None)
+    if state:
+        if state.startswith("23"):
+            return Failure.CONSTRAINT
+        if state.startswith("08"):
+            return Failure.UNAVAILABLE
+        return _BY_SQLSTATE.get(state, Failure.STATEMENT)
+    if isinstance(exc, psycopg.OperationalError | psycopg.InterfaceError):
+        return Failure.UNAVAILABLE
+    return Failure.STATEMENT
+
+
+def database_label(url: str, schema: str | None = None) -> str:
+    """``PostgreSQL database 'name' at host:port`` (and the schema when known) from a libpq
+    URL: what error messages call the database — never with its password."""
+    from psycopg.conninfo import conninfo_to_dict
+
+    try:
+        params = conninfo_to_dict(url)
+    except Exception:  # an unparsable URL: say so without repeating it
+        return "PostgreSQL database (unparsable URL)"
+    host = params.get("host") or params.get("hostaddr") or "the local socket"
+    port = params.get("port") or 5432
+    name = params.get("dbname") or params.get("user") or "(default)"
+    label = f"PostgreSQL database {name!r} at {host}:{port}"
+    return f"{label} (schema {schema})" if schema else label
+
+
+class Session:
+    """One psycopg connection (autocommit) raising the storage's errors.
+
+    Args:
+        conn: the psycopg connection.
+        database: the database as messages name it (:func:`database_label`).
+        accounting: where failures are counted.
+
+    Attributes:
+        raw: the psycopg connection (for the pool to take back).
+        lost: True once the connection was found lost: it is closed, never reused.
+    """
+
+    __slots__ = ("_accounting", "database", "lost", "raw")
+
+    def __init__(self, conn: Any, database: str, accounting: SessionAccounting) -> None:
+        self.raw = conn
+        self.database = database
+        self._accounting = accounting
+        self.lost = False
+
+    def failure(self, exc: BaseException, *, commit: bool = False, what: str = "") -> StorageError:
+        """The error for ``exc`` raised on this session (``commit``: by a COMMIT), counted."""
+        kind = classify(exc)
+        if kind is Failure.UNAVAILABLE or self.raw.broken:
+            self.lost = True
+            kind = Failure.UNAVAILABLE
+        unknown = self.lost or getattr(exc, "sqlstate", None) in _AFTER_COMMIT
+        outcome = Outcome.UNKNOWN if commit and unknown else Outcome.ROLLED_BACK
+        return self._accounting.failed(
+            storage_failure(
+                kind,
+                database=self.database,
+                detail=f"{what}{exc}",
+                outcome=outcome,
+                during="COMMIT" if commit else None,
+            )
+        )
+
+    def execute(
+        self,
+        sql: str | bytes,
+        params: Sequence[Any] | dict[str, Any] | None = None,
+        *,
+        commit: bool = False,
+    ) -> Any:
+        """Run ``sql`` (several statements when ``params`` is None and ``sql`` is bytes: the
+        simple protocol, one round trip); returns psycopg's cursor (its rows are already read).
+
+        Args:
+            commit: ``sql`` contains the transaction's COMMIT: a lost connection leaves the
+                outcome unknown.
+
+        Raises:
+            StorageError: a subclass as classified.
+        """
+        import psycopg
+
+        try:
+            return self.raw.execute(sql, params)
+        except psycopg.Error as exc:
+            raise self.failure(exc, commit=commit) from exc
+
+    def executemany(self, sql: str, rows: Iterable[Sequence[Any] | dict[str, Any]]) -> None:
+        """Run ``sql`` once per parameter set (pipelined by psycopg: one round trip)."""
+        import psycopg
+
+        try:
+            with self.raw.cursor() as cur:
+                cur.executemany(sql, list(rows))
+        except psycopg.Error as exc:
+            raise self.failure(exc) from exc
+
+    @property
+    def closed(self) -> bool:
+        """True once the connection is closed."""
+        return bool(self.raw.closed)
+
+    def close(self) -> None:
+        """Close the connection (the server rolls back what was open and frees its locks)."""
+        self.lost = True
+        self.raw.close()
