@@ -117,8 +117,11 @@ def activated(
     broker: Broker, clock: ManualClock, *, max_queue_readers: int
 ) -> tuple[Pair, SimulatedWork]:
     """The test pair, with the target queue activating a procedure that takes 10 messages per
-    RECEIVE, holds the group 1 simulated second, and exits after 2 s without messages."""
+    RECEIVE, holds the group 1 simulated second, and exits after 2 s without messages. The
+    clock then stands half a second past the broker's start, so that work ends between the
+    ticks; run it in half-second steps (see :meth:`SimulatedWork.run`)."""
     pair = make_pair(broker)
+    clock.advance(0.5)
     sim = SimulatedWork(broker, clock, pair.tq)
     procedure = sim.procedure(top=10, seconds=1, wait=2)
     broker.alter_queue(
@@ -140,7 +143,7 @@ def test_one_conversation_is_served_by_two_readers_at_most(
     broker = started
     pair, sim = activated(broker, clock, max_queue_readers=10)
     send(broker, pair, conversations=1, per_conversation=1000)
-    sim.run(120)
+    sim.run(120, step=0.5)
     assert max(r for r, _ in sim.samples) == 2
     assert (2, 1) in sim.samples  # the second reader waits in RECEIVE and shows in tasks_waiting
     assert broker.peek(pair.tq) == []
@@ -154,7 +157,7 @@ def test_readers_climb_one_per_tick_to_max_queue_readers(
     broker = started
     pair, sim = activated(broker, clock, max_queue_readers=10)
     send(broker, pair, conversations=50, per_conversation=100)
-    sim.run(120)
+    sim.run(120, step=0.5)
     assert max(r for r, _ in sim.samples) == 10
     gaps = [b - a for a, b in zip(sim.starts, sim.starts[1:], strict=False)]
     assert min(gaps) >= 5.0  # one more per tick at most
