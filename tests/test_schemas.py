@@ -17,7 +17,9 @@ from .conftest import drop_url, new_url
 DIALECT_ONLY = {
     "sqlite": {"sqlite_sequence"},  # SQLite's own AUTOINCREMENT bookkeeping
     # queue activity (ACT-3, ACT-5b) lives in the side file <database>-sbactivity on SQLite
-    "postgres": {"queue_activity", "queue_waiters"},
+    "postgres": {"queue_activity", "queue_waiters", "queue_positions"},
+    # queue_positions: per-queue commit order for parallel commits; SQLite's single writer
+    # commits one transaction at a time, so its queuing_order is commit order already
 }
 """Tables one backend has by design, with what the other keeps instead."""
 

@@ -86,6 +86,19 @@ class Applier:
                 self._rows[row.conversation_handle] = row
                 self._sides[(row.conversation_id, row.is_initiator)] = row.conversation_handle
 
+    def lock_queues(self, new_endpoints: Iterable[EndpointRow]) -> None:
+        """Take the queues this commit may put messages on (:meth:`StorageConnection.lock_queues`)
+        before it touches any group: the queues of every endpoint read so far (both ends of
+        the prefetched conversations: deliveries, retention and errors go there) and of the
+        target services of ``new_endpoints`` (dialogs begun in this transaction)."""
+        queues = {row.queue_id for row in self._rows.values() if row is not None}
+        for row in new_endpoints:
+            queues.add(row.queue_id)
+            target = self.catalog.services.get(row.far_service)
+            if target is not None:
+                queues.add(target.queue_id)
+        self.conn.lock_queues(queues)
+
     def endpoint(self, handle: bytes, locked_group: bytes | None = None) -> EndpointRow | None:
         """The endpoint as it stands in this commit (read once, then cached).
 

@@ -480,6 +480,12 @@ class Transaction:
             if self._ops or receiving.received or conn.in_write:
                 conn.begin_write()
                 applier = Applier(conn, self._receiving.catalog, self._clock.now())
+                # locks in the one order every commit takes them (the storage contract): the
+                # endpoints, the queues it may put messages on, then the groups
+                applier.prefetch(
+                    row.conversation_id for row in self._endpoints.values() if row.endpoint_id
+                )
+                applier.lock_queues(op[2] for op in self._ops if op[0] == "begin")
                 for queue_id, orders in receiving.received.items():
                     q = self._receiving.catalog.queues_by_id.get(queue_id)
                     conn.finish_received(orders, retain=bool(q and q.retention))
@@ -498,7 +504,6 @@ class Transaction:
         self._context.events.committed(woken, receiving.locked_queues, arrived_on_empty)
 
     def _apply(self, applier: Applier) -> None:
-        applier.prefetch(row.conversation_id for row in self._endpoints.values() if row.endpoint_id)
         for row in self._endpoints.values():
             if row.endpoint_id:  # existing endpoints: still in the group this transaction locked?
                 applier.endpoint(

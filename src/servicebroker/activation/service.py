@@ -186,7 +186,7 @@ class ActivationService:
             suppressed = self._monitors.get(queue.queue_id, MonitorState()).suppressed
         with self._context.storage.connection() as conn:
             has_unread = conn.queue_has_ready(queue.queue_id)
-            sequence = conn.message_sequence() if suppressed else None
+            sequence = conn.message_sequence(queue.queue_id) if suppressed else None
         return CheckInputs(
             trigger=trigger,
             has_unread=has_unread,
@@ -237,9 +237,9 @@ class ActivationService:
             self._started += 1
         thread.start()
 
-    def _message_sequence(self) -> int:
+    def _message_sequence(self, queue_id: int) -> int:
         with self._context.storage.connection() as conn:
-            return conn.message_sequence()
+            return conn.message_sequence(queue_id)
 
     def _run(self, queue: QueueDef, proc: Procedure, started: float) -> None:
         ident = threading.get_ident()
@@ -259,7 +259,7 @@ class ActivationService:
         finally:
             with self._lock:
                 useful = self._received.get(ident, False)
-            sequence = None if useful else self._message_sequence()
+            sequence = None if useful else self._message_sequence(queue.queue_id)
             with self._lock:
                 self._tasks.pop(ident, None)
                 self._received.pop(ident, None)

@@ -85,7 +85,7 @@ class CatalogCache:
         """
         conn = self._storage.connect()
         try:
-            conn.begin_write()
+            conn.begin_write(exclusive=True)
             snap = self.snapshot(conn, fresh=True)
             result = statement(conn, snap, *args, **kwargs)
             conn.bump_catalog_version()

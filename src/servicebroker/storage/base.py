@@ -26,11 +26,14 @@ Transactions
     :meth:`~StorageConnection.finish_received`, the catalog writes and the poison counter —
     must be called between :meth:`~StorageConnection.begin_write` and
     :meth:`~StorageConnection.commit` / :meth:`~StorageConnection.rollback`; reads inside the
-    write transaction see its own writes. :meth:`~StorageConnection.begin_write` takes the
-    database's **single writer lock** (SQLite: ``BEGIN IMMEDIATE``; PostgreSQL: a
-    transaction-level advisory lock), so write transactions of all processes run one after
-    the other and commit order is ``queuing_order`` order; the lock is held until commit or
-    rollback. A write transaction's changes are atomic: all are committed, or none.
+    write transaction see its own writes. A write transaction's changes are atomic: all are
+    committed, or none. SQLite's write transactions run one at a time (``BEGIN IMMEDIATE``
+    takes its single write lock); PostgreSQL's run and commit in parallel, each locking the
+    rows it reads to write (endpoints in ``endpoint_id`` order, queue positions in queue
+    order, groups in (queue, group) order), and only a catalog change (``begin_write(
+    exclusive=True)``) runs alone. On each queue, ``queuing_order`` is commit order
+    (:meth:`~StorageConnection.message_sequence` is the queue's watermark); across queues it
+    is only unique.
 
 Group locks
     A conversation-group lock (:meth:`~StorageConnection.try_lock_group`,
@@ -97,13 +100,14 @@ class StorageConnection(Protocol):
         ends it."""
         ...
 
-    def begin_write(self) -> None:
-        """Start the write transaction, taking the database's single writer lock (held until
-        :meth:`commit` / :meth:`rollback`); nothing if it is already open.
+    def begin_write(self, *, exclusive: bool = False) -> None:
+        """Start the write transaction (held until :meth:`commit` / :meth:`rollback`);
+        nothing if it is already open. ``exclusive``: a catalog change, which no other write
+        transaction runs beside (see the module docstring).
 
         Raises:
-            StorageError: the writer lock was not had within the storage's busy time-out (no
-                write transaction is open then).
+            StorageError: a lock was not had within the storage's busy time-out (no write
+                transaction is open then).
         """
         ...
 
@@ -280,9 +284,18 @@ class StorageConnection(Protocol):
         ...
 
     # -- queues ----------------------------------------------------------------------------
+    def lock_queues(self, queue_ids: Collection[int]) -> None:
+        """Take the right to put messages on these queues for the rest of the write
+        transaction (a backend whose commits run in parallel locks each queue's position, in
+        queue order; SQLite's single writer has it already). A commit calls it before it
+        touches any group, with every queue it may put messages on;
+        :meth:`insert_messages` takes the queues it was not given itself."""
+        ...
+
     def insert_messages(self, rows: Iterable[QueueInsert]) -> None:
         """Put messages on their queues, in the write transaction: each gets the next
-        ``queuing_order``, in the given order (one batch)."""
+        ``queuing_order`` of its queue's commit order, in the given order within a
+        conversation group (one batch)."""
         ...
 
     def group_messages(self, group_id: bytes, limit: int) -> list[MessageRow]:
@@ -310,9 +323,10 @@ class StorageConnection(Protocol):
         """True when the queue holds a ready (status 1) message, locked group or not."""
         ...
 
-    def message_sequence(self) -> int:
-        """The highest ``queuing_order`` ever committed (0 before the first): every
-        committed queue row's order is at most it, and rows committed later get higher ones."""
+    def message_sequence(self, queue_id: int) -> int:
+        """The queue's watermark (0 before its first message): every committed row of the
+        queue has a ``queuing_order`` at most it, and rows committed on it later get higher
+        ones — on each queue, ``queuing_order`` is commit order."""
         ...
 
     def queue_counts(self) -> list[QueueCountRow]:

@@ -296,9 +296,9 @@ class NamedQueryConnection:
         """Rows of a queue with ``queuing_order > after``, in queuing order."""
         return rows_of(MessageRow, self._all("peek_after", (queue_id, after, self._limit(limit))))
 
-    def message_sequence(self) -> int:
-        """The highest queuing_order ever assigned."""
-        return int(self._one("message_sequence") or 0)
+    def message_sequence(self, queue_id: int) -> int:
+        """The queue's watermark: see the contract."""
+        return int(self._one("message_sequence", (queue_id,)) or 0)
 
     def queue_has_ready(self, queue_id: int) -> bool:
         """True when the queue holds a message with status 1."""

@@ -9,11 +9,19 @@ commit in one database transaction. Here:
   taken without waiting, so a RECEIVE never blocks on a locked group and never gets one another
   session holds; released when the transaction ends, and by the server when a session dies
   (a killed reader's group is free at once).
-- **Commits are serialised** by a transaction-level advisory lock, as SQLite's single writer
-  serialises them: every commit re-applies its operations to fresh rows, and ``queuing_order``
-  (a sequence) is commit order. Commits are short: the work before them (RECEIVE, the
-  application's processing) runs in parallel; only ``tx.execute`` holds the lock from its first
-  call to the end of the transaction, as on SQLite.
+- **Commits run in parallel**, on every session of every process: each re-applies its
+  operations to fresh rows, locking what it reads (the endpoints of its conversations, in
+  ``endpoint_id`` order; the ``queue_groups`` rows of the groups it touches, in (queue, group)
+  order), so no two commits write the same row from stale reads and none deadlocks on another.
+  Only catalog changes are exclusive: a transaction-level advisory lock that write transactions
+  hold shared and a CREATE/ALTER/DROP holds alone.
+- **Order across commits is per queue**: a commit that puts messages on a queue locks the
+  queue's ``queue_positions`` row first, draws the messages' ``queuing_order`` (a sequence)
+  while it holds it, and records the highest in that row. So on each queue ``queuing_order``
+  is commit order, and ``last_order`` is a watermark (every committed message at most it,
+  every later one above): what a RECEIVE in a transaction holding many groups, and a reader
+  paging a queue by ``queuing_order``, rely on. Commits on different queues never wait for
+  each other, and commits that only receive never lock a queue.
 - **Wake-ups** across processes: every commit sends ``NOTIFY`` on the database's channel,
   naming the wait keys it concerns (queues that got messages or had groups released, lock
   waiters; ``*`` for catalog changes); a waiting RECEIVE on one of them wakes as soon as it
@@ -107,7 +115,7 @@ class PostgresStorage:
 
     Args:
         url: a libpq URL, ``postgresql://…`` or ``postgres://…``.
-        busy_timeout: seconds a commit waits for the commit lock (default 60).
+        busy_timeout: seconds a statement waits for a lock (default 60).
         poll_interval: seconds the change listener waits for a notification at a time
             (default 0.5; notifications wake it at once).
         pool_size: the most sessions this process opens for transactions (default 64).
@@ -168,10 +176,9 @@ class PostgresStorage:
         """Group lock keys are hashtextextended(lock_prefix || hex(group id), 0), computed by
         the server so that reading an endpoint and locking its group is one round trip."""
         self.channel = "servicebroker_" + hashlib.blake2b(self.namespace, digest_size=8).hexdigest()
-        self.begin_write_sql = (
-            f"BEGIN; SELECT set_config('lock_timeout', '{int(self.busy_timeout * 1000)}ms', true), "
-            f"pg_advisory_xact_lock({self.writer_key})"
-        )
+        begin = f"BEGIN; SELECT set_config('lock_timeout', '{int(self.busy_timeout * 1000)}ms', true)"
+        self.begin_write_sql = f"{begin}, pg_advisory_xact_lock_shared({self.writer_key})"
+        self.begin_exclusive_sql = f"{begin}, pg_advisory_xact_lock({self.writer_key})"
 
         self._pool = psycopg_pool.ConnectionPool(
             url,

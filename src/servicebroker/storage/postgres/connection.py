@@ -1,7 +1,7 @@
 """One broker transaction's PostgreSQL session (:class:`PostgresConnection`): its write
-transaction under the database's commit lock, its conversation-group advisory locks, and the
-storage operations on it (see the package docstring for the design, and
-:class:`servicebroker.storage.base.StorageConnection` for the contract)."""
+transaction, the row locks that let write transactions commit in parallel, its
+conversation-group advisory locks, and the storage operations on it (see the package docstring
+for the design, and :class:`servicebroker.storage.base.StorageConnection` for the contract)."""
 
 from __future__ import annotations
 
@@ -12,7 +12,7 @@ from typing import Any, Protocol
 from ...errors import StorageError
 from ..named import HeldHeads, NamedQueryConnection, held_best
 from ..queries import load_backend_queries
-from ..rows import EndpointRow
+from ..rows import EndpointRow, QueueInsert
 from ..sessions import SessionAccounting
 from .session import Session
 
@@ -31,7 +31,9 @@ class SessionSource(Protocol):
     poll_interval: float
     """Real seconds between looks for other processes' commits while waiting."""
     begin_write_sql: str
-    """BEGIN, the lock time-out and the commit lock, in one round trip."""
+    """BEGIN, the lock time-out and the catalog lock shared, in one round trip."""
+    begin_exclusive_sql: str
+    """The same with the catalog lock exclusive (catalog changes)."""
     lock_prefix: str
     """The prefix of this database's group-lock keys."""
 
@@ -70,20 +72,23 @@ class PostgresConnection(NamedQueryConnection):
         """True once the session was found lost (it is closed, never pooled again)."""
         return self._conn.lost
 
-    def begin_write(self) -> None:
-        """Start the write transaction and take the database's commit lock (a transaction-level
-        advisory lock, waited for up to ``busy_timeout``).
+    def begin_write(self, *, exclusive: bool = False) -> None:
+        """Start the write transaction. Write transactions run and commit in parallel: each
+        holds the catalog lock (a transaction-level advisory lock) shared, a catalog change
+        (``exclusive``) holds it alone; rows are locked as a commit reads them. Locks are
+        waited for up to ``busy_timeout``.
 
         Raises:
-            StorageError: the lock was not had in time (the message says so), or the database
+            StorageError: a lock was not had in time (the message says so), or the database
                 failed (a subclass, see :mod:`.session`).
         """
         if self._in_write:
             return
         self._in_write = True
+        sql = self._storage.begin_exclusive_sql if exclusive else self._storage.begin_write_sql
         try:
             # one round trip (simple protocol; both values are this storage's own numbers)
-            self._conn.execute(self._storage.begin_write_sql.encode())
+            self._conn.execute(sql.encode())
         except BaseException:
             self.rollback()
             raise
@@ -218,15 +223,54 @@ class PostgresConnection(NamedQueryConnection):
         return endpoint, locked
 
     def get_conversations(self, conversation_ids: Sequence[bytes]) -> list[EndpointRow]:
-        """Every endpoint of the given conversations, in one query."""
+        """Every endpoint of the given conversations, in one query; in a write transaction
+        locked (``FOR UPDATE``, in ``endpoint_id`` order, so commits never deadlock on them)."""
         if not conversation_ids:
             return []
-        return [EndpointRow(*r) for r in self._all("get_conversations", (list(conversation_ids),))]
+        name = "get_conversations_locked" if self._in_write else "get_conversations"
+        return [EndpointRow(*r) for r in self._all(name, (list(conversation_ids),))]
+
+    def get_endpoint(self, handle: bytes) -> EndpointRow | None:
+        """The endpoint with this handle, or None; in a write transaction locked (the commit
+        writes what it read: no other commit changes it meanwhile)."""
+        if not self._in_write:
+            return super().get_endpoint(handle)
+        rows = self._all("get_endpoint_locked", (handle,))
+        return EndpointRow(*rows[0]) if rows else None
+
+    def get_far_endpoint(
+        self, conversation_id: bytes, far_is_initiator: bool
+    ) -> EndpointRow | None:
+        """The endpoint of ``conversation_id`` on the given side, or None; in a write
+        transaction locked, as :meth:`get_endpoint`."""
+        if not self._in_write:
+            return super().get_far_endpoint(conversation_id, far_is_initiator)
+        rows = self._all("get_far_endpoint_locked", (conversation_id, far_is_initiator))
+        return EndpointRow(*rows[0]) if rows else None
 
     # -- queues --------------------------------------------------------------------------
+    def lock_queues(self, queue_ids: Collection[int]) -> None:
+        """Lock the queues' positions (their ``queue_positions`` rows, in queue order) for the
+        rest of the write transaction, before it touches any group: see the contract."""
+        if queue_ids:
+            self._run("lock_queue_positions", (sorted({int(q) for q in queue_ids}),))
+
+    def insert_messages(self, rows: Iterable[QueueInsert]) -> None:
+        """Put messages on their queues in one statement, in the given order: the queues'
+        positions locked first, then their groups' ``queue_groups`` rows in (queue, group)
+        order — the order every commit locks groups in; each queue's watermark moves to its
+        highest new queuing order."""
+        columns = [list(column) for column in zip(*rows, strict=True)]
+        if not columns:
+            return
+        queues = sorted(set(columns[0]))
+        self._run("insert_messages", (*columns, queues, columns[3], columns[0]))
+
     def finish_received(self, queuing_orders: Iterable[int], *, retain: bool) -> None:
-        """Delete received messages, or mark them status 0 when the queue retains (RCV-3)."""
-        self._run("retain_received" if retain else "delete_received", (list(queuing_orders),))
+        """Delete received messages, or mark them status 0 when the queue retains (RCV-3);
+        their groups' rows in ``queue_groups`` are locked first, in (queue, group) order."""
+        orders = list(queuing_orders)
+        self._run("retain_received" if retain else "delete_received", (orders, orders))
 
     # -- transmission queue --------------------------------------------------------------
     # -- conversation-group locks --------------------------------------------------------
@@ -271,7 +315,7 @@ class PostgresConnection(NamedQueryConnection):
             best = held_best(
                 self._held,
                 self._heads,
-                lambda: int(self._one("arrival_watermark")),  # committed rows only
+                lambda: self.message_sequence(queue_id),  # the queue's commit order
                 lambda g: self._conn.execute(
                     _Q["held_group_head"], (g, queue_id, list(skip))
                 ).fetchone(),

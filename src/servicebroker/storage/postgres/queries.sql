@@ -4,10 +4,37 @@
 -- with "-- name: NAME"; a name defined here overrides the shared query of that name.
 
 -- name: message_sequence
-SELECT CASE WHEN is_called THEN last_value ELSE 0 END FROM queue_messages_queuing_order;
+SELECT coalesce((SELECT last_order FROM queue_positions WHERE queue_id = %s), 0);
 
--- name: arrival_watermark
-SELECT coalesce(max(queuing_order), 0) FROM queue_messages;
+-- name: lock_queue_positions
+SELECT queue_id FROM queue_positions WHERE queue_id = ANY(%s::bigint[])
+ORDER BY queue_id FOR UPDATE;
+
+-- name: insert_messages
+-- One statement for a commit's messages. First (a one-time filter, before any queuing order is
+-- drawn) it locks the queues' positions in queue order (already held when the commit locked
+-- them), then the groups' existing queue_groups rows in (queue, group) order, as every commit
+-- locks groups; the rows go in in array order (send order); each queue's last_order becomes
+-- its highest new queuing order.
+WITH ins AS (
+    INSERT INTO queue_messages (queue_id, status, priority, conversation_group_id,
+        conversation_handle, conversation_order, rank, message_sequence_number, service_id,
+        service_contract_id, message_type_id, validation, message_body, message_id)
+    SELECT * FROM unnest(%s::bigint[], %s::int[], %s::int[], %s::bytea[], %s::bytea[],
+        %s::bigint[], %s::int[], %s::bigint[], %s::bigint[], %s::bigint[], %s::bigint[],
+        %s::text[], %s::bytea[], %s::bytea[])
+    WHERE (SELECT count(*) FROM (SELECT 1 FROM queue_positions
+                                 WHERE queue_id = ANY(%s::bigint[])
+                                 ORDER BY queue_id FOR UPDATE) AS positions)
+        + (SELECT count(*) FROM (SELECT 1 FROM queue_groups g
+                                 WHERE (g.conversation_group_id, g.queue_id) IN (
+                                     SELECT * FROM unnest(%s::bytea[], %s::bigint[]))
+                                 ORDER BY g.queue_id, g.conversation_group_id
+                                 FOR UPDATE OF g) AS groups) >= 0
+    RETURNING queue_id, queuing_order)
+UPDATE queue_positions p SET last_order = n.last
+FROM (SELECT queue_id, max(queuing_order) AS last FROM ins GROUP BY queue_id) AS n
+WHERE p.queue_id = n.queue_id;
 
 -- name: held_group_head
 SELECT priority, queuing_order FROM queue_messages
@@ -17,16 +44,51 @@ ORDER BY priority DESC, conversation_order, rank, message_sequence_number, queui
 LIMIT 1;
 
 -- name: delete_received
-DELETE FROM queue_messages WHERE queuing_order = ANY(%s);
+-- The groups' queue_groups rows are locked first, in (queue, group) order, as inserting
+-- commits lock them (their rows go in sorted that way): commits that touch the same groups
+-- wait for each other instead of deadlocking.
+DELETE FROM queue_messages WHERE queuing_order = ANY(%s)
+  AND (SELECT count(*) FROM (SELECT 1 FROM queue_groups g
+                             WHERE (g.conversation_group_id, g.queue_id) IN (
+                                 SELECT conversation_group_id, queue_id FROM queue_messages
+                                 WHERE queuing_order = ANY(%s))
+                             ORDER BY g.queue_id, g.conversation_group_id
+                             FOR UPDATE OF g) AS locked) >= 0;
 
 -- name: retain_received
-UPDATE queue_messages SET status = 0 WHERE queuing_order = ANY(%s);
+UPDATE queue_messages SET status = 0 WHERE queuing_order = ANY(%s)
+  AND (SELECT count(*) FROM (SELECT 1 FROM queue_groups g
+                             WHERE (g.conversation_group_id, g.queue_id) IN (
+                                 SELECT conversation_group_id, queue_id FROM queue_messages
+                                 WHERE queuing_order = ANY(%s))
+                             ORDER BY g.queue_id, g.conversation_group_id
+                             FOR UPDATE OF g) AS locked) >= 0;
 
 -- name: get_conversations
 SELECT endpoint_id, conversation_handle, conversation_id, is_initiator, service_contract_id,
        conversation_group_id, service_id, queue_id, far_service, lifetime, state, dialog_timer,
        send_sequence, receive_sequence, priority
 FROM conversation_endpoints WHERE conversation_id = ANY(%s);
+
+-- Inside a commit, endpoints are read locked (FOR UPDATE: commits run in parallel, and each
+-- writes the rows it read), a commit's many in endpoint_id order so commits never deadlock.
+-- name: get_conversations_locked
+SELECT endpoint_id, conversation_handle, conversation_id, is_initiator, service_contract_id,
+       conversation_group_id, service_id, queue_id, far_service, lifetime, state, dialog_timer,
+       send_sequence, receive_sequence, priority
+FROM conversation_endpoints WHERE conversation_id = ANY(%s) ORDER BY endpoint_id FOR UPDATE;
+
+-- name: get_endpoint_locked
+SELECT endpoint_id, conversation_handle, conversation_id, is_initiator, service_contract_id,
+       conversation_group_id, service_id, queue_id, far_service, lifetime, state, dialog_timer,
+       send_sequence, receive_sequence, priority
+FROM conversation_endpoints WHERE conversation_handle = %s FOR UPDATE;
+
+-- name: get_far_endpoint_locked
+SELECT endpoint_id, conversation_handle, conversation_id, is_initiator, service_contract_id,
+       conversation_group_id, service_id, queue_id, far_service, lifetime, state, dialog_timer,
+       send_sequence, receive_sequence, priority
+FROM conversation_endpoints WHERE conversation_id = %s AND is_initiator = %s FOR UPDATE;
 
 -- name: get_endpoint_and_lock
 SELECT endpoint_id, conversation_handle, conversation_id, is_initiator, service_contract_id,

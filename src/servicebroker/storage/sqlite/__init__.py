@@ -73,8 +73,9 @@ class SqliteConnection(NamedQueryConnection):
         """True once the connection met an I/O error: it is closed on release, never pooled."""
         return self._conn.broken
 
-    def begin_write(self) -> None:
-        """Start the write transaction (``BEGIN IMMEDIATE``: takes SQLite's single write lock).
+    def begin_write(self, *, exclusive: bool = False) -> None:
+        """Start the write transaction (``BEGIN IMMEDIATE``: takes SQLite's single write lock,
+        so every write transaction is ``exclusive`` here).
 
         Threads of this process first queue on an in-process lock, handed over at once when the
         writer before them ends; only other processes are waited for with SQLite's busy handler
@@ -205,6 +206,9 @@ class SqliteConnection(NamedQueryConnection):
         ]
 
     # -- queues --------------------------------------------------------------------------
+    def lock_queues(self, queue_ids: Collection[int]) -> None:
+        """Nothing: the write transaction holds SQLite's single write lock already."""
+
     def finish_received(self, queuing_orders: Iterable[int], *, retain: bool) -> None:
         """Delete received messages, or mark them status 0 when the queue retains (RCV-3).
 
@@ -262,7 +266,7 @@ class SqliteConnection(NamedQueryConnection):
             best = held_best(
                 held,
                 self._heads,
-                self.message_sequence,  # SQLite's counter shows committed inserts only
+                lambda: self.message_sequence(queue_id),  # committed inserts only
                 head_of,
                 lambda after: {
                     bytes(r[0]) for r in self._all("groups_arrived_since", (after, queue_id))

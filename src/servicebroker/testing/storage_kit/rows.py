@@ -262,10 +262,8 @@ def check_receive_order(open_storage: StorageOpener) -> None:
             ),
             "MessageRow fields as inserted",
         )
-        kit.expect(
-            conn.message_sequence() >= max(orders),
-            f"message_sequence {conn.message_sequence()} below a committed order {max(orders)}",
-        )
+        mark = conn.message_sequence(queue_id)
+        kit.expect(mark >= max(orders), f"message_sequence {mark} below a committed order")
         kit.equal(conn.queue_has_ready(queue_id), True, "queue_has_ready")
         counts = [c for c in conn.queue_counts() if c.queue_id in (queue_id, other_queue)]
         kit.typed(counts, QueueCountRow, "queue_counts")
@@ -274,6 +272,11 @@ def check_receive_order(open_storage: StorageOpener) -> None:
             [QueueCountRow(queue_id, 1, 6), QueueCountRow(other_queue, 1, 1)],
             "queue_counts",
         )
+        later = kit.message(queue_id, group, first, sequence=9, body=b"later")
+        kit.committed(conn, lambda: conn.insert_messages([later]))
+        (row,) = conn.peek_after(queue_id, max(orders), -1)
+        kit.expect(row.queuing_order > mark, "a row committed later is above the watermark")
+        kit.expect(conn.message_sequence(queue_id) >= row.queuing_order, "watermark moved on")
 
 
 def check_finish_received(open_storage: StorageOpener) -> None:
