@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from servicebroker import Broker, StorageError
+from servicebroker import Broker, Outcome, StorageError
 
 from .conftest import Pair, drop_url, make_pair, new_url
 
@@ -43,6 +43,40 @@ def test_write_transactions_commit_side_by_side_on_postgres(tmp_path: Path) -> N
                 broker.create_queue("must_wait")  # exclusive: waits for the open transaction
         broker.create_queue("now_free")
         assert broker.execute("SELECT n FROM app_rows") == [(1,)]
+    finally:
+        broker.close()
+        drop_url(url)
+
+
+def test_a_deadlock_in_the_applications_sql_is_a_clear_error(tmp_path: Path) -> None:
+    # Commits run in parallel on PostgreSQL, so the application's own SQL can deadlock two
+    # transactions: the one PostgreSQL picks is rolled back with a StorageError that says so
+    url = new_url("postgres", tmp_path)
+    broker = Broker.open(url)
+    try:
+        broker.execute("CREATE TABLE accounts (id integer PRIMARY KEY, n integer)")
+        broker.execute("INSERT INTO accounts VALUES (1, 0), (2, 0)")
+        both = threading.Barrier(2)
+        errors: list[BaseException] = []
+
+        def transfer(first: int, second: int) -> None:
+            try:
+                with broker.transaction() as tx:
+                    tx.execute("UPDATE accounts SET n = n + 1 WHERE id = %s", (first,))
+                    both.wait()
+                    tx.execute("UPDATE accounts SET n = n + 1 WHERE id = %s", (second,))
+            except StorageError as exc:
+                errors.append(exc)
+
+        threads = [threading.Thread(target=transfer, args=a) for a in ((1, 2), (2, 1))]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+        (error,) = errors
+        assert "deadlocked with a concurrent one" in str(error)
+        assert error.outcome is Outcome.ROLLED_BACK
+        assert broker.execute("SELECT sum(n) FROM accounts") == [(2,)]  # the other committed
     finally:
         broker.close()
         drop_url(url)

@@ -112,7 +112,7 @@ class StorageConnection(Protocol):
         ...
 
     def commit(self, wake: Collection[int] | None = None) -> None:
-        """Commit the write transaction atomically and release the writer lock; nothing
+        """Commit the write transaction atomically and release its locks; nothing
         outside one. The group locks stay held unless the backend drops them with the commit
         (see the module docstring): call :meth:`release_locks` next.
 
@@ -128,7 +128,7 @@ class StorageConnection(Protocol):
         ...
 
     def rollback(self) -> None:
-        """Discard the write transaction's changes and release the writer lock; nothing outside
+        """Discard the write transaction's changes and release its locks; nothing outside
         one. Group locks stay held until :meth:`release_locks`. Never raises: a session whose
         ROLLBACK fails is marked failed (closed on release, which discards the changes)."""
         ...

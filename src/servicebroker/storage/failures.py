@@ -43,6 +43,7 @@ class Failure(enum.Enum):
     BUSY = "the database stayed locked beyond the busy time-out"
     CORRUPT = "the file is not a usable servicebroker database (damaged, or not SQLite)"
     CONSTRAINT = "a constraint refused the statement"
+    CONFLICT = "the transaction deadlocked with a concurrent one and was rolled back; retry it"
     STATEMENT = "a statement failed"
 
 

@@ -34,6 +34,7 @@ _BY_SQLSTATE = {
     "58030": Failure.IO,  # io_error
     "25006": Failure.IO,  # read_only_sql_transaction (a standby)
     "55P03": Failure.BUSY,  # lock_not_available (lock_timeout)
+    "40P01": Failure.CONFLICT,  # deadlock_detected
 }
 
 
