@@ -163,7 +163,8 @@ def check_receive_order(open_storage: StorageOpener) -> None:
     """insert_messages, then group_messages in RECEIVE order (priority descending,
     conversation_order, rank, message_sequence_number) with its limit, conversation_messages
     (rank, sequence), peek (priority, queuing order), peek_after (queuing order, assigned in
-    insert order), MessageRow fields, message_sequence, queue_has_ready, queue_counts."""
+    insert order), MessageRow fields, message_sequence (the queue's watermark, also after
+    lock_queues), queue_has_ready, queue_counts."""
     with kit.Bench(open_storage) as bench:
         conn = bench.connect(bench.storage())
         queue_id, other_queue = kit.new_queue(conn), kit.new_queue(conn)
@@ -273,7 +274,7 @@ def check_receive_order(open_storage: StorageOpener) -> None:
             "queue_counts",
         )
         later = kit.message(queue_id, group, first, sequence=9, body=b"later")
-        kit.committed(conn, lambda: conn.insert_messages([later]))
+        kit.committed(conn, lambda: (conn.lock_queues({queue_id}), conn.insert_messages([later])))
         (row,) = conn.peek_after(queue_id, max(orders), -1)
         kit.expect(row.queuing_order > mark, "a row committed later is above the watermark")
         kit.expect(conn.message_sequence(queue_id) >= row.queuing_order, "watermark moved on")
