@@ -274,7 +274,10 @@ def check_receive_order(open_storage: StorageOpener) -> None:
             "queue_counts",
         )
         later = kit.message(queue_id, group, first, sequence=9, body=b"later")
-        kit.committed(conn, lambda: (conn.lock_queues({queue_id}), conn.insert_messages([later])))
+        conn.begin_write()
+        conn.lock_queues({queue_id})
+        conn.insert_messages([later])
+        conn.commit()
         (row,) = conn.peek_after(queue_id, max(orders), -1)
         kit.expect(row.queuing_order > mark, "a row committed later is above the watermark")
         kit.expect(conn.message_sequence(queue_id) >= row.queuing_order, "watermark moved on")
