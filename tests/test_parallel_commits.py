@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from servicebroker import Broker, Outcome, StorageError
+from servicebroker import Broker, DeadlockError, Outcome, StorageError
 
 from .conftest import Pair, drop_url, make_pair, new_url
 
@@ -50,7 +50,7 @@ def test_write_transactions_commit_side_by_side_on_postgres(tmp_path: Path) -> N
 
 def test_a_deadlock_in_the_applications_sql_is_a_clear_error(tmp_path: Path) -> None:
     # Commits run in parallel on PostgreSQL, so the application's own SQL can deadlock two
-    # transactions: the one PostgreSQL picks is rolled back with a StorageError that says so
+    # transactions: the one PostgreSQL picks is rolled back with a DeadlockError that says so
     url = new_url("postgres", tmp_path)
     broker = Broker.open(url)
     try:
@@ -65,7 +65,7 @@ def test_a_deadlock_in_the_applications_sql_is_a_clear_error(tmp_path: Path) -> 
                     tx.execute("UPDATE accounts SET n = n + 1 WHERE id = %s", (first,))
                     both.wait()
                     tx.execute("UPDATE accounts SET n = n + 1 WHERE id = %s", (second,))
-            except StorageError as exc:
+            except DeadlockError as exc:
                 errors.append(exc)
 
         threads = [threading.Thread(target=transfer, args=a) for a in ((1, 2), (2, 1))]

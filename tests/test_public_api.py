@@ -28,6 +28,7 @@ def test_all_names_the_public_surface() -> None:
         "CatalogError",
         "ConversationError",
         "DatabaseUnavailableError",
+        "DeadlockError",
         "IntegrityConflict",
         "MessageValidationError",
         "QueueDisabledError",
@@ -86,6 +87,7 @@ def test_every_error_is_exported_and_under_broker_error() -> None:
         servicebroker.DatabaseUnavailableError,
         servicebroker.StorageFullError,
         servicebroker.StorageIOError,
+        servicebroker.DeadlockError,
     ):
         assert issubclass(storage_failure, servicebroker.StorageError)
 

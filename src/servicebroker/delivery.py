@@ -74,13 +74,13 @@ class Applier:
     # -- rows ----------------------------------------------------------------------------
     def prefetch(self, conversation_ids: Iterable[bytes]) -> None:
         """Read both endpoints of the conversations into the cache (one query where the
-        backend can)."""
+        backend can; locked on a backend whose commits run in parallel). A side not found is
+        not cached as missing: :meth:`far_of` reads it again when it is needed, with a fresh
+        view — a commit this one waited for may have created it (the first message delivered
+        from the transmission queue creates the target endpoint)."""
         wanted = [c for c in dict.fromkeys(conversation_ids) if (c, True) not in self._sides]
         if not wanted:
             return
-        for conversation_id in wanted:
-            for side in (True, False):
-                self._sides.setdefault((conversation_id, side), None)
         for row in self.conn.get_conversations(wanted):
             if row.conversation_handle not in self._rows:
                 self._rows[row.conversation_handle] = row

@@ -13,6 +13,7 @@ __all__ = [
     "CatalogError",
     "ConversationError",
     "DatabaseUnavailableError",
+    "DeadlockError",
     "IntegrityConflict",
     "LockTimeoutError",
     "MessageValidationError",
@@ -126,6 +127,12 @@ class StorageFullError(StorageError):
 class StorageIOError(StorageError):
     """The operating system reported an I/O error, or the database file or its file system is
     read-only."""
+
+
+class DeadlockError(StorageError):
+    """The database chose this transaction as the victim of a deadlock with a concurrent one
+    (PostgreSQL, whose commits run in parallel) and rolled it back: run it again. Like a
+    database failure, it does not count towards poison-message handling (POI-1)."""
 
 
 class IntegrityConflict(StorageError):

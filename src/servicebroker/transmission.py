@@ -148,6 +148,8 @@ class TransmissionQueue:
             if key in blocked:
                 continue
             sender = destination.endpoint(row.conversation_handle)
+            if not self.conn.lock_transmission(tid):
+                continue  # delivered by a concurrent drain, or dropped by END meanwhile
             if sender is None:
                 self.conn.delete_transmission(tid)
                 moved += 1

@@ -287,8 +287,9 @@ class StorageConnection(Protocol):
     def lock_queues(self, queue_ids: Collection[int]) -> None:
         """Take the right to put messages on these queues for the rest of the write
         transaction (a backend whose commits run in parallel locks each queue's position, in
-        queue order; SQLite's single writer has it already). A commit calls it before it
-        touches any group, with every queue it may put messages on;
+        queue order; SQLite's single writer has it already). A transaction's commit calls it
+        before it touches any group, with every queue it may put messages on (the timer's and
+        transmission queue's passes do not yet);
         :meth:`insert_messages` takes the queues it was not given itself."""
         ...
 
@@ -377,6 +378,11 @@ class StorageConnection(Protocol):
     def transmission_waiting(self, conversation_id: bytes, is_initiator: bool) -> bool:
         """True when a message sent by that side of the conversation waits in the transmission
         queue (a later one must wait behind it, DLG-2)."""
+        ...
+
+    def lock_transmission(self, transmission_id: int) -> bool:
+        """Lock a transmission row for the write transaction, after its sender's endpoint;
+        False when it is gone (a concurrent commit delivered or dropped it: skip it)."""
         ...
 
     def delete_transmission(self, transmission_id: int) -> None:

@@ -15,6 +15,7 @@ import errno
 
 from ..errors import (
     DatabaseUnavailableError,
+    DeadlockError,
     IntegrityConflict,
     Outcome,
     StorageError,
@@ -28,10 +29,12 @@ DATABASE_FAILURES: tuple[type[StorageError], ...] = (
     DatabaseUnavailableError,
     StorageFullError,
     StorageIOError,
+    DeadlockError,
 )
-"""The errors that say the database underneath failed — not that it refused the application's
-statement (a constraint, bad SQL, a lock time-out): a rollback they cause is not the message's
-fault, so poison-message handling does not count it."""
+"""The errors that say the database underneath failed, or picked the transaction as a deadlock
+victim — not that it refused the application's statement (a constraint, bad SQL, a lock
+time-out): a rollback they cause is not the message's fault, so poison-message handling does
+not count it."""
 
 
 class Failure(enum.Enum):
@@ -52,6 +55,7 @@ _ERROR_CLASS: dict[Failure, type[StorageError]] = {
     Failure.FULL: StorageFullError,
     Failure.IO: StorageIOError,
     Failure.CONSTRAINT: IntegrityConflict,
+    Failure.CONFLICT: DeadlockError,
 }
 
 

@@ -352,6 +352,10 @@ class NamedQueryConnection:
             self._one("transmission_conversation_waiting", (conversation_id, int(is_initiator)))
         )
 
+    def lock_transmission(self, transmission_id: int) -> bool:
+        """True when the row is still there (now locked for this write transaction)."""
+        return self._one("lock_transmission", (transmission_id,)) is not None
+
     def delete_transmission(self, transmission_id: int) -> None:
         """Remove a delivered or dropped transmission-queue row."""
         self._run("delete_transmission", (transmission_id,))

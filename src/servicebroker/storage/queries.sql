@@ -225,6 +225,9 @@ SELECT EXISTS (SELECT 1 FROM transmission_queue WHERE conversation_id = ? AND is
 -- name: delete_transmission
 DELETE FROM transmission_queue WHERE transmission_id = ?;
 
+-- name: lock_transmission
+SELECT transmission_id FROM transmission_queue WHERE transmission_id = ?;
+
 -- name: set_transmission_status
 UPDATE transmission_queue SET transmission_status = ? WHERE transmission_id = ?;
 

@@ -12,7 +12,11 @@ commit in one database transaction. Here:
 - **Commits run in parallel**, on every session of every process: each re-applies its
   operations to fresh rows, locking what it reads (the endpoints of its conversations, in
   ``endpoint_id`` order; the ``queue_groups`` rows of the groups it touches, in (queue, group)
-  order), so no two commits write the same row from stale reads and none deadlocks on another.
+  order), so no two commits write the same row from stale reads, and the commits of SEND,
+  RECEIVE and replies do not deadlock each other. Where two still can (the timer's and the
+  transmission queue's passes lock rows one at a time; the application's own SQL), PostgreSQL
+  rolls one back: :class:`~servicebroker.errors.DeadlockError` (the background passes try
+  again on the next tick).
   Only catalog changes are exclusive: a transaction-level advisory lock that write transactions
   hold shared and a CREATE/ALTER/DROP holds alone.
 - **Order across commits is per queue**: a commit that puts messages on a queue locks the

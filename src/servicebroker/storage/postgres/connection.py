@@ -58,7 +58,7 @@ class PostgresConnection(NamedQueryConnection):
         self._conn = Session(conn, storage.database, storage.sessions)
         self._in_write = False
         self._held: dict[bytes, int] = {}
-        self._heads: HeldHeads = {}
+        self._heads: dict[int, HeldHeads] = {}  # per queue: a group's head there
         self.poll_interval = storage.poll_interval
 
     # -- transaction control -------------------------------------------------------------
@@ -314,7 +314,7 @@ class PostgresConnection(NamedQueryConnection):
         if self._held and not exclude_held:
             best = held_best(
                 self._held,
-                self._heads,
+                self._heads.setdefault(queue_id, {}),
                 lambda: self.message_sequence(queue_id),  # the queue's commit order
                 lambda g: self._conn.execute(
                     _Q["held_group_head"], (g, queue_id, list(skip))

@@ -98,6 +98,9 @@ SELECT endpoint_id, conversation_handle, conversation_id, is_initiator, service_
 FROM (SELECT e.*, hashtextextended(%s || encode(e.conversation_group_id, 'hex'), 0) AS k
       FROM conversation_endpoints e WHERE e.conversation_handle = %s) AS e;
 
+-- name: lock_transmission
+SELECT transmission_id FROM transmission_queue WHERE transmission_id = %s FOR UPDATE;
+
 -- name: try_lock_group
 SELECT k, pg_try_advisory_lock(k)
 FROM (SELECT hashtextextended(%s || encode(%s::bytea, 'hex'), 0) AS k) AS key;

@@ -55,7 +55,7 @@ class SqliteConnection(NamedQueryConnection):
     ) -> None:
         self._conn = conn
         self._locks = GroupLocks(lock_path, conn.database)
-        self._heads: HeldHeads = {}
+        self._heads: dict[int, HeldHeads] = {}  # per queue: a group's head there
         self._in_write = False
         self._writer = writer
         self._busy_timeout = busy_timeout
@@ -265,7 +265,7 @@ class SqliteConnection(NamedQueryConnection):
 
             best = held_best(
                 held,
-                self._heads,
+                self._heads.setdefault(queue_id, {}),
                 lambda: self.message_sequence(queue_id),  # committed inserts only
                 head_of,
                 lambda after: {
