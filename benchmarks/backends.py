@@ -24,7 +24,7 @@ import time
 import uuid
 from typing import Any
 
-from bench_setup import open_dialogs
+from bench_setup import POSTGRES_URL, drop_schema, open_dialogs, postgres_schema
 from rich.console import Console
 from rich.table import Table
 
@@ -87,30 +87,11 @@ def run(url: str, total: int, batch: int, readers: int) -> float:
     return total / elapsed
 
 
-def _postgres_schema(base: str) -> str:
-    import psycopg
-
-    schema = f"sbbench_{uuid.uuid4().hex[:12]}"
-    with psycopg.connect(base, autocommit=True) as c:
-        c.execute(f"CREATE SCHEMA {schema}")
-    sep = "&" if "?" in base else "?"
-    return f"{base}{sep}options=-csearch_path%3D{schema}"
-
-
-def _drop_schema(base: str, url: str) -> None:
-    import psycopg
-
-    with psycopg.connect(base, autocommit=True) as c:
-        c.execute(f"DROP SCHEMA {url.rsplit('%3D', 1)[1]} CASCADE")
-
-
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument(
         "--postgres",
-        default=os.environ.get(
-            "SERVICEBROKER_TEST_POSTGRES_URL", "postgresql://postgres@127.0.0.1:5432/postgres"
-        ),
+        default=POSTGRES_URL,
     )
     parser.add_argument("--messages", type=int, default=20_000, help="messages at batch 100")
     parser.add_argument("--batches", default="1,10,100")
@@ -135,11 +116,11 @@ def main() -> None:
                     with tempfile.TemporaryDirectory() as folder:
                         rate = run(os.path.join(folder, "b.db"), total, batch, readers)
                 else:
-                    url = _postgres_schema(args.postgres)
+                    url = postgres_schema(args.postgres)
                     try:
                         rate = run(url, total, batch, readers)
                     finally:
-                        _drop_schema(args.postgres, url)
+                        drop_schema(args.postgres, url)
                 console.print(
                     f"batch {batch:>3}, {backend:>8}, {readers} reader(s): {rate:,.0f} msg/s"
                 )

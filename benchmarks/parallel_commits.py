@@ -14,35 +14,26 @@ session). Run it with ``PYTHONPATH=<another tree>/src`` to compare two versions 
 from __future__ import annotations
 
 import argparse
-import os
-import sys
 import threading
 import time
-import uuid
 
-sys.path.insert(0, os.path.dirname(__file__))
-
-from bench_setup import open_dialogs
+from bench_setup import POSTGRES_URL, drop_schema, open_dialogs, postgres_schema
 
 from servicebroker import Broker
 
 TOP = 10
 
 
-def fresh_schema(server: str) -> str:
-    """A new schema on ``server``; returns a URL whose search_path is it."""
-    import psycopg
-
-    schema = f"sbbench_{uuid.uuid4().hex[:10]}"
-    with psycopg.connect(server, autocommit=True) as c:
-        c.execute(f"CREATE SCHEMA {schema}")
-    sep = "&" if "?" in server else "?"
-    return f"{server}{sep}options=-csearch_path%3D{schema}"
-
-
 def run(server: str, messages: int, readers: int, work: float) -> float:
     """Messages per second with ``readers`` reader threads draining ``messages`` messages."""
-    url = fresh_schema(server)
+    url = postgres_schema(server)
+    try:
+        return _drain(url, messages, readers, work)
+    finally:
+        drop_schema(server, url)
+
+
+def _drain(url: str, messages: int, readers: int, work: float) -> float:
     with Broker.open(url, pool_size=readers + 2) as broker:
         handles = open_dialogs(broker, 64)
         broker.execute("CREATE TABLE results (body bytea)")
@@ -79,9 +70,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument(
         "--postgres",
-        default=os.environ.get(
-            "SERVICEBROKER_TEST_POSTGRES_URL", "postgresql://postgres@127.0.0.1:5432/postgres"
-        ),
+        default=POSTGRES_URL,
     )
     parser.add_argument("--messages", type=int, default=2000)
     parser.add_argument("--readers", default="1,2,4")

@@ -30,7 +30,7 @@ import uuid
 from collections.abc import Callable
 from typing import Any
 
-from bench_setup import open_dialogs
+from bench_setup import POSTGRES_URL, open_dialogs
 from rich.console import Console
 from rich.table import Table
 
@@ -292,9 +292,7 @@ def main() -> int:
     )
     parser.add_argument(
         "--postgres",
-        default=os.environ.get(
-            "SERVICEBROKER_TEST_POSTGRES_URL", "postgresql://postgres@127.0.0.1:5432/postgres"
-        ),
+        default=POSTGRES_URL,
     )
     parser.add_argument("--messages", type=int, default=10_000)
     parser.add_argument("--batches", default="1,10,100")

@@ -10,11 +10,10 @@ from __future__ import annotations
 import threading
 import uuid
 from collections import defaultdict
+from collections.abc import Callable
 from pathlib import Path
 
-import pytest
-
-from servicebroker import Broker, DeadlockError, Outcome, StorageError
+from servicebroker import Broker, DeadlockError, Outcome
 
 from .conftest import Pair, drop_url, make_pair, new_url
 
@@ -28,24 +27,45 @@ def test_write_transactions_commit_side_by_side_on_postgres(tmp_path: Path) -> N
     # A transaction whose write transaction is open (the application's SQL ran) does not hold
     # up another transaction's commit; a catalog change waits for it (exclusive). SQLite has
     # one writer at a time by design.
+    import psycopg
+
     url = new_url("postgres", tmp_path)
-    broker = Broker.open(url, busy_timeout=2)
+    broker = Broker.open(url, busy_timeout=10)
     try:
         pair = make_pair(broker)
         broker.execute("CREATE TABLE app_rows (n integer)")
-        with broker.transaction() as first:
+        created: list[BaseException | None] = []
+        ddl = threading.Thread(
+            target=lambda: created.append(_outcome(lambda: broker.create_queue("must_wait")))
+        )
+        with broker.transaction() as first, psycopg.connect(url, autocommit=True) as observer:
             first.execute("INSERT INTO app_rows VALUES (1)")  # the write transaction is open
             with broker.transaction() as second:  # same thread: a lock wait would never end
                 h = second.begin_dialog(pair.initiator, pair.target, contract="C")
                 second.send(h, "Req", b"while the first is open")
             assert [m.message_body for m in broker.peek(pair.tq)] == [b"while the first is open"]
-            with pytest.raises(StorageError, match="lock"):
-                broker.create_queue("must_wait")  # exclusive: waits for the open transaction
-        broker.create_queue("now_free")
+            ddl.start()  # exclusive: waits for the open transaction — seen waiting in pg_locks
+            while not observer.execute(
+                "SELECT count(*) FROM pg_locks WHERE locktype = 'advisory' AND NOT granted"
+            ).fetchone()[0]:
+                assert ddl.is_alive() and not created, "the catalog change did not wait"
+            assert not created  # still waiting while the first transaction is open
+        ddl.join()
+        assert created == [None]  # done once the first transaction ended
+        assert "must_wait" in [q.name for q in broker.views.service_queues()]
         assert broker.execute("SELECT n FROM app_rows") == [(1,)]
     finally:
         broker.close()
         drop_url(url)
+
+
+def _outcome(action: Callable[[], object]) -> BaseException | None:
+    """Run ``action``; None, or the exception it raised."""
+    try:
+        action()
+    except BaseException as exc:
+        return exc
+    return None
 
 
 def test_a_deadlock_in_the_applications_sql_is_a_clear_error(tmp_path: Path) -> None:

@@ -81,7 +81,7 @@ class Applier:
         wanted = [c for c in dict.fromkeys(conversation_ids) if (c, True) not in self._sides]
         if not wanted:
             return
-        for row in self.conn.get_conversations(wanted):
+        for row in self.conn.get_conversations(wanted, for_update=True):
             if row.conversation_handle not in self._rows:
                 self._rows[row.conversation_handle] = row
                 self._sides[(row.conversation_id, row.is_initiator)] = row.conversation_handle
@@ -107,7 +107,7 @@ class Applier:
                 the endpoint's group: a concurrent MOVE CONVERSATION won; the commit fails.
         """
         if handle not in self._rows:
-            row = self.conn.get_endpoint(handle)
+            row = self.conn.get_endpoint(handle, for_update=True)
             self._rows[handle] = row
             if row is not None:
                 self._sides[(row.conversation_id, row.is_initiator)] = handle
@@ -127,7 +127,9 @@ class Applier:
         """The other endpoint of ``row``'s conversation, if it exists."""
         key = (row.conversation_id, not row.is_initiator)
         if key not in self._sides:
-            far = self.conn.get_far_endpoint(row.conversation_id, not row.is_initiator)
+            far = self.conn.get_far_endpoint(
+                row.conversation_id, not row.is_initiator, for_update=True
+            )
             self._sides[key] = None if far is None else far.conversation_handle
             if far is not None:
                 self._rows[far.conversation_handle] = far

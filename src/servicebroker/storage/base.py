@@ -220,8 +220,10 @@ class StorageConnection(Protocol):
         ...
 
     # -- endpoints -------------------------------------------------------------------------
-    def get_endpoint(self, handle: bytes) -> EndpointRow | None:
-        """Read the endpoint with this conversation handle, or None. Locks nothing."""
+    def get_endpoint(self, handle: bytes, *, for_update: bool = False) -> EndpointRow | None:
+        """Read the endpoint with this conversation handle, or None. ``for_update`` (a commit
+        that will write what it read, in the write transaction): a backend whose commits run
+        in parallel locks the row until the write transaction ends; otherwise locks nothing."""
         ...
 
     def get_endpoint_and_lock(self, handle: bytes) -> tuple[EndpointRow | None, bool]:
@@ -232,14 +234,18 @@ class StorageConnection(Protocol):
         ...
 
     def get_far_endpoint(
-        self, conversation_id: bytes, far_is_initiator: bool
+        self, conversation_id: bytes, far_is_initiator: bool, *, for_update: bool = False
     ) -> EndpointRow | None:
-        """Read the endpoint of ``conversation_id`` on the given side, or None."""
+        """Read the endpoint of ``conversation_id`` on the given side, or None;
+        ``for_update`` as :meth:`get_endpoint`."""
         ...
 
-    def get_conversations(self, conversation_ids: Sequence[bytes]) -> list[EndpointRow]:
+    def get_conversations(
+        self, conversation_ids: Sequence[bytes], *, for_update: bool = False
+    ) -> list[EndpointRow]:
         """Read every endpoint of the given conversations (both sides, in no set order); one
-        query where the backend can."""
+        query where the backend can. ``for_update`` as :meth:`get_endpoint`, the rows locked
+        in ``endpoint_id`` order (so commits locking several never deadlock on them)."""
         ...
 
     def insert_endpoint(self, row: EndpointRow) -> int:

@@ -131,6 +131,12 @@ class NamedQueryConnection:
         """A block whose reads see one consistent state of the database."""
         raise NotImplementedError
 
+    def _reading(self, name: str, for_update: bool) -> str:
+        """The named query that reads like ``name`` — locking its rows when ``for_update``
+        on a backend whose commits run in parallel (PostgreSQL: ``name + "_locked"``).
+        SQLite's single writer needs no row locks: ``name``."""
+        return name
+
     def _limit(self, n: int) -> int | None:
         """A LIMIT value; -1 means no limit (SQLite's own meaning)."""
         return n
@@ -203,16 +209,19 @@ class NamedQueryConnection:
         self.bump_catalog_version()
 
     # -- endpoints -----------------------------------------------------------------------
-    def get_endpoint(self, handle: bytes) -> EndpointRow | None:
-        """The endpoint with this conversation handle, or None."""
-        rows = self._all("get_endpoint", (handle,))
+    def get_endpoint(self, handle: bytes, *, for_update: bool = False) -> EndpointRow | None:
+        """The endpoint with this conversation handle, or None (locked: see the contract)."""
+        rows = self._all(self._reading("get_endpoint", for_update), (handle,))
         return EndpointRow(*rows[0]) if rows else None
 
     def get_far_endpoint(
-        self, conversation_id: bytes, far_is_initiator: bool
+        self, conversation_id: bytes, far_is_initiator: bool, *, for_update: bool = False
     ) -> EndpointRow | None:
         """The endpoint of ``conversation_id`` on the given side, or None."""
-        rows = self._all("get_far_endpoint", (conversation_id, int(far_is_initiator)))
+        rows = self._all(
+            self._reading("get_far_endpoint", for_update),
+            (conversation_id, int(far_is_initiator)),
+        )
         return EndpointRow(*rows[0]) if rows else None
 
     def insert_endpoint(self, row: EndpointRow) -> int:

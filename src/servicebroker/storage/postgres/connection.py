@@ -187,6 +187,11 @@ class PostgresConnection(NamedQueryConnection):
     def _many(self, name: str, rows: Iterable[Sequence[Any]]) -> None:
         self._conn.executemany(_Q[name], [_flags(r) for r in rows])
 
+    def _reading(self, name: str, for_update: bool) -> str:
+        """Commits run in parallel here: a commit's reads lock their rows (the ``_locked``
+        form of the query) until its write transaction ends."""
+        return f"{name}_locked" if for_update else name
+
     def _limit(self, n: int) -> int | None:
         return None if n < 0 else n  # SQLite's LIMIT -1 is PostgreSQL's LIMIT NULL
 
@@ -222,31 +227,15 @@ class PostgresConnection(NamedQueryConnection):
             self._held.setdefault(endpoint.conversation_group_id, key)
         return endpoint, locked
 
-    def get_conversations(self, conversation_ids: Sequence[bytes]) -> list[EndpointRow]:
-        """Every endpoint of the given conversations, in one query; in a write transaction
-        locked (``FOR UPDATE``, in ``endpoint_id`` order, so commits never deadlock on them)."""
+    def get_conversations(
+        self, conversation_ids: Sequence[bytes], *, for_update: bool = False
+    ) -> list[EndpointRow]:
+        """Every endpoint of the given conversations, in one query; ``for_update``: locked
+        (``FOR UPDATE``, in ``endpoint_id`` order, so commits never deadlock on them)."""
         if not conversation_ids:
             return []
-        name = "get_conversations_locked" if self._in_write else "get_conversations"
+        name = self._reading("get_conversations", for_update)
         return [EndpointRow(*r) for r in self._all(name, (list(conversation_ids),))]
-
-    def get_endpoint(self, handle: bytes) -> EndpointRow | None:
-        """The endpoint with this handle, or None; in a write transaction locked (the commit
-        writes what it read: no other commit changes it meanwhile)."""
-        if not self._in_write:
-            return super().get_endpoint(handle)
-        rows = self._all("get_endpoint_locked", (handle,))
-        return EndpointRow(*rows[0]) if rows else None
-
-    def get_far_endpoint(
-        self, conversation_id: bytes, far_is_initiator: bool
-    ) -> EndpointRow | None:
-        """The endpoint of ``conversation_id`` on the given side, or None; in a write
-        transaction locked, as :meth:`get_endpoint`."""
-        if not self._in_write:
-            return super().get_far_endpoint(conversation_id, far_is_initiator)
-        rows = self._all("get_far_endpoint_locked", (conversation_id, far_is_initiator))
-        return EndpointRow(*rows[0]) if rows else None
 
     # -- queues --------------------------------------------------------------------------
     def lock_queues(self, queue_ids: Collection[int]) -> None:

@@ -197,8 +197,11 @@ class SqliteConnection(NamedQueryConnection):
         row = self.get_endpoint(handle)
         return row, row is not None and self._locks.try_lock(row.conversation_group_id)
 
-    def get_conversations(self, conversation_ids: Sequence[bytes]) -> list[EndpointRow]:
-        """Every endpoint of the given conversations (in-process: one indexed read each)."""
+    def get_conversations(
+        self, conversation_ids: Sequence[bytes], *, for_update: bool = False
+    ) -> list[EndpointRow]:
+        """Every endpoint of the given conversations (in-process: one indexed read each);
+        ``for_update`` changes nothing: the single writer holds the database already."""
         return [
             EndpointRow(*row)
             for conversation_id in conversation_ids
@@ -206,6 +209,11 @@ class SqliteConnection(NamedQueryConnection):
         ]
 
     # -- queues --------------------------------------------------------------------------
+    def message_sequence(self, queue_id: int) -> int:
+        """The queue's watermark: one counter serves every queue here, since the single
+        writer commits one transaction at a time (every queue's order is commit order)."""
+        return int(self._one("message_sequence") or 0)
+
     def lock_queues(self, queue_ids: Collection[int]) -> None:
         """Nothing: the write transaction holds SQLite's single write lock already."""
 

@@ -31,5 +31,4 @@ DELETE FROM queue_messages WHERE queuing_order IN (SELECT value FROM json_each(?
 UPDATE queue_messages SET status = 0 WHERE queuing_order IN (SELECT value FROM json_each(?));
 
 -- name: message_sequence
--- one counter serves every queue: the single writer commits one transaction at a time
-SELECT coalesce((SELECT seq FROM sqlite_sequence WHERE name = 'queue_messages'), 0), ?;
+SELECT coalesce((SELECT seq FROM sqlite_sequence WHERE name = 'queue_messages'), 0);
