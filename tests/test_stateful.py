@@ -107,7 +107,7 @@ class DialogMachine(RuleBasedStateMachine):
         conv = data.draw(st.sampled_from(self.convs))
         tx = self.tx_of(slot)
         self.counter += 1
-        body = f"{conv.hex[:6]}:{self.counter}".encode()
+        body = f"{conv.hex[-12:]}:{self.counter}".encode()
         other = 1 - slot
         ended = conv in self.ended or conv in self.pending_end[slot]
         try:
@@ -169,7 +169,7 @@ class DialogMachine(RuleBasedStateMachine):
 
     def conv_of(self, body: bytes) -> uuid.UUID:
         prefix = body.split(b":")[0].decode()
-        (conv,) = [c for c in self.convs if c.hex.startswith(prefix)]
+        (conv,) = [c for c in self.convs if c.hex.endswith(prefix)]
         return conv
 
     def finish(self, slot: int, commit: bool) -> None:

@@ -66,6 +66,9 @@ class Applier:
         self._dirty: dict[bytes, EndpointRow] = {}
         self._pending: list[QueueInsert] = []
         self._pending_handles: set[bytes] = set()
+        self._purges: dict[bytes, bytes] = {}  # handle -> group: its queue rows to delete
+        self._purged_queues: set[int] = set()
+        self._deleted: list[int] = []  # endpoint ids to delete
         self.transmission = TransmissionQueue(conn, catalog, now)
         self._routes: dict[bytes, EndpointRow] = {}
         self.woken_queues: set[int] = set()
@@ -148,15 +151,36 @@ class Applier:
         return row
 
     def flush_messages(self, handle: bytes | None = None) -> None:
-        """Write the queued inserts: all of them, or only if some are for ``handle`` (before a
-        statement that deletes or moves that conversation's rows)."""
-        if self._pending and (handle is None or handle in self._pending_handles):
-            self.conn.insert_messages(self._pending)
-            self._pending = []
-            self._pending_handles.clear()
+        """Write the queued deletes and inserts of queue rows: all of them, or only if some
+        inserts are for ``handle`` (before a statement that moves that conversation's rows)."""
+        if handle is None or handle in self._pending_handles or handle in self._purges:
+            self._flush_purges()
+            if self._pending:
+                self.conn.insert_messages(self._pending)
+                self._pending = []
+                self._pending_handles.clear()
+
+    def _purge(self, row: EndpointRow) -> None:
+        """Delete the endpoint's queue rows (END CONVERSATION): its inserts still queued are
+        dropped, its stored rows deleted with the others at :meth:`flush_messages` — one
+        batch for the commit, the same rows as deleting them now."""
+        handle = row.conversation_handle
+        if handle in self._pending_handles:
+            self._pending = [m for m in self._pending if m.conversation_handle != handle]
+            self._pending_handles.discard(handle)
+        self._purges[handle] = row.conversation_group_id
+        self._purged_queues.add(row.queue_id)
+
+    def _flush_purges(self) -> None:
+        if self._purges:
+            self.conn.delete_conversation_messages(
+                [(group, handle) for handle, group in self._purges.items()]
+            )
+            self._purges.clear()
+            self._purged_queues.clear()
 
     def finish(self) -> None:
-        """Write pending messages and changed endpoints."""
+        """Write queue rows, changed endpoints and endpoint deletions."""
         self.flush_messages()
         changed = [
             row for row in self._dirty.values() if self._rows.get(row.conversation_handle) is row
@@ -164,6 +188,9 @@ class Applier:
         if changed:
             self.conn.update_endpoints(changed)
         self._dirty.clear()
+        if self._deleted:
+            self.conn.delete_endpoints(self._deleted)
+            self._deleted = []
 
     # -- operations ----------------------------------------------------------------------
     def send(self, handle: bytes, out: Outgoing) -> None:
@@ -213,8 +240,7 @@ class Applier:
         if row is None:
             return
         new_state, action = after_local_end(row.state, mode, uuid.UUID(bytes=handle))
-        self.flush_messages(handle)
-        self.conn.delete_conversation_messages(row.conversation_group_id, handle)
+        self._purge(row)
         if mode is not EndMode.PLAIN:
             self.transmission.drop_endpoint(row)
         row.state = new_state
@@ -346,6 +372,8 @@ class Applier:
         return None
 
     def _enqueue(self, row: EndpointRow, out: Outgoing, status: int = 1) -> None:
+        if row.conversation_handle in self._purges:
+            self._flush_purges()  # rows deleted before, this one stays
         self._pending_handles.add(row.conversation_handle)
         self._pending.append(
             QueueInsert(
@@ -368,12 +396,11 @@ class Applier:
         if status == 1 and row.queue_id not in self.woken_queues:
             self.woken_queues.add(row.queue_id)
             queue = self.catalog.queues_by_id.get(row.queue_id)
-            if (
-                queue is not None
-                and queue.activation_enabled
-                and not self.conn.queue_has_ready(row.queue_id)
-            ):
-                self.arrived_on_empty.add(row.queue_id)  # ACT-5a: new work on an idle queue
+            if queue is not None and queue.activation_enabled:
+                if row.queue_id in self._purged_queues:
+                    self._flush_purges()  # the queue as the deletes leave it
+                if not self.conn.queue_has_ready(row.queue_id):
+                    self.arrived_on_empty.add(row.queue_id)  # ACT-5a: new work on an idle queue
 
     def _retain_sent(self, row: EndpointRow, out: Outgoing) -> bool:
         queue = self.catalog.queues_by_id.get(row.queue_id)
@@ -397,9 +424,8 @@ class Applier:
         return Outgoing(mt.message_type_id, name, mt.validation_code, body, new_id(), sequence)
 
     def _delete_endpoint(self, row: EndpointRow) -> None:
-        self.flush_messages(row.conversation_handle)
-        self.conn.delete_conversation_messages(row.conversation_group_id, row.conversation_handle)
-        self.conn.delete_endpoint(row.endpoint_id)
+        self._purge(row)
+        self._deleted.append(row.endpoint_id)
         self._rows[row.conversation_handle] = None
         self._sides[(row.conversation_id, row.is_initiator)] = None
         self._dirty.pop(row.conversation_handle, None)

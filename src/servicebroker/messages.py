@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import os
 import threading
+import time
 import uuid
 import xml.parsers.expat
 from dataclasses import dataclass
@@ -23,6 +24,7 @@ _new_object = object.__new__
 _set = object.__setattr__
 _UUID = uuid.UUID
 _SAFE_UNKNOWN = uuid.SafeUUID.unknown
+_time_ns = time.time_ns
 
 
 def _forget_pool_after_fork() -> None:
@@ -36,22 +38,28 @@ os.register_at_fork(after_in_child=_forget_pool_after_fork)
 
 
 def new_id() -> bytes:
-    """16 random bytes laid out as a version-4 UUID (for message ids and handles), drawn from a
-    per-thread pool of ``os.urandom`` bytes so that a send costs no system call.
+    """16 bytes laid out as a version-7 UUID (RFC 9562) for message ids, handles and group ids:
+    the first 48 bits are the wall clock in milliseconds, the other 74 free bits random, drawn
+    from a per-thread pool of ``os.urandom`` bytes so that a send costs no system call.
+
+    Ids made at about the same time sort together, so a commit's new rows land on a few index
+    pages instead of one random page each (what SQL Server's ``NEWSEQUENTIALID`` is for): the
+    database writes far fewer pages per message. The wall clock here only orders ids; no
+    outcome depends on it (the broker's clock drives every timer).
 
     The pool is per thread and per process: a child made by ``os.fork()`` (or a ``fork``
     multiprocessing start) starts from a fresh pool, so it never repeats its parent's ids."""
     pool = getattr(_pool, "data", None)
     pos = getattr(_pool, "pos", _POOL_SIZE)
     if pool is None or pos >= _POOL_SIZE:
-        pool = bytearray(os.urandom(16 * _POOL_SIZE))
-        for i in range(0, len(pool), 16):
-            pool[i + 6] = (pool[i + 6] & 0x0F) | 0x40
-            pool[i + 8] = (pool[i + 8] & 0x3F) | 0x80
-        _pool.data = pool = bytes(pool)
+        raw = bytearray(os.urandom(10 * _POOL_SIZE))
+        for i in range(0, len(raw), 10):
+            raw[i] = (raw[i] & 0x0F) | 0x70
+            raw[i + 2] = (raw[i + 2] & 0x3F) | 0x80
+        _pool.data = pool = bytes(raw)
         pos = 0
     _pool.pos = pos + 1
-    return pool[16 * pos : 16 * pos + 16]
+    return (_time_ns() // 1_000_000).to_bytes(6, "big") + pool[10 * pos : 10 * pos + 10]
 
 
 def fast_uuid(value: bytes) -> uuid.UUID:

@@ -134,7 +134,7 @@ class Receiving:
         self._endpoints = endpoints
         self._new_groups = new_groups
         self._received_set: set[int] = set()
-        self._received_in: dict[bytes, int] = {}  # messages received per group
+        self._received_by: dict[bytes, list[int]] = {}  # queuing orders received, per group
         self._checked: set[int] = set()
         self._locked_elsewhere: set[bytes] = set()
         self._locked_elsewhere_seen: tuple[int, int] | None = None
@@ -254,7 +254,7 @@ class Receiving:
         def fetch(group: bytes) -> int:
             # rows of the group to read: TOP, plus those this transaction received from it
             # already (RECEIVE returns them first, and _take drops them)
-            return -1 if limit < 0 else limit + self._received_in.get(group, 0)
+            return -1 if limit < 0 else limit + len(self._received_by.get(group, ()))
 
         if conversation_handle is not None:
             handle = to_handle(conversation_handle)
@@ -298,7 +298,7 @@ class Receiving:
                 for _ in range(8):
                     held = conn.held_groups()
                     group = conn.lock_next_group(
-                        queue.queue_id, self._received_set, known_locked=self._known_locked()
+                        queue.queue_id, self._received_by, known_locked=self._known_locked()
                     )
                     if group is None:
                         return None
@@ -324,7 +324,7 @@ class Receiving:
         self.received.setdefault(queue.queue_id, []).extend(orders)
         self._received_set.update(orders)
         group = rows[0].conversation_group_id  # one RECEIVE: one group
-        self._received_in[group] = self._received_in.get(group, 0) + len(rows)
+        self._received_by.setdefault(group, []).extend(orders)
         return to_messages(self.catalog, rows, queue.name)
 
     def get_conversation_group(self, queue_name: str, *, timeout: float | None) -> uuid.UUID | None:
@@ -339,7 +339,7 @@ class Receiving:
             self._live_queue(queue_name, statement)
             return conn.lock_next_group(
                 queue.queue_id,
-                self._received_set,
+                self._received_by,
                 exclude_held=True,
                 known_locked=self._known_locked(),
             )

@@ -62,7 +62,7 @@ Errors
 
 from __future__ import annotations
 
-from collections.abc import Callable, Collection, Iterable, Sequence
+from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
 from contextlib import AbstractContextManager
 from typing import Any, Protocol
 
@@ -263,8 +263,8 @@ class StorageConnection(Protocol):
         (by ``endpoint_id``), in one batch, in the write transaction."""
         ...
 
-    def delete_endpoint(self, endpoint_id: int) -> None:
-        """Delete one endpoint (its queue rows stay); in the write transaction."""
+    def delete_endpoints(self, endpoint_ids: Sequence[int]) -> None:
+        """Delete endpoints (their queue rows stay), in one batch, in the write transaction."""
         ...
 
     def group_queue(self, group_id: bytes) -> int | None:
@@ -346,9 +346,10 @@ class StorageConnection(Protocol):
         transaction."""
         ...
 
-    def delete_conversation_messages(self, group_id: bytes, handle: bytes) -> None:
-        """Delete every queue row of one conversation endpoint (END CONVERSATION); in the write
-        transaction."""
+    def delete_conversation_messages(self, endpoints: Sequence[tuple[bytes, bytes]]) -> None:
+        """Delete every queue row of the conversation endpoints ``endpoints``, as
+        ``(conversation_group_id, conversation_handle)`` pairs (END CONVERSATION), in one
+        batch, in the write transaction."""
         ...
 
     def delete_queue_messages(self, queue_id: int) -> None:
@@ -429,7 +430,7 @@ class StorageConnection(Protocol):
     def lock_next_group(
         self,
         queue_id: int,
-        skip: set[int],
+        skip: Mapping[bytes, Collection[int]],
         *,
         exclude_held: bool = False,
         known_locked: set[bytes] | None = None,
@@ -439,8 +440,8 @@ class StorageConnection(Protocol):
         That is the group with a ready message whose first such message (in RECEIVE order)
         comes first by priority descending, then queuing order (PRI-12, PRI-13), among the
         groups no other connection holds (tried without waiting, RCV-2). A group this
-        connection already holds qualifies by its first ready message not in ``skip`` (the
-        queuing orders this transaction received already, PRI-9) unless ``exclude_held``
+        connection already holds qualifies by its first ready message not in ``skip[group]`` (per
+        group, the queuing orders this transaction received from it already, PRI-9) unless ``exclude_held``
         (GET CONVERSATION GROUP, RCV-5). Groups found held by others are added to
         ``known_locked`` when given, and groups in it are not tried again.
         """

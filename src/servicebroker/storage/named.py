@@ -10,7 +10,7 @@ groups a transaction holds.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Collection, Iterable, Sequence
+from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
 from contextlib import AbstractContextManager
 from functools import partial
 from typing import Any, TypeVar
@@ -70,7 +70,7 @@ def held_best(
     watermark: Callable[[], int],
     head_of: Callable[[bytes], Sequence[int] | None],
     arrived_since: Callable[[int], set[bytes]],
-    skip: Collection[int],
+    skip: Mapping[bytes, Collection[int]],
 ) -> tuple[int, int, bytes] | None:
     """The best group among those a transaction holds, ranked by what it has not received yet
     (PRI-9): ``(-level, head queuing order, group)``, or None when none has anything left.
@@ -78,7 +78,7 @@ def held_best(
     ``head_of(group)`` reads a held group's head. A head once read is kept in ``known`` with the
     ``watermark()`` of that moment (every committed message's queuing_order is at most it) and
     read again only when the transaction has received it since (its queuing order is in
-    ``skip``: RECEIVE takes a group's messages from its head) or when ``arrived_since(w)`` —
+    ``skip[group]``, the queuing orders received from that group: RECEIVE takes a group's messages from its head) or when ``arrived_since(w)`` —
     the groups of ready messages of the queue with a queuing order above ``w``, one query for
     all of them — names the group (messages keep arriving in locked groups, RCV-2). Nothing
     else changes a held group's messages while the transaction holds it. So a RECEIVE in a
@@ -91,7 +91,11 @@ def held_best(
     arrived = arrived_since(min(older)) if older else set()
     for group_id in groups:
         entry = known.get(group_id)
-        if entry is None or group_id in arrived or (entry[1] is not None and entry[1][1] in skip):
+        if (
+            entry is None
+            or group_id in arrived
+            or (entry[1] is not None and entry[1][1] in skip.get(group_id, ()))
+        ):
             found = head_of(group_id)
             head = None if found is None else (int(found[0]), int(found[1]))
         else:
@@ -256,9 +260,9 @@ class NamedQueryConnection:
         """Write several endpoints' changeable columns, in one batch."""
         self._many("update_endpoint", [_endpoint_update(r) for r in rows])
 
-    def delete_endpoint(self, endpoint_id: int) -> None:
-        """Delete one endpoint."""
-        self._run("delete_endpoint", (endpoint_id,))
+    def delete_endpoints(self, endpoint_ids: Sequence[int]) -> None:
+        """Delete endpoints, in one batch."""
+        self._many("delete_endpoint", [(i,) for i in endpoint_ids])
 
     def group_queue(self, group_id: bytes) -> int | None:
         """The queue of an existing conversation group, or None if no endpoint is in it."""
@@ -317,9 +321,9 @@ class NamedQueryConnection:
         """(queue_id, status, messages) for every queue holding messages."""
         return rows_of(QueueCountRow, self._all("queue_counts"))
 
-    def delete_conversation_messages(self, group_id: bytes, handle: bytes) -> None:
-        """Delete every queue row of a conversation endpoint (END CONVERSATION)."""
-        self._run("delete_conversation_messages", (group_id, handle))
+    def delete_conversation_messages(self, endpoints: Sequence[tuple[bytes, bytes]]) -> None:
+        """Delete every queue row of the (group, handle) endpoints (END CONVERSATION)."""
+        self._many("delete_conversation_messages", endpoints)
 
     def delete_queue_messages(self, queue_id: int) -> None:
         """Delete every row of a queue (DROP QUEUE)."""

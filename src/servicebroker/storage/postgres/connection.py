@@ -5,7 +5,7 @@ for the design, and :class:`servicebroker.storage.base.StorageConnection` for th
 
 from __future__ import annotations
 
-from collections.abc import Collection, Iterable, Iterator, Sequence
+from collections.abc import Collection, Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from typing import Any, Protocol
 
@@ -289,7 +289,7 @@ class PostgresConnection(NamedQueryConnection):
     def lock_next_group(
         self,
         queue_id: int,
-        skip: set[int],
+        skip: Mapping[bytes, Collection[int]],
         *,
         exclude_held: bool = False,
         known_locked: set[bytes] | None = None,
@@ -306,7 +306,7 @@ class PostgresConnection(NamedQueryConnection):
                 self._heads.setdefault(queue_id, {}),
                 lambda: self.message_sequence(queue_id),  # the queue's commit order
                 lambda g: self._conn.execute(
-                    _Q["held_group_head"], (g, queue_id, list(skip))
+                    _Q["held_group_head"], (g, queue_id, list(skip.get(g, ())))
                 ).fetchone(),
                 lambda after: {
                     bytes(r[0]) for r in self._all("groups_arrived_since", (after, queue_id))

@@ -15,12 +15,13 @@ naming the file; a connection that met an I/O error is closed, never pooled agai
 from __future__ import annotations
 
 import contextlib
+import functools
 import json
 import os
 import sqlite3
 import threading
 import time
-from collections.abc import Callable, Collection, Iterable, Iterator, Sequence
+from collections.abc import Callable, Collection, Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from typing import Any
 
@@ -37,6 +38,23 @@ from .session import Session
 __all__ = ["SqliteConnection", "SqliteStorage"]
 
 _Q = load_backend_queries(__name__, "qmark")
+_IN_MAX = 256
+
+
+@functools.cache
+def _in_list(name: str, size: int) -> str:
+    """Named query ``name`` with its ``(?*)`` list of ``size`` placeholders."""
+    return _Q[name].replace("(?*)", "(" + ", ".join("?" * size) + ")")
+
+
+def _in_chunks(values: Sequence[Any]) -> Iterator[tuple[int, list[Any]]]:
+    """``values`` in chunks of at most ``_IN_MAX``, each padded (with its last value: an IN
+    list ignores repeats) to a power of two, so that few statements are prepared: ``(size,
+    chunk)`` pairs."""
+    for start in range(0, len(values), _IN_MAX):
+        chunk = list(values[start : start + _IN_MAX])
+        size = 1 << (len(chunk) - 1).bit_length()
+        yield size, chunk + chunk[-1:] * (size - len(chunk))
 
 
 class SqliteConnection(NamedQueryConnection):
@@ -56,6 +74,7 @@ class SqliteConnection(NamedQueryConnection):
         self._conn = conn
         self._locks = GroupLocks(lock_path, conn.database)
         self._heads: dict[int, HeldHeads] = {}  # per queue: a group's head there
+        self._hexes: dict[bytes, str] = {}  # a held or locked group's id as hex, for SQL
         self._in_write = False
         self._writer = writer
         self._busy_timeout = busy_timeout
@@ -200,12 +219,12 @@ class SqliteConnection(NamedQueryConnection):
     def get_conversations(
         self, conversation_ids: Sequence[bytes], *, for_update: bool = False
     ) -> list[EndpointRow]:
-        """Every endpoint of the given conversations (in-process: one indexed read each);
+        """Every endpoint of the given conversations, one statement per 256 of them;
         ``for_update`` changes nothing: the single writer holds the database already."""
         return [
             EndpointRow(*row)
-            for conversation_id in conversation_ids
-            for row in self._all("get_conversation", (conversation_id,))
+            for size, chunk in _in_chunks(conversation_ids)
+            for row in self._conn.execute(_in_list("get_conversations", size), chunk).fetchall()
         ]
 
     # -- queues --------------------------------------------------------------------------
@@ -244,13 +263,14 @@ class SqliteConnection(NamedQueryConnection):
     def lock_next_group(
         self,
         queue_id: int,
-        skip: set[int],
+        skip: Mapping[bytes, Collection[int]],
         *,
         exclude_held: bool = False,
         known_locked: set[bytes] | None = None,
     ) -> bytes | None:
         """Lock the highest-priority group of the queue that has a ready message not in
-        ``skip`` (queuing orders this transaction already received) and is not locked by
+        ``skip`` (per group, the queuing orders this transaction received from it) and is not
+        locked by
         another transaction; a group this transaction holds qualifies (RCV-2, PRI-12, PRI-13)
         unless ``exclude_held`` (GET CONVERSATION GROUP, RCV-5). Groups found locked by others are
         added to ``known_locked`` and skipped without asking again. Returns the group id, or None.
@@ -262,13 +282,11 @@ class SqliteConnection(NamedQueryConnection):
         held = self._locks.held
         best: tuple[int, int, bytes] | None = None  # (-level, head order, group) of a held group
         if held and not exclude_held:
-            skipped: list[str] = []  # JSON of skip, made once, and only if a head is read
 
             def head_of(group: bytes) -> Any:
-                if not skipped:
-                    skipped.append(json.dumps(list(skip)))
+                taken = json.dumps(list(skip.get(group, ())))
                 return self._conn.execute(
-                    _Q["held_group_head"], (group, queue_id, skipped[0])
+                    _Q["held_group_head"], (group, queue_id, taken)
                 ).fetchone()
 
             best = held_best(
@@ -283,7 +301,13 @@ class SqliteConnection(NamedQueryConnection):
             )
         locked = known_locked if known_locked is not None else set()
         if held or locked:  # skipped inside SQLite, not row by row here
-            excluded = json.dumps([bytes(g).hex().upper() for g in (*held, *locked)])
+            hexes = self._hexes
+            excluded = json.dumps(
+                [
+                    hexes.get(g) or hexes.setdefault(g, bytes(g).hex().upper())
+                    for g in (*held, *locked)
+                ]
+            )
             cur = self._conn.execute(_Q["candidate_groups_excluding"], (queue_id, excluded))
         else:
             cur = self._conn.execute(_Q["candidate_groups"], (queue_id,))
@@ -304,6 +328,7 @@ class SqliteConnection(NamedQueryConnection):
         """Release every group lock this transaction holds (``wake``: as for :meth:`commit`)."""
         self._locks.release_all()
         self._heads.clear()
+        self._hexes.clear()
 
 
 class SqliteStorage:

@@ -2,11 +2,12 @@
 -- arrays for sets of values, SQLite's own sequence, the group index walked in Python. Each block
 -- starts with "-- name: NAME"; a name defined here overrides the shared query of that name.
 
--- name: get_conversation
+-- name: get_conversations
+-- "(?*)" stands for a list of placeholders, one per conversation id (see _in_list).
 SELECT endpoint_id, conversation_handle, conversation_id, is_initiator, service_contract_id,
        conversation_group_id, service_id, queue_id, far_service, lifetime, state, dialog_timer,
        send_sequence, receive_sequence, priority
-FROM conversation_endpoints WHERE conversation_id = ?;
+FROM conversation_endpoints WHERE conversation_id IN (?*);
 
 -- name: candidate_groups
 SELECT conversation_group_id, level, head_order FROM queue_groups WHERE queue_id = ?

@@ -59,7 +59,7 @@ def check_lock_next_group(open_storage: StorageOpener) -> None:
         one, two = bench.connect(storage), bench.connect(storage)
         elsewhere = bench.connect(bench.storage())
         queue_id, other_queue = kit.new_queue(one), kit.new_queue(one)
-        kit.equal(one.lock_next_group(queue_id, set()), None, "lock_next_group of an empty queue")
+        kit.equal(one.lock_next_group(queue_id, {}), None, "lock_next_group of an empty queue")
         high, low_old, low_new = kit.new_id(), kit.new_id(), kit.new_id()
         kit.committed(
             one,
@@ -80,34 +80,34 @@ def check_lock_next_group(open_storage: StorageOpener) -> None:
             ),
         )
         order = kit.orders(one, queue_id)
-        kit.equal(one.lock_next_group(queue_id, set()), high, "the highest priority first")
+        kit.equal(one.lock_next_group(queue_id, {}), high, "the highest priority first")
         known: set[bytes] = set()
         kit.equal(
-            two.lock_next_group(queue_id, set(), known_locked=known),
+            two.lock_next_group(queue_id, {}, known_locked=known),
             low_old,
             "a group another connection holds is skipped; then the oldest of a level",
         )
         kit.expect(high in known, "known_locked must name the group found held by another")
         kit.equal(
-            one.lock_next_group(queue_id, {order[b"high-0"]}),
+            one.lock_next_group(queue_id, {high: [order[b"high-0"]]}),
             high,
             "a held group with ready messages not in skip qualifies",
         )
         kit.equal(
-            one.lock_next_group(queue_id, {order[b"high-0"], order[b"high-1"]}),
+            one.lock_next_group(queue_id, {high: [order[b"high-0"], order[b"high-1"]]}),
             low_new,
             "a held group whose messages are all in skip does not",
         )
         kit.equal(one.held_groups(), frozenset({high, low_new}), "held_groups")
-        kit.equal(elsewhere.lock_next_group(queue_id, set()), None, "every group held elsewhere")
+        kit.equal(elsewhere.lock_next_group(queue_id, {}), None, "every group held elsewhere")
         kit.equal(
-            one.lock_next_group(queue_id, set(), exclude_held=True),
+            one.lock_next_group(queue_id, {}, exclude_held=True),
             None,
             "exclude_held: the held groups do not qualify",
         )
         two.release_locks()
         kit.equal(
-            one.lock_next_group(queue_id, set(), exclude_held=True),
+            one.lock_next_group(queue_id, {}, exclude_held=True),
             low_old,
             "exclude_held: a group released by another",
         )

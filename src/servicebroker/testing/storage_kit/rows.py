@@ -21,7 +21,7 @@ __all__ = [
 
 def check_endpoints(open_storage: StorageOpener) -> None:
     """insert_endpoint / get_endpoint / get_far_endpoint / get_conversations / group_queue /
-    update_endpoints (only the changeable columns) / list_endpoints / delete_endpoint, and
+    update_endpoints (only the changeable columns) / list_endpoints / delete_endpoints, and
     IntegrityConflict for a second endpoint with the same handle."""
     with kit.Bench(open_storage) as bench:
         conn = bench.connect(bench.storage())
@@ -50,6 +50,12 @@ def check_endpoints(open_storage: StorageOpener) -> None:
         both = conn.get_conversations([near.conversation_id, kit.new_id()])
         kit.equal(sorted(both, key=lambda e: e.endpoint_id), [near, far], "get_conversations")
         kit.equal(conn.get_conversations([]), [], "get_conversations of no conversation")
+        many = [kit.new_id() for _ in range(300)] + [near.conversation_id]  # several batches
+        kit.equal(
+            sorted(conn.get_conversations(many), key=lambda e: e.endpoint_id),
+            [near, far],
+            "get_conversations of 301 conversations",
+        )
         kit.equal(conn.group_queue(near.conversation_group_id), queue_id, "group_queue")
         kit.equal(conn.group_queue(kit.new_id()), None, "group_queue of an unknown group")
 
@@ -82,7 +88,7 @@ def check_endpoints(open_storage: StorageOpener) -> None:
             lambda: conn.insert_endpoint(replace(near, conversation_id=kit.new_id())),
             "insert_endpoint of an existing handle",
         )
-        kit.committed(conn, lambda: kit.each(conn.delete_endpoint, (near_id, far_id)))
+        kit.committed(conn, lambda: conn.delete_endpoints([near_id, far_id]))
         kit.equal(conn.get_endpoint(near.conversation_handle), None, "get_endpoint after delete")
         kit.equal(conn.get_conversations([near.conversation_id]), [], "delete_endpoint")
 
@@ -153,7 +159,7 @@ def check_timers(open_storage: StorageOpener) -> None:
             )
             kit.equal(conn.next_due_time(), base + 1, "next_due_time")
         finally:
-            kit.committed(conn, lambda: kit.each(conn.delete_endpoint, ids))
+            kit.committed(conn, lambda: conn.delete_endpoints(ids))
         after = conn.next_due_time()
         kit.expect(after is None or after > base + 3, f"next_due_time after delete: {after}")
 
@@ -320,17 +326,21 @@ def check_finish_received(open_storage: StorageOpener) -> None:
 
 def check_queue_row_changes(open_storage: StorageOpener) -> None:
     """move_conversation_messages (to another group, which RECEIVE then finds),
-    delete_conversation_messages (one endpoint's rows only) and delete_queue_messages."""
+    delete_conversation_messages (the named endpoints' rows only, several at once) and
+    delete_queue_messages."""
     with kit.Bench(open_storage) as bench:
         conn = bench.connect(bench.storage())
         queue_id, other_queue = kit.new_queue(conn), kit.new_queue(conn)
         group, new_group, one, two = kit.new_id(), kit.new_id(), kit.new_id(), kit.new_id()
+        three, four, other_group = kit.new_id(), kit.new_id(), kit.new_id()
         kit.committed(
             conn,
             lambda: conn.insert_messages(
                 [
                     kit.message(queue_id, group, one, body=b"one"),
                     kit.message(queue_id, group, two, body=b"two"),
+                    kit.message(queue_id, group, three, body=b"three"),
+                    kit.message(queue_id, other_group, four, body=b"four"),
                     kit.message(other_queue, kit.new_id(), kit.new_id(), body=b"kept"),
                 ]
             ),
@@ -339,9 +349,17 @@ def check_queue_row_changes(open_storage: StorageOpener) -> None:
         kit.equal(
             kit.bodies(conn.group_messages(new_group, -1)), [b"one"], "moved to the new group"
         )
-        kit.equal(kit.bodies(conn.group_messages(group, -1)), [b"two"], "left in the old group")
-        kit.committed(conn, lambda: conn.delete_conversation_messages(group, two))
-        kit.equal(kit.bodies(conn.peek(queue_id, -1)), [b"one"], "delete_conversation_messages")
+        kit.equal(
+            kit.bodies(conn.group_messages(group, -1)), [b"two", b"three"], "left in the old group"
+        )
+        kit.committed(
+            conn, lambda: conn.delete_conversation_messages([(group, two), (other_group, four)])
+        )
+        kit.equal(
+            sorted(kit.bodies(conn.peek(queue_id, -1))),
+            [b"one", b"three"],
+            "delete_conversation_messages: the named endpoints' rows only",
+        )
         kit.committed(conn, lambda: conn.delete_queue_messages(queue_id))
         kit.equal(conn.peek(queue_id, -1), [], "delete_queue_messages")
         kit.equal(kit.bodies(conn.peek(other_queue, -1)), [b"kept"], "another queue's rows stay")

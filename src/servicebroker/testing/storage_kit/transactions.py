@@ -284,7 +284,7 @@ def check_reads_see_committed_rows(open_storage: StorageOpener) -> None:
             kit.equal(conn.group_messages(group, -1), [], f"{name} sees uncommitted messages")
             kit.equal(conn.queue_has_ready(queue_id), False, f"{name}: queue_has_ready uncommitted")
             kit.equal(
-                conn.lock_next_group(queue_id, set()), None, f"{name} locks an uncommitted group"
+                conn.lock_next_group(queue_id, {}), None, f"{name} locks an uncommitted group"
             )
         writer.commit({queue_id})
         for name, conn in (("another connection", reader), ("another storage", elsewhere)):
@@ -292,7 +292,7 @@ def check_reads_see_committed_rows(open_storage: StorageOpener) -> None:
             kit.equal(
                 kit.bodies(conn.group_messages(group, -1)), [b"new"], f"{name}: committed rows"
             )
-        kit.equal(elsewhere.lock_next_group(queue_id, set()), group, "lock_next_group after commit")
+        kit.equal(elsewhere.lock_next_group(queue_id, {}), group, "lock_next_group after commit")
 
 
 def check_application_sql(open_storage: StorageOpener) -> None:
