@@ -4,13 +4,15 @@ SQLite, a raw PostgreSQL ``FOR UPDATE SKIP LOCKED`` queue, PGMQ (its SQL install
 
 Each figure is messages per second from the first send to the last receive's commit, with one
 sender process and one receiver process at once, 100-byte bodies, at 1, 10 and 100 messages per
-transaction (servicebroker: 64 dialogs in 64 conversation groups, RECEIVE TOP (n)); then the
-round trip (SEND, commit, RECEIVE, commit, one message at a time, one process); then 1, 2 and 4
-receiver processes on PostgreSQL doing ``--work-ms`` of simulated work per message. Durable
-defaults everywhere: SQLite WAL + synchronous=FULL; PostgreSQL fsync and synchronous_commit on.
+transaction, servicebroker in three shapes of load (``--shapes``: one dialog; 64 dialogs in 64
+conversation groups, one RECEIVE TOP (n) per transaction; the same with RECEIVE repeated in the
+transaction until it has n messages), its sender putting a transaction's messages in one
+``send_many``; then the round trip (SEND, commit, RECEIVE, commit, one message at a time, one
+process, one dialog); then 1, 2 and 4 receiver processes on PostgreSQL doing ``--work-ms`` of
+simulated work per message. Durable defaults everywhere: SQLite WAL + synchronous=FULL; PostgreSQL fsync and synchronous_commit on.
 
     python benchmarks/peers.py [--postgres URL] [--messages 10000] [--batches 1,10,100]
-        [--readers 1,2,4] [--work-ms 1]
+        [--readers 1,2,4] [--work-ms 1] [--shapes one,groups,repeated]
 
 PostgreSQL: a database ``servicebroker_bench`` on the server of ``--postgres`` (default
 ``SERVICEBROKER_TEST_POSTGRES_URL`` or ``postgresql://postgres@127.0.0.1:5432/postgres``), made
@@ -37,6 +39,13 @@ from rich.table import Table
 from servicebroker import Broker
 
 BODY = b"x" * 100
+SHAPES = {
+    "one": "1 conversation",
+    "groups": "64 groups, one RECEIVE",
+    "repeated": "64 groups, RECEIVE repeated",
+}
+"""servicebroker's shapes of load: one dialog; 64 dialogs in 64 groups with one RECEIVE TOP (n)
+per transaction; the same with RECEIVE repeated in the transaction up to n messages."""
 ctx = mp.get_context("spawn")
 
 
@@ -50,11 +59,11 @@ def _sqlite(path: str) -> sqlite3.Connection:
     return c
 
 
-def raw_sqlite_setup(target: str) -> None:
+def raw_sqlite_setup(target: str, shape: str = "groups") -> None:
     _sqlite(target).execute("CREATE TABLE q (id INTEGER PRIMARY KEY AUTOINCREMENT, body BLOB)")
 
 
-def raw_sqlite_sender(target: str) -> Callable[[int], None]:
+def raw_sqlite_sender(target: str, shape: str = "groups") -> Callable[[int], None]:
     c = _sqlite(target)
 
     def send(n: int) -> None:
@@ -65,7 +74,7 @@ def raw_sqlite_sender(target: str) -> Callable[[int], None]:
     return send
 
 
-def raw_sqlite_receiver(target: str) -> Callable[[int], int]:
+def raw_sqlite_receiver(target: str, shape: str = "groups") -> Callable[[int], int]:
     c = _sqlite(target)
 
     def receive(n: int) -> int:
@@ -79,7 +88,7 @@ def raw_sqlite_receiver(target: str) -> Callable[[int], int]:
     return receive
 
 
-def raw_pg_setup(target: str) -> None:
+def raw_pg_setup(target: str, shape: str = "groups") -> None:
     import psycopg
 
     with psycopg.connect(target, autocommit=True) as c:
@@ -87,7 +96,7 @@ def raw_pg_setup(target: str) -> None:
         c.execute("CREATE TABLE bench_q (id BIGSERIAL PRIMARY KEY, body BYTEA NOT NULL)")
 
 
-def raw_pg_sender(target: str) -> Callable[[int], None]:
+def raw_pg_sender(target: str, shape: str = "groups") -> Callable[[int], None]:
     import psycopg
 
     c = psycopg.connect(target, autocommit=True)
@@ -99,7 +108,7 @@ def raw_pg_sender(target: str) -> Callable[[int], None]:
     return send
 
 
-def raw_pg_receiver(target: str) -> Callable[[int], int]:
+def raw_pg_receiver(target: str, shape: str = "groups") -> Callable[[int], int]:
     import psycopg
 
     c = psycopg.connect(target, autocommit=True)
@@ -116,7 +125,7 @@ def raw_pg_receiver(target: str) -> Callable[[int], int]:
     return receive
 
 
-def pgmq_setup(target: str) -> None:
+def pgmq_setup(target: str, shape: str = "groups") -> None:
     import psycopg
     from pgmq.install import get_embedded_install_sql
 
@@ -128,7 +137,7 @@ def pgmq_setup(target: str) -> None:
         c.execute("SELECT pgmq.create('bench')")
 
 
-def pgmq_sender(target: str) -> Callable[[int], None]:
+def pgmq_sender(target: str, shape: str = "groups") -> Callable[[int], None]:
     import psycopg
 
     c = psycopg.connect(target, autocommit=True)
@@ -140,7 +149,7 @@ def pgmq_sender(target: str) -> Callable[[int], None]:
     return send
 
 
-def pgmq_receiver(target: str) -> Callable[[int], int]:
+def pgmq_receiver(target: str, shape: str = "groups") -> Callable[[int], int]:
     import psycopg
 
     c = psycopg.connect(target, autocommit=True)
@@ -151,35 +160,44 @@ def pgmq_receiver(target: str) -> Callable[[int], int]:
     return receive
 
 
-def sb_setup(target: str) -> None:
+def sb_setup(target: str, shape: str = "groups") -> None:
     with Broker.open(target) as broker:
-        handles = [str(h) for h in open_dialogs(broker, 64)]
+        handles = [str(h) for h in open_dialogs(broker, 1 if shape == "one" else 64)]
         broker.execute("CREATE TABLE bench_handles (handle TEXT)")
         mark = "?" if broker.paramstyle == "qmark" else "%s"
         with broker.transaction() as tx:
             tx.executemany(f"INSERT INTO bench_handles VALUES ({mark})", [(h,) for h in handles])
 
 
-def sb_sender(target: str) -> Callable[[int], None]:
+def sb_sender(target: str, shape: str = "groups") -> Callable[[int], None]:
+    """SENDs of a transaction go round-robin over the dialogs, in one ``send_many``."""
     broker = Broker.open(target)
     handles = [uuid.UUID(r[0]) for r in broker.execute("SELECT handle FROM bench_handles")]
     turn = [0]
 
     def send(n: int) -> None:
+        first = turn[0]
+        turn[0] += n
         with broker.transaction() as tx:
-            for _ in range(n):
-                tx.send(handles[turn[0] % len(handles)], "M", BODY)
-                turn[0] += 1
+            tx.send_many((handles[i % len(handles)], "M", BODY) for i in range(first, first + n))
 
     return send
 
 
-def sb_receiver(target: str) -> Callable[[int], int]:
+def sb_receiver(target: str, shape: str = "groups") -> Callable[[int], int]:
+    """One RECEIVE TOP (n) per transaction; ``repeated``: RECEIVE again in the transaction
+    (each RECEIVE takes one group, RCV-5) until it has n messages or the queue is empty."""
     broker = Broker.open(target)
 
     def receive(n: int) -> int:
         with broker.transaction() as tx:
-            return len(tx.receive("tq", top=n, timeout=0.05))
+            got = len(tx.receive("tq", top=n, timeout=0.05))
+            while shape == "repeated" and got and got < n:
+                more = len(tx.receive("tq", top=n - got))
+                if not more:
+                    break
+                got += more
+            return got
 
     return receive
 
@@ -196,17 +214,17 @@ QUEUES: dict[str, tuple[Callable[..., Any], ...]] = {
 # -- the processes ------------------------------------------------------------------------------
 
 
-def _send_process(name: str, target: str, total: int, batch: int, go: Any) -> None:
-    send = QUEUES[name][1](target)
+def _send_process(name: str, shape: str, target: str, total: int, batch: int, go: Any) -> None:
+    send = QUEUES[name][1](target, shape)
     go.wait()
     for _ in range(total // batch):
         send(batch)
 
 
 def _receive_process(
-    name: str, target: str, batch: int, total: int, received: Any, go: Any, work: float
+    name: str, shape: str, target: str, batch: int, total: int, received: Any, go: Any, work: float
 ) -> None:
-    receive = QUEUES[name][2](target)
+    receive = QUEUES[name][2](target, shape)
     go.wait()
     while received.value < total:
         got = receive(batch)
@@ -217,14 +235,23 @@ def _receive_process(
 
 
 def run(
-    name: str, target: str, total: int, batch: int, readers: int = 1, work: float = 0.0
+    name: str,
+    target: str,
+    total: int,
+    batch: int,
+    readers: int = 1,
+    work: float = 0.0,
+    shape: str = "groups",
 ) -> float:
     """Messages per second of ``name`` with one sender and ``readers`` receiver processes."""
-    QUEUES[name][0](target)
+    QUEUES[name][0](target, shape)
     go = ctx.Event()
     received = ctx.Value("q", 0)
-    procs = [ctx.Process(target=_send_process, args=(name, target, total, batch, go))] + [
-        ctx.Process(target=_receive_process, args=(name, target, batch, total, received, go, work))
+    procs = [ctx.Process(target=_send_process, args=(name, shape, target, total, batch, go))] + [
+        ctx.Process(
+            target=_receive_process,
+            args=(name, shape, target, batch, total, received, go, work),
+        )
         for _ in range(readers)
     ]
     for p in procs:
@@ -239,8 +266,8 @@ def run(
 
 def round_trip(name: str, target: str, total: int) -> float:
     """SEND (commit), then RECEIVE (commit), one message at a time, in one process."""
-    QUEUES[name][0](target)
-    send, receive = QUEUES[name][1](target), QUEUES[name][2](target)
+    QUEUES[name][0](target, "one")
+    send, receive = QUEUES[name][1](target, "one"), QUEUES[name][2](target, "one")
     start = time.perf_counter()
     for _ in range(total):
         send(1)
@@ -298,6 +325,7 @@ def main() -> int:
     parser.add_argument("--batches", default="1,10,100")
     parser.add_argument("--readers", default="1,2,4")
     parser.add_argument("--work-ms", type=float, default=1.0)
+    parser.add_argument("--shapes", default="one,groups,repeated", help=", ".join(SHAPES))
     args = parser.parse_args()
     console = Console(width=170)
     with tempfile.TemporaryDirectory() as folder:
@@ -308,16 +336,24 @@ def main() -> int:
             table.add_column(name, justify="right")
         table.add_column("sb SQLite / raw", justify="right")
         table.add_column("sb PostgreSQL / best peer", justify="right")
+        ours = ("servicebroker SQLite", "servicebroker PostgreSQL")
         for batch in (int(b) for b in args.batches.split(",")):
             total = max(batch, (args.messages // (10 if batch == 1 else 1)) // batch * batch)
-            figures = {name: run(name, target[name](), total, batch) for name in QUEUES}
-            best = max(figures["raw PostgreSQL SKIP LOCKED"], figures["PGMQ"])
-            table.add_row(
-                f"{batch} per transaction",
-                *(f"{figures[n]:,.0f}" for n in QUEUES),
-                f"{figures['servicebroker SQLite'] / figures['raw SQLite']:.0%}",
-                f"{figures['servicebroker PostgreSQL'] / best:.0%}",
-            )
+            peers = {
+                name: run(name, target[name](), total, batch) for name in QUEUES if name not in ours
+            }
+            best = max(peers["raw PostgreSQL SKIP LOCKED"], peers["PGMQ"])
+            for shape in args.shapes.split(","):
+                figures = {
+                    **peers,
+                    **{name: run(name, target[name](), total, batch, shape=shape) for name in ours},
+                }
+                table.add_row(
+                    f"{batch} per transaction, {SHAPES[shape]}",
+                    *(f"{figures[n]:,.0f}" for n in QUEUES),
+                    f"{figures['servicebroker SQLite'] / figures['raw SQLite']:.0%}",
+                    f"{figures['servicebroker PostgreSQL'] / best:.0%}",
+                )
         trips = max(100, args.messages // 20)
         figures = {
             name: round_trip(name, target[name](), trips) for name in QUEUES if name != "PGMQ"

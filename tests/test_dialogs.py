@@ -356,3 +356,42 @@ def test_sends_after_the_target_refused_the_contract_still_commit(broker: Broker
     with broker.transaction() as tx:
         got = tx.receive("iq2")
     assert got and {m.message_type_name for m in got} == {ERROR}  # one per refused message
+
+
+def test_send_many_sends_in_order_on_many_conversations(broker: Broker, pair: Pair) -> None:
+    # rule DLG-2 (SEND, per conversation in send order), rule DLG-9 (SEND locks the groups)
+    with broker.transaction() as tx:
+        handles = [tx.begin_dialog(pair.initiator, pair.target, contract="C") for _ in range(3)]
+    with broker.transaction() as tx:
+        sent = tx.send_many((handles[i % 3], "Req", f"{i % 3}:{i}".encode()) for i in range(9))
+        assert sent == 9
+    received: dict[uuid.UUID, list[bytes]] = {}
+    with broker.transaction() as tx:
+        while batch := tx.receive(pair.tq):
+            for m in batch:
+                received.setdefault(m.conversation_handle, []).append(m.message_body)
+    assert sorted(received.values()) == [
+        [f"{c}:{i}".encode() for i in range(c, 9, 3)] for c in range(3)
+    ]
+
+
+def test_send_many_is_all_or_nothing_and_names_the_fault(broker: Broker, pair: Pair) -> None:
+    # rule DLG-2, rule DLG-3: a bad message anywhere in the batch sends none of it
+    unknown = uuid.uuid4()
+    with broker.transaction() as tx:
+        a = tx.begin_dialog(pair.initiator, pair.target, contract="C")
+        b = tx.begin_dialog(pair.initiator, pair.target, contract="C")
+    with broker.transaction() as tx:
+        with pytest.raises(ConversationError, match=str(unknown)):
+            tx.send_many([(a, "Req", b"1"), (unknown, "Req", b"2"), (b, "Req", b"3")])
+        with pytest.raises(CatalogError, match="Nope"):
+            tx.send_many([(a, "Req", b"1"), (b, "Nope", b"2")])
+        with pytest.raises(MessageValidationError):
+            tx.send_many([(a, "Req", b"1"), (b, "Resp", b"2")])  # the target's type
+        tx.send_many([])
+    assert broker.peek(pair.tq) == []
+    with broker.transaction() as tx:
+        tx.end_conversation(b)
+    with broker.transaction() as tx, pytest.raises(ConversationError, match=str(b)):
+        tx.send_many([(a, "Req", b"1"), (b, "Req", b"2")])
+    assert broker.peek(pair.tq) == []  # (b never reached the target: its end sends nothing)

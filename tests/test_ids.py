@@ -94,3 +94,20 @@ def test_a_forked_child_begins_dialogs_on_its_own_broker(tmp_path: Path) -> None
         assert len(child_handle) == 16 and child_handle != parent_handle
         bodies = [m.message_body for m in broker.peek(pair.tq)]
         assert bodies == [b"hello"] * 3
+
+
+def test_ids_are_time_ordered_uuids() -> None:
+    # an id starts with the millisecond it was drawn in (UUID version 7), so ids drawn later
+    # sort after earlier ones and a commit's new rows share index pages; the rest is random
+    import time as _time
+    import uuid as _uuid
+
+    before = _time.time_ns() // 1_000_000
+    ids = [new_id() for _ in range(1000)]
+    after = _time.time_ns() // 1_000_000
+    stamps = [int.from_bytes(i[:6], "big") for i in ids]
+    assert all(before <= s <= after for s in stamps)
+    assert stamps == sorted(stamps)
+    assert {_uuid.UUID(bytes=i).version for i in ids} == {7}
+    assert {_uuid.UUID(bytes=i).variant for i in ids} == {_uuid.RFC_4122}
+    assert len({i[6:] for i in ids}) == 1000  # random beyond the millisecond

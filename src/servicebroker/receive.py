@@ -117,6 +117,9 @@ class Receiving:
         received: per queue id, the queuing orders of the messages taken, in RECEIVE order.
         locked_queues: queues whose groups this transaction locked (their waiters are woken
             when it ends).
+        unloaded: handles of the conversations received from whose endpoints the transaction
+            has not loaded yet (a SEND or END on one loads them all in one query, their groups
+            being held already).
     """
 
     def __init__(
@@ -131,6 +134,7 @@ class Receiving:
         self.catalog: CatalogSnapshot = context.catalog.snapshot(conn)
         self.received: dict[int, list[int]] = {}
         self.locked_queues: set[int] = set()
+        self.unloaded: dict[bytes, None] = {}
         self._endpoints = endpoints
         self._new_groups = new_groups
         self._received_set: set[int] = set()
@@ -325,7 +329,28 @@ class Receiving:
         self._received_set.update(orders)
         group = rows[0].conversation_group_id  # one RECEIVE: one group
         self._received_by.setdefault(group, []).extend(orders)
+        self.unloaded.update(dict.fromkeys(r.conversation_handle for r in rows))
         return to_messages(self.catalog, rows, queue.name)
+
+    def load_received(self) -> list[EndpointRow]:
+        """Load the endpoints of every conversation received from and not loaded yet into the
+        transaction's working copies, in one query (:attr:`unloaded`); returns those loaded.
+        Their groups are this transaction's already (RECEIVE locked them), so nothing is
+        locked or waited for; a closed endpoint is left out (a statement on it then fails as
+        it would have)."""
+        handles = [h for h in self.unloaded if h not in self._endpoints]
+        self.unloaded.clear()
+        if not handles:
+            return []
+        held = self.conn.held_groups()
+        loaded = [
+            row
+            for row in self.conn.get_endpoints(handles)
+            if row.state != State.CD and row.conversation_group_id in held
+        ]
+        for row in loaded:
+            self._endpoints[row.conversation_handle] = row
+        return loaded
 
     def get_conversation_group(self, queue_name: str, *, timeout: float | None) -> uuid.UUID | None:
         """GET CONVERSATION GROUP for :meth:`servicebroker.Transaction.get_conversation_group`

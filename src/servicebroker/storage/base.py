@@ -226,6 +226,16 @@ class StorageConnection(Protocol):
         in parallel locks the row until the write transaction ends; otherwise locks nothing."""
         ...
 
+    def get_endpoints(self, handles: Sequence[bytes]) -> list[EndpointRow]:
+        """Read the endpoints with these conversation handles (those that exist, in no set
+        order), locking nothing; one query where the backend can."""
+        ...
+
+    def get_endpoints_and_lock(self, handles: Sequence[bytes]) -> list[tuple[EndpointRow, bool]]:
+        """:meth:`get_endpoint_and_lock` for several handles (those that exist, in no set
+        order): ``(endpoint, locked)`` pairs, in one query where the backend can."""
+        ...
+
     def get_endpoint_and_lock(self, handle: bytes) -> tuple[EndpointRow | None, bool]:
         """Read the endpoint and try to lock its group without waiting (as
         :meth:`try_lock_group`): ``(endpoint, True)`` when this connection holds the group now,

@@ -218,6 +218,10 @@ class NamedQueryConnection:
         rows = self._all(self._reading("get_endpoint", for_update), (handle,))
         return EndpointRow(*rows[0]) if rows else None
 
+    def get_endpoints(self, handles: Sequence[bytes]) -> list[EndpointRow]:
+        """The endpoints with these handles (one query: ``get_endpoints`` takes the list)."""
+        return [EndpointRow(*row) for row in self._all("get_endpoints", (list(handles),))]
+
     def get_far_endpoint(
         self, conversation_id: bytes, far_is_initiator: bool, *, for_update: bool = False
     ) -> EndpointRow | None:

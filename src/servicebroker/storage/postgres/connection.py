@@ -227,6 +227,20 @@ class PostgresConnection(NamedQueryConnection):
             self._held.setdefault(endpoint.conversation_group_id, key)
         return endpoint, locked
 
+    def get_endpoints_and_lock(self, handles: Sequence[bytes]) -> list[tuple[EndpointRow, bool]]:
+        """The endpoints, each with whether its group is now locked by this session: one
+        round trip for all of them."""
+        pairs = []
+        for row in self._conn.execute(
+            _Q["get_endpoints_and_lock"],
+            (list(self._held.values()), self._storage.lock_prefix, list(handles)),
+        ).fetchall():
+            endpoint = EndpointRow(*row[:-2])
+            if row[-1]:
+                self._held.setdefault(endpoint.conversation_group_id, int(row[-2]))
+            pairs.append((endpoint, bool(row[-1])))
+        return pairs
+
     def get_conversations(
         self, conversation_ids: Sequence[bytes], *, for_update: bool = False
     ) -> list[EndpointRow]:

@@ -64,6 +64,12 @@ UPDATE queue_messages SET status = 0 WHERE queuing_order = ANY(%s)
                              ORDER BY g.queue_id, g.conversation_group_id
                              FOR UPDATE OF g) AS locked) >= 0;
 
+-- name: get_endpoints
+SELECT endpoint_id, conversation_handle, conversation_id, is_initiator, service_contract_id,
+       conversation_group_id, service_id, queue_id, far_service, lifetime, state, dialog_timer,
+       send_sequence, receive_sequence, priority
+FROM conversation_endpoints WHERE conversation_handle = ANY(%s);
+
 -- name: get_conversations
 SELECT endpoint_id, conversation_handle, conversation_id, is_initiator, service_contract_id,
        conversation_group_id, service_id, queue_id, far_service, lifetime, state, dialog_timer,
@@ -97,6 +103,16 @@ SELECT endpoint_id, conversation_handle, conversation_id, is_initiator, service_
        CASE WHEN k = ANY(%s::bigint[]) THEN true ELSE pg_try_advisory_lock(k) END
 FROM (SELECT e.*, hashtextextended(%s || encode(e.conversation_group_id, 'hex'), 0) AS k
       FROM conversation_endpoints e WHERE e.conversation_handle = %s) AS e;
+
+-- name: get_endpoints_and_lock
+-- get_endpoint_and_lock for several handles. Two endpoints of one group try its lock twice:
+-- the second try succeeds too (a session's advisory locks stack; release unlocks them all).
+SELECT endpoint_id, conversation_handle, conversation_id, is_initiator, service_contract_id,
+       conversation_group_id, service_id, queue_id, far_service, lifetime, state, dialog_timer,
+       send_sequence, receive_sequence, priority, k,
+       CASE WHEN k = ANY(%s::bigint[]) THEN true ELSE pg_try_advisory_lock(k) END
+FROM (SELECT e.*, hashtextextended(%s || encode(e.conversation_group_id, 'hex'), 0) AS k
+      FROM conversation_endpoints e WHERE e.conversation_handle = ANY(%s)) AS e;
 
 -- name: lock_transmission
 SELECT transmission_id FROM transmission_queue WHERE transmission_id = %s FOR UPDATE;

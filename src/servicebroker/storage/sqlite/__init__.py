@@ -216,15 +216,28 @@ class SqliteConnection(NamedQueryConnection):
         row = self.get_endpoint(handle)
         return row, row is not None and self._locks.try_lock(row.conversation_group_id)
 
+    def get_endpoints(self, handles: Sequence[bytes]) -> list[EndpointRow]:
+        """The endpoints with these handles, one statement per 256 of them."""
+        return self._endpoints_in("get_endpoints", handles)
+
+    def get_endpoints_and_lock(self, handles: Sequence[bytes]) -> list[tuple[EndpointRow, bool]]:
+        """The endpoints (one statement per 256), each with whether its group is now locked
+        by this transaction."""
+        try_lock = self._locks.try_lock
+        return [(row, try_lock(row.conversation_group_id)) for row in self.get_endpoints(handles)]
+
     def get_conversations(
         self, conversation_ids: Sequence[bytes], *, for_update: bool = False
     ) -> list[EndpointRow]:
         """Every endpoint of the given conversations, one statement per 256 of them;
         ``for_update`` changes nothing: the single writer holds the database already."""
+        return self._endpoints_in("get_conversations", conversation_ids)
+
+    def _endpoints_in(self, name: str, keys: Sequence[bytes]) -> list[EndpointRow]:
         return [
             EndpointRow(*row)
-            for size, chunk in _in_chunks(conversation_ids)
-            for row in self._conn.execute(_in_list("get_conversations", size), chunk).fetchall()
+            for size, chunk in _in_chunks(keys)
+            for row in self._conn.execute(_in_list(name, size), chunk).fetchall()
         ]
 
     # -- queues --------------------------------------------------------------------------

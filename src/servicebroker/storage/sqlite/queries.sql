@@ -2,6 +2,13 @@
 -- arrays for sets of values, SQLite's own sequence, the group index walked in Python. Each block
 -- starts with "-- name: NAME"; a name defined here overrides the shared query of that name.
 
+-- name: get_endpoints
+-- "(?*)" stands for a list of placeholders, one per handle (see _in_list).
+SELECT endpoint_id, conversation_handle, conversation_id, is_initiator, service_contract_id,
+       conversation_group_id, service_id, queue_id, far_service, lifetime, state, dialog_timer,
+       send_sequence, receive_sequence, priority
+FROM conversation_endpoints WHERE conversation_handle IN (?*);
+
 -- name: get_conversations
 -- "(?*)" stands for a list of placeholders, one per conversation id (see _in_list).
 SELECT endpoint_id, conversation_handle, conversation_id, is_initiator, service_contract_id,

@@ -20,9 +20,9 @@ __all__ = [
 
 
 def check_endpoints(open_storage: StorageOpener) -> None:
-    """insert_endpoint / get_endpoint / get_far_endpoint / get_conversations / group_queue /
-    update_endpoints (only the changeable columns) / list_endpoints / delete_endpoints, and
-    IntegrityConflict for a second endpoint with the same handle."""
+    """insert_endpoint / get_endpoint / get_endpoints / get_far_endpoint / get_conversations /
+    group_queue / update_endpoints (only the changeable columns) / list_endpoints /
+    delete_endpoints, and IntegrityConflict for a second endpoint with the same handle."""
     with kit.Bench(open_storage) as bench:
         conn = bench.connect(bench.storage())
         queue_id = kit.new_queue(conn)
@@ -45,6 +45,15 @@ def check_endpoints(open_storage: StorageOpener) -> None:
         for field in ("conversation_handle", "conversation_id", "conversation_group_id"):
             kit.expect(type(getattr(got, field)) is bytes, f"get_endpoint: {field} must be bytes")
         kit.equal(conn.get_endpoint(kit.new_id()), None, "get_endpoint of an unknown handle")
+        handles = [kit.new_id() for _ in range(300)] + [near.conversation_handle]
+        kit.equal(
+            sorted(
+                conn.get_endpoints([*handles, far.conversation_handle]), key=lambda e: e.endpoint_id
+            ),
+            [near, far],
+            "get_endpoints of 302 handles, two of them endpoints",
+        )
+        kit.equal(conn.get_endpoints([]), [], "get_endpoints of no handle")
         kit.equal(conn.get_far_endpoint(near.conversation_id, False), far, "get_far_endpoint")
         kit.equal(conn.get_far_endpoint(near.conversation_id, True), near, "get_far_endpoint")
         both = conn.get_conversations([near.conversation_id, kit.new_id()])
