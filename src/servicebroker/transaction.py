@@ -141,9 +141,7 @@ class Transaction:
         h = to_handle(handle)
         known = self._endpoints.get(h.bytes)
         if known is None and h.bytes in self._receiving.unloaded:
-            # every conversation received from, in one query (their groups are held)
-            for loaded in self._receiving.load_received():
-                self._locked_group_of[loaded.conversation_handle] = loaded.conversation_group_id
+            self._load_received()
             known = self._endpoints.get(h.bytes)
         if known is not None:
             return known
@@ -152,16 +150,27 @@ class Transaction:
             if locked and row is not None:
                 self._conn.unlock_group(row.conversation_group_id)
             raise ConversationError(f"{statement}: conversation handle {h} does not exist")
+        return self._adopt(row, locked, statement)
+
+    def _adopt(self, row: EndpointRow, locked: bool, statement: str) -> EndpointRow:
+        """Make ``row`` the transaction's working copy, once its group is locked (waiting for
+        it when ``locked`` is False, DLG-9)."""
         self._receiving.lock_group(
             row.conversation_group_id,
-            f"{statement} on conversation {h}",
+            f"{statement} on conversation {uuid.UUID(bytes=row.conversation_handle)}",
             row.queue_id,
             locked=locked,
         )
-        self._locked_group_of[h.bytes] = row.conversation_group_id
+        self._locked_group_of[row.conversation_handle] = row.conversation_group_id
         # the commit re-reads the row and refuses it if a concurrent MOVE changed its group
-        self._endpoints[h.bytes] = row
+        self._endpoints[row.conversation_handle] = row
         return row
+
+    def _load_received(self) -> None:
+        """Every conversation received from and not loaded yet, in one query (their groups
+        are held already)."""
+        for loaded in self._receiving.load_received():
+            self._locked_group_of[loaded.conversation_handle] = loaded.conversation_group_id
 
     # -- statements ----------------------------------------------------------------------
     @statement
@@ -346,21 +355,11 @@ class Transaction:
         if len(unknown) > 1:
             wanted = {to_handle(h).bytes for h in unknown}
             if not wanted.isdisjoint(self._receiving.unloaded):
-                for loaded in self._receiving.load_received():
-                    self._locked_group_of[loaded.conversation_handle] = loaded.conversation_group_id
+                self._load_received()
             missing = [b for b in wanted if b not in self._endpoints]
             for row, locked in self._conn.get_endpoints_and_lock(missing) if missing else ():
-                if row.state == State.CD:
-                    continue  # left to _endpoint, which refuses it
-                h = uuid.UUID(bytes=row.conversation_handle)
-                self._receiving.lock_group(
-                    row.conversation_group_id,
-                    f"{statement} on conversation {h}",
-                    row.queue_id,
-                    locked=locked,
-                )
-                self._locked_group_of[row.conversation_handle] = row.conversation_group_id
-                self._endpoints[row.conversation_handle] = row
+                if row.state != State.CD:  # a closed one is left to _endpoint, which refuses it
+                    self._adopt(row, locked, statement)
         return [self._endpoint(h, statement) for h in handles]
 
     def _refuse_send(self, row: EndpointRow, mt_id: int, mt_name: str, now: float) -> None:
