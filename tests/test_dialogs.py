@@ -13,6 +13,8 @@ from servicebroker import (
     Broker,
     CatalogError,
     ConversationError,
+    LockTimeoutError,
+    ManualClock,
     MessageValidationError,
     parse_error_body,
 )
@@ -395,3 +397,39 @@ def test_send_many_is_all_or_nothing_and_names_the_fault(broker: Broker, pair: P
     with broker.transaction() as tx, pytest.raises(ConversationError, match=str(b)):
         tx.send_many([(a, "Req", b"1"), (b, "Req", b"2")])
     assert broker.peek(pair.tq) == []  # (b never reached the target: its end sends nothing)
+
+
+def test_a_refused_send_keeps_no_lock_it_took_and_gives_up_none_it_had(
+    url: str, broker: Broker, pair: Pair
+) -> None:
+    # rule DLG-9: a SEND naming a closed conversation is refused; the group lock it took for
+    # another conversation of that group goes with it, one the transaction held stays
+    group = uuid.uuid4()
+    with broker.transaction() as tx:
+        h1 = tx.begin_dialog(
+            pair.initiator, pair.target, contract="C", related_conversation_group=group
+        )
+        h2 = tx.begin_dialog(
+            pair.initiator, pair.target, contract="C", related_conversation_group=group
+        )
+        tx.send([h1, h2], "Req", b"a")
+    with broker.transaction() as tx:
+        tx.end_conversation(h1, error=1, description="gone")  # h1 is closed here
+    other = Broker.open(url, clock=ManualClock(), lock_timeout=0, poll_interval=0.01)
+    try:
+        with broker.transaction() as tx:
+            with pytest.raises(ConversationError, match=str(h1)):
+                tx.send([h2, h1], "Req", b"b")
+            with other.transaction() as elsewhere:  # the group is free
+                elsewhere.send(h2, "Req", b"elsewhere")
+        with broker.transaction() as tx:
+            tx.send(h2, "Req", b"c")  # the group is this transaction's now
+            for refused in ([h1], [h1, h2]):
+                with pytest.raises(ConversationError, match=str(h1)):
+                    tx.send(refused, "Req", b"d")
+                with other.transaction() as elsewhere, pytest.raises(LockTimeoutError):
+                    elsewhere.send(h2, "Req", b"e")  # still held by the first transaction
+    finally:
+        other.close()
+    bodies = [m.message_body for m in broker.peek(pair.tq) if m.message_type_name == "Req"]
+    assert sorted(bodies) == [b"a", b"a", b"c", b"elsewhere"]

@@ -138,7 +138,7 @@ class Receiving:
         self._endpoints = endpoints
         self._new_groups = new_groups
         self._received_set: set[int] = set()
-        self._received_by: dict[bytes, list[int]] = {}  # queuing orders received, per group
+        self._received_by: dict[bytes, set[int]] = {}  # queuing orders received, per group
         self._checked: set[int] = set()
         self._locked_elsewhere: set[bytes] = set()
         self._locked_elsewhere_seen: tuple[int, int] | None = None
@@ -328,7 +328,7 @@ class Receiving:
         self.received.setdefault(queue.queue_id, []).extend(orders)
         self._received_set.update(orders)
         group = rows[0].conversation_group_id  # one RECEIVE: one group
-        self._received_by.setdefault(group, []).extend(orders)
+        self._received_by.setdefault(group, set()).update(orders)
         self.unloaded.update(dict.fromkeys(r.conversation_handle for r in rows))
         return to_messages(self.catalog, rows, queue.name)
 

@@ -145,12 +145,20 @@ class Transaction:
             known = self._endpoints.get(h.bytes)
         if known is not None:
             return known
+        held = self._conn.held_groups()
         row, locked = self._conn.get_endpoint_and_lock(h.bytes)
         if row is None or row.state == State.CD:
             if locked and row is not None:
-                self._conn.unlock_group(row.conversation_group_id)
+                self._unlock_new([row], held)
             raise ConversationError(f"{statement}: conversation handle {h} does not exist")
         return self._adopt(row, locked, statement)
+
+    def _unlock_new(self, rows: Iterable[EndpointRow], held: frozenset[bytes]) -> None:
+        """Release the groups of ``rows`` that this statement locked (not in ``held`` before
+        it) and no endpoint of the transaction is in: a refused statement keeps no lock it took."""
+        mine = {row.conversation_group_id for row in self._endpoints.values()}
+        for group in {row.conversation_group_id for row in rows} - held - mine:
+            self._conn.unlock_group(group)
 
     def _adopt(self, row: EndpointRow, locked: bool, statement: str) -> EndpointRow:
         """Make ``row`` the transaction's working copy, once its group is locked (waiting for
@@ -300,8 +308,10 @@ class Transaction:
         conversation. Returns the number of messages sent.
 
         Raises:
-            ConversationError, CatalogError, MessageValidationError: as :meth:`send`, for the
-                first message at fault (naming its handle); nothing of the batch is sent.
+            ConversationError, CatalogError, MessageValidationError: as :meth:`send` (message
+                types and bodies are checked first, then the conversations, each error naming
+                the first message at fault); nothing of the batch is sent, and the groups it
+                locked are released.
         """
         batch = [
             (h, *self._sendable(message_type, body, _names([h])))
@@ -357,8 +367,18 @@ class Transaction:
             if not wanted.isdisjoint(self._receiving.unloaded):
                 self._load_received()
             missing = [b for b in wanted if b not in self._endpoints]
-            for row, locked in self._conn.get_endpoints_and_lock(missing) if missing else ():
-                if row.state != State.CD:  # a closed one is left to _endpoint, which refuses it
+            if missing:
+                held = self._conn.held_groups()
+                pairs = self._conn.get_endpoints_and_lock(missing)
+                live = {row.conversation_handle for row, _ in pairs if row.state != State.CD}
+                for h in handles:  # refused before anything is waited for or adopted
+                    b = to_handle(h).bytes
+                    if b in wanted and b not in self._endpoints and b not in live:
+                        self._unlock_new([row for row, locked in pairs if locked], held)
+                        raise ConversationError(
+                            f"{statement}: conversation handle {uuid.UUID(bytes=b)} does not exist"
+                        )
+                for row, locked in pairs:
                     self._adopt(row, locked, statement)
         return [self._endpoint(h, statement) for h in handles]
 

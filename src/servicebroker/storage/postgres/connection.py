@@ -229,11 +229,11 @@ class PostgresConnection(NamedQueryConnection):
 
     def get_endpoints_and_lock(self, handles: Sequence[bytes]) -> list[tuple[EndpointRow, bool]]:
         """The endpoints, each with whether its group is now locked by this session: one
-        round trip for all of them."""
+        round trip for all of them, each group's lock tried once."""
         pairs = []
         for row in self._conn.execute(
             _Q["get_endpoints_and_lock"],
-            (list(self._held.values()), self._storage.lock_prefix, list(handles)),
+            (self._storage.lock_prefix, list(handles), list(self._held.values())),
         ).fetchall():
             endpoint = EndpointRow(*row[:-2])
             if row[-1]:

@@ -105,14 +105,19 @@ FROM (SELECT e.*, hashtextextended(%s || encode(e.conversation_group_id, 'hex'),
       FROM conversation_endpoints e WHERE e.conversation_handle = %s) AS e;
 
 -- name: get_endpoints_and_lock
--- get_endpoint_and_lock for several handles. Two endpoints of one group try its lock twice:
--- the second try succeeds too (a session's advisory locks stack; release unlocks them all).
-SELECT endpoint_id, conversation_handle, conversation_id, is_initiator, service_contract_id,
-       conversation_group_id, service_id, queue_id, far_service, lifetime, state, dialog_timer,
-       send_sequence, receive_sequence, priority, k,
-       CASE WHEN k = ANY(%s::bigint[]) THEN true ELSE pg_try_advisory_lock(k) END
-FROM (SELECT e.*, hashtextextended(%s || encode(e.conversation_group_id, 'hex'), 0) AS k
-      FROM conversation_endpoints e WHERE e.conversation_handle = ANY(%s)) AS e;
+-- get_endpoint_and_lock for several handles: each group's lock tried once, however many of
+-- the endpoints are in it (a session's advisory locks stack, and one unlock must free it).
+WITH e AS MATERIALIZED (
+    SELECT c.*, hashtextextended(%s || encode(c.conversation_group_id, 'hex'), 0) AS k
+    FROM conversation_endpoints c WHERE c.conversation_handle = ANY(%s)),
+l AS MATERIALIZED (
+    SELECT k, CASE WHEN k = ANY(%s::bigint[]) THEN true ELSE pg_try_advisory_lock(k) END AS got
+    FROM (SELECT DISTINCT k FROM e) AS d)
+SELECT e.endpoint_id, e.conversation_handle, e.conversation_id, e.is_initiator,
+       e.service_contract_id, e.conversation_group_id, e.service_id, e.queue_id, e.far_service,
+       e.lifetime, e.state, e.dialog_timer, e.send_sequence, e.receive_sequence, e.priority,
+       e.k, l.got
+FROM e JOIN l USING (k);
 
 -- name: lock_transmission
 SELECT transmission_id FROM transmission_queue WHERE transmission_id = %s FOR UPDATE;
