@@ -9,10 +9,10 @@ conversation groups, one RECEIVE TOP (n) per transaction; the same with RECEIVE 
 transaction until it has n messages), its sender putting a transaction's messages in one
 ``send_many``; then the round trip (SEND, commit, RECEIVE, commit, one message at a time, one
 process, one dialog); then 1, 2 and 4 receiver processes on PostgreSQL doing ``--work-ms`` of
-simulated work per message. Durable defaults everywhere: SQLite WAL + synchronous=FULL; PostgreSQL fsync and synchronous_commit on.
+simulated work per message. Each figure is the median of ``--rounds`` interleaved rounds. Durable defaults everywhere: SQLite WAL + synchronous=FULL; PostgreSQL fsync and synchronous_commit on.
 
     python benchmarks/peers.py [--postgres URL] [--messages 10000] [--batches 1,10,100]
-        [--readers 1,2,4] [--work-ms 1] [--shapes one,groups,repeated]
+        [--readers 1,2,4] [--work-ms 1] [--shapes one,groups,repeated] [--rounds 3]
 
 PostgreSQL: a database ``servicebroker_bench`` on the server of ``--postgres`` (default
 ``SERVICEBROKER_TEST_POSTGRES_URL`` or ``postgresql://postgres@127.0.0.1:5432/postgres``), made
@@ -26,6 +26,7 @@ import json
 import multiprocessing as mp
 import os
 import sqlite3
+import statistics
 import tempfile
 import time
 import uuid
@@ -276,6 +277,18 @@ def round_trip(name: str, target: str, total: int) -> float:
     return total / (time.perf_counter() - start)
 
 
+def medians(
+    runs: list[tuple[str, str]], rounds: int, measure: Callable[[str, str], float]
+) -> dict[tuple[str, str], float]:
+    """The median over ``rounds`` of ``measure(name, shape)`` for each of ``runs``, the rounds
+    interleaved (every run once per round), so that a slow moment of the machine falls on all."""
+    samples: dict[tuple[str, str], list[float]] = {r: [] for r in runs}
+    for _ in range(rounds):
+        for name, shape in runs:
+            samples[name, shape].append(measure(name, shape))
+    return {r: statistics.median(v) for r, v in samples.items()}
+
+
 def _targets(postgres: str, folder: str) -> dict[str, Callable[[], str]]:
     import psycopg
     from psycopg.conninfo import conninfo_to_dict, make_conninfo
@@ -326,6 +339,9 @@ def main() -> int:
     parser.add_argument("--readers", default="1,2,4")
     parser.add_argument("--work-ms", type=float, default=1.0)
     parser.add_argument("--shapes", default="one,groups,repeated", help=", ".join(SHAPES))
+    parser.add_argument(
+        "--rounds", type=int, default=3, help="rounds, interleaved; each figure is their median"
+    )
     args = parser.parse_args()
     console = Console(width=170)
     with tempfile.TemporaryDirectory() as folder:
@@ -337,32 +353,37 @@ def main() -> int:
         table.add_column("sb SQLite / raw", justify="right")
         table.add_column("sb PostgreSQL / best peer", justify="right")
         ours = ("servicebroker SQLite", "servicebroker PostgreSQL")
+        shapes = args.shapes.split(",")
         for batch in (int(b) for b in args.batches.split(",")):
             total = max(batch, (args.messages // (10 if batch == 1 else 1)) // batch * batch)
-            peers = {
-                name: run(name, target[name](), total, batch) for name in QUEUES if name not in ours
-            }
-            best = max(peers["raw PostgreSQL SKIP LOCKED"], peers["PGMQ"])
-            for shape in args.shapes.split(","):
-                figures = {
-                    **peers,
-                    **{name: run(name, target[name](), total, batch, shape=shape) for name in ours},
-                }
+            runs = [(n, "groups") for n in QUEUES if n not in ours] + [
+                (n, shape) for shape in shapes for n in ours
+            ]
+            fig = medians(
+                runs,
+                args.rounds,
+                lambda n, shape, t=total, b=batch: run(n, target[n](), t, b, shape=shape),
+            )
+            best = max(fig["raw PostgreSQL SKIP LOCKED", "groups"], fig["PGMQ", "groups"])
+            for shape in shapes:
+                row = {n: fig[n, shape if n in ours else "groups"] for n in QUEUES}
                 table.add_row(
                     f"{batch} per transaction, {SHAPES[shape]}",
-                    *(f"{figures[n]:,.0f}" for n in QUEUES),
-                    f"{figures['servicebroker SQLite'] / figures['raw SQLite']:.0%}",
-                    f"{figures['servicebroker PostgreSQL'] / best:.0%}",
+                    *(f"{row[n]:,.0f}" for n in QUEUES),
+                    f"{row['servicebroker SQLite'] / row['raw SQLite']:.0%}",
+                    f"{row['servicebroker PostgreSQL'] / best:.0%}",
                 )
         trips = max(100, args.messages // 20)
-        figures = {
-            name: round_trip(name, target[name](), trips) for name in QUEUES if name != "PGMQ"
-        }
+        fig = medians(
+            [(n, "one") for n in QUEUES if n != "PGMQ"],
+            args.rounds,
+            lambda n, _: round_trip(n, target[n](), trips),
+        )
         table.add_row(
             "SEND then RECEIVE, one at a time",
-            *(f"{figures[n]:,.0f}" if n in figures else "–" for n in QUEUES),
-            f"{figures['servicebroker SQLite'] / figures['raw SQLite']:.0%}",
-            f"{figures['servicebroker PostgreSQL'] / figures['raw PostgreSQL SKIP LOCKED']:.0%}",
+            *(f"{fig[n, 'one']:,.0f}" if n != "PGMQ" else "–" for n in QUEUES),
+            f"{fig['servicebroker SQLite', 'one'] / fig['raw SQLite', 'one']:.0%}",
+            f"{fig['servicebroker PostgreSQL', 'one'] / fig['raw PostgreSQL SKIP LOCKED', 'one']:.0%}",
         )
         console.print(table)
         scaling = Table(
@@ -370,17 +391,17 @@ def main() -> int:
             f"batch 10, msg/s"
         )
         scaling.add_column("receiver processes", justify="right")
-        for name in ("raw PostgreSQL SKIP LOCKED", "servicebroker PostgreSQL"):
+        pg = ("raw PostgreSQL SKIP LOCKED", "servicebroker PostgreSQL")
+        for name in pg:
             scaling.add_column(name, justify="right")
         total = args.messages // 5 // 10 * 10
         for readers in (int(r) for r in args.readers.split(",")):
-            scaling.add_row(
-                str(readers),
-                *(
-                    f"{run(n, target[n](), total, 10, readers, args.work_ms / 1000):,.0f}"
-                    for n in ("raw PostgreSQL SKIP LOCKED", "servicebroker PostgreSQL")
-                ),
+            fig = medians(
+                [(n, "groups") for n in pg],
+                args.rounds,
+                lambda n, _, r=readers: run(n, target[n](), total, 10, r, args.work_ms / 1000),
             )
+            scaling.add_row(str(readers), *(f"{fig[n, 'groups']:,.0f}" for n in pg))
         console.print(scaling)
     return 0
 
