@@ -33,7 +33,7 @@ import uuid
 from collections.abc import Callable
 from typing import Any
 
-from bench_setup import POSTGRES_URL, open_dialogs
+from bench_setup import POSTGRES_URL, drop_schema, open_dialogs, postgres_schema
 from rich.console import Console
 from rich.table import Table
 
@@ -289,7 +289,11 @@ def medians(
     return {r: statistics.median(v) for r, v in samples.items()}
 
 
-def _targets(postgres: str, folder: str) -> dict[str, Callable[[], str]]:
+def _targets(
+    postgres: str, folder: str, made: list[str]
+) -> tuple[str, dict[str, Callable[[], str]]]:
+    """The PostgreSQL server URL of the benchmark database, and per queue a function making a
+    fresh target (servicebroker on PostgreSQL: a new schema, its URL appended to ``made``)."""
     import psycopg
     from psycopg.conninfo import conninfo_to_dict, make_conninfo
 
@@ -306,10 +310,8 @@ def _targets(postgres: str, folder: str) -> dict[str, Callable[[], str]]:
     )
 
     def sb_pg() -> str:
-        schema = f"bench_{uuid.uuid4().hex[:8]}"
-        with psycopg.connect(url, autocommit=True) as c:
-            c.execute(f"CREATE SCHEMA {schema}")
-        return f"{url}?options=-csearch_path%3D{schema}"
+        made.append(postgres_schema(url))
+        return made[-1]
 
     counter = [0]
 
@@ -317,7 +319,7 @@ def _targets(postgres: str, folder: str) -> dict[str, Callable[[], str]]:
         counter[0] += 1
         return os.path.join(folder, f"bench{counter[0]}.db")
 
-    return {
+    return url, {
         "raw SQLite": sqlite_file,
         "servicebroker SQLite": sqlite_file,
         "raw PostgreSQL SKIP LOCKED": lambda: url,
@@ -344,66 +346,78 @@ def main() -> int:
     )
     args = parser.parse_args()
     console = Console(width=170)
+    made: list[str] = []
     with tempfile.TemporaryDirectory() as folder:
-        target = _targets(args.postgres, folder)
-        table = Table(title="msg/s, one sender and one receiver process at once, 100-byte bodies")
-        table.add_column("load")
-        for name in QUEUES:
-            table.add_column(name, justify="right")
-        table.add_column("sb SQLite / raw", justify="right")
-        table.add_column("sb PostgreSQL / best peer", justify="right")
-        ours = ("servicebroker SQLite", "servicebroker PostgreSQL")
-        shapes = args.shapes.split(",")
-        for batch in (int(b) for b in args.batches.split(",")):
-            total = max(batch, (args.messages // (10 if batch == 1 else 1)) // batch * batch)
-            runs = [(n, "groups") for n in QUEUES if n not in ours] + [
-                (n, shape) for shape in shapes for n in ours
-            ]
-            fig = medians(
-                runs,
-                args.rounds,
-                lambda n, shape, t=total, b=batch: run(n, target[n](), t, b, shape=shape),
-            )
-            best = max(fig["raw PostgreSQL SKIP LOCKED", "groups"], fig["PGMQ", "groups"])
-            for shape in shapes:
-                row = {n: fig[n, shape if n in ours else "groups"] for n in QUEUES}
-                table.add_row(
-                    f"{batch} per transaction, {SHAPES[shape]}",
-                    *(f"{row[n]:,.0f}" for n in QUEUES),
-                    f"{row['servicebroker SQLite'] / row['raw SQLite']:.0%}",
-                    f"{row['servicebroker PostgreSQL'] / best:.0%}",
-                )
-        trips = max(100, args.messages // 20)
-        fig = medians(
-            [(n, "one") for n in QUEUES if n != "PGMQ"],
-            args.rounds,
-            lambda n, _: round_trip(n, target[n](), trips),
-        )
-        table.add_row(
-            "SEND then RECEIVE, one at a time",
-            *(f"{fig[n, 'one']:,.0f}" if n != "PGMQ" else "–" for n in QUEUES),
-            f"{fig['servicebroker SQLite', 'one'] / fig['raw SQLite', 'one']:.0%}",
-            f"{fig['servicebroker PostgreSQL', 'one'] / fig['raw PostgreSQL SKIP LOCKED', 'one']:.0%}",
-        )
-        console.print(table)
-        scaling = Table(
-            title=f"PostgreSQL, receivers doing {args.work_ms:g} ms of work per message, "
-            f"batch 10, msg/s"
-        )
-        scaling.add_column("receiver processes", justify="right")
-        pg = ("raw PostgreSQL SKIP LOCKED", "servicebroker PostgreSQL")
-        for name in pg:
-            scaling.add_column(name, justify="right")
-        total = args.messages // 5 // 10 * 10
-        for readers in (int(r) for r in args.readers.split(",")):
-            fig = medians(
-                [(n, "groups") for n in pg],
-                args.rounds,
-                lambda n, _, r=readers: run(n, target[n](), total, 10, r, args.work_ms / 1000),
-            )
-            scaling.add_row(str(readers), *(f"{fig[n, 'groups']:,.0f}" for n in pg))
-        console.print(scaling)
+        server, target = _targets(args.postgres, folder, made)
+        try:
+            report(args, console, target)
+        finally:
+            for url in made:
+                drop_schema(server, url)
     return 0
+
+
+def report(
+    args: argparse.Namespace, console: Console, target: dict[str, Callable[[], str]]
+) -> None:
+    """Run every figure and print the two tables."""
+    table = Table(title="msg/s, one sender and one receiver process at once, 100-byte bodies")
+    table.add_column("load")
+    for name in QUEUES:
+        table.add_column(name, justify="right")
+    table.add_column("sb SQLite / raw", justify="right")
+    table.add_column("sb PostgreSQL / best peer", justify="right")
+    ours = ("servicebroker SQLite", "servicebroker PostgreSQL")
+    shapes = args.shapes.split(",")
+    for batch in (int(b) for b in args.batches.split(",")):
+        total = max(batch, (args.messages // (10 if batch == 1 else 1)) // batch * batch)
+        runs = [(n, "groups") for n in QUEUES if n not in ours] + [
+            (n, shape) for shape in shapes for n in ours
+        ]
+        fig = medians(
+            runs,
+            args.rounds,
+            lambda n, shape, t=total, b=batch: run(n, target[n](), t, b, shape=shape),
+        )
+        best = max(fig["raw PostgreSQL SKIP LOCKED", "groups"], fig["PGMQ", "groups"])
+        for shape in shapes:
+            row = {n: fig[n, shape if n in ours else "groups"] for n in QUEUES}
+            table.add_row(
+                f"{batch} per transaction, {SHAPES[shape]}",
+                *(f"{row[n]:,.0f}" for n in QUEUES),
+                f"{row['servicebroker SQLite'] / row['raw SQLite']:.0%}",
+                f"{row['servicebroker PostgreSQL'] / best:.0%}",
+            )
+    trips = max(100, args.messages // 20)
+    fig = medians(
+        [(n, "one") for n in QUEUES if n != "PGMQ"],
+        args.rounds,
+        lambda n, _: round_trip(n, target[n](), trips),
+    )
+    table.add_row(
+        "SEND then RECEIVE, one at a time",
+        *(f"{fig[n, 'one']:,.0f}" if n != "PGMQ" else "–" for n in QUEUES),
+        f"{fig['servicebroker SQLite', 'one'] / fig['raw SQLite', 'one']:.0%}",
+        f"{fig['servicebroker PostgreSQL', 'one'] / fig['raw PostgreSQL SKIP LOCKED', 'one']:.0%}",
+    )
+    console.print(table)
+    scaling = Table(
+        title=f"PostgreSQL, receivers doing {args.work_ms:g} ms of work per message, "
+        f"batch 10, msg/s"
+    )
+    scaling.add_column("receiver processes", justify="right")
+    pg = ("raw PostgreSQL SKIP LOCKED", "servicebroker PostgreSQL")
+    for name in pg:
+        scaling.add_column(name, justify="right")
+    total = args.messages // 5 // 10 * 10
+    for readers in (int(r) for r in args.readers.split(",")):
+        fig = medians(
+            [(n, "groups") for n in pg],
+            args.rounds,
+            lambda n, _, r=readers: run(n, target[n](), total, 10, r, args.work_ms / 1000),
+        )
+        scaling.add_row(str(readers), *(f"{fig[n, 'groups']:,.0f}" for n in pg))
+    console.print(scaling)
 
 
 if __name__ == "__main__":
