@@ -388,7 +388,7 @@ def test_send_many_is_all_or_nothing_and_names_the_fault(broker: Broker, pair: P
             tx.send_many([(a, "Req", b"1"), (unknown, "Req", b"2"), (b, "Req", b"3")])
         with pytest.raises(CatalogError, match="Nope"):
             tx.send_many([(a, "Req", b"1"), (b, "Nope", b"2")])
-        with pytest.raises(MessageValidationError):
+        with pytest.raises(MessageValidationError, match=str(b)):
             tx.send_many([(a, "Req", b"1"), (b, "Resp", b"2")])  # the target's type
         tx.send_many([])
     assert broker.peek(pair.tq) == []

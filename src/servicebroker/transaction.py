@@ -337,7 +337,10 @@ class Transaction:
             )
         data = body if type(body) is bytes else coerce_body(body, where=where)
         if mt.validation != "NONE":
-            validate_body(mt.validation, data, message_type_name=mt.name)
+            try:
+                validate_body(mt.validation, data, message_type_name=mt.name)
+            except MessageValidationError as exc:
+                raise MessageValidationError(f"SEND on {where}: {exc}") from None
         return mt, data
 
     def _check_send(self, row: EndpointRow, mt: MessageTypeDef, now: float) -> None:
