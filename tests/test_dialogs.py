@@ -433,3 +433,21 @@ def test_a_refused_send_keeps_no_lock_it_took_and_gives_up_none_it_had(
         other.close()
     bodies = [m.message_body for m in broker.peek(pair.tq) if m.message_type_name == "Req"]
     assert sorted(bodies) == [b"a", b"a", b"c", b"elsewhere"]
+
+
+def test_one_send_names_a_conversation_once(broker: Broker, pair: Pair) -> None:
+    # rule DLG-2; SEND (docs/t-sql/statements/send-transact-sql.md): "The same conversation
+    # handle cannot be used more than once" in one SEND; nothing is sent
+    with broker.transaction() as tx:
+        a = tx.begin_dialog(pair.initiator, pair.target, contract="C")
+        b = tx.begin_dialog(pair.initiator, pair.target, contract="C")
+        with pytest.raises(ConversationError, match=f"{a} is named more than once"):
+            tx.send([a, b, str(a)], "Req", b"twice")
+        tx.send([a, b], "Req", b"once")
+        tx.send_many([(a, "Req", b"again"), (a, "Req", b"and again")])  # many SENDs: fine
+    assert sorted(m.message_body for m in broker.peek(pair.tq)) == [
+        b"again",
+        b"and again",
+        b"once",
+        b"once",
+    ]

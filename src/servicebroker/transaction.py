@@ -279,8 +279,8 @@ class Transaction:
         ``body`` is bytes (str is UTF-8 encoded); it may be empty but not None.
 
         Raises:
-            ConversationError: an unknown handle, or a state that forbids SEND (DO, CD, DI, ER)
-                or an expired LIFETIME (DLG-5).
+            ConversationError: an unknown handle, a handle named twice, or a state that forbids
+                SEND (DO, CD, DI, ER) or an expired LIFETIME (DLG-5).
             CatalogError: an unknown message type.
             MessageValidationError: the type is not in the contract for this side, is a system
                 type, or the body fails its validation (DLG-3).
@@ -291,6 +291,14 @@ class Transaction:
             handles = list(handle_or_handles)
             if not handles:
                 raise ConversationError("SEND needs at least one conversation handle")
+            seen: set[bytes] = set()
+            for h in handles:
+                b = to_handle(h).bytes
+                if b in seen:  # "the same conversation handle cannot be used more than once"
+                    raise ConversationError(
+                        f"SEND: conversation handle {uuid.UUID(bytes=b)} is named more than once"
+                    )
+                seen.add(b)
         mt, data = self._sendable(message_type, body, _names(handles))
         now = self._clock.now()
         rows = self._endpoints_for(handles, "SEND")
