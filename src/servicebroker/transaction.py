@@ -299,7 +299,7 @@ class Transaction:
                         f"SEND: conversation handle {uuid.UUID(bytes=b)} is named more than once"
                     )
                 seen.add(b)
-        mt, data = self._sendable(message_type, body, _names(handles))
+        mt, data = self._sendable(message_type, body, handles)
         now = self._clock.now()
         rows = self._endpoints_for(handles, "SEND")
         for row in rows:
@@ -322,8 +322,7 @@ class Transaction:
                 locked are released.
         """
         batch = [
-            (h, *self._sendable(message_type, body, _names([h])))
-            for h, message_type, body in messages
+            (h, *self._sendable(message_type, body, [h])) for h, message_type, body in messages
         ]
         now = self._clock.now()
         rows = self._endpoints_for([h for h, _, _ in batch], "SEND")
@@ -334,21 +333,21 @@ class Transaction:
         return len(batch)
 
     def _sendable(
-        self, message_type: str, body: bytes | str, where: str
+        self, message_type: str, body: bytes | str, handles: list[Any]
     ) -> tuple[MessageTypeDef, bytes]:
         """The message type and the body as bytes, checked: not a system type (DLG-2), the
-        body valid for the type (DLG-3)."""
+        body valid for the type (DLG-3); an error names ``handles`` (only then formatted)."""
         mt = self._receiving.catalog.message_type(message_type)
         if mt.name in SYSTEM_MESSAGE_TYPES:
             raise MessageValidationError(
-                f"SEND on {where}: system message type {mt.name!r} cannot be sent"
+                f"SEND on {_names(handles)}: system message type {mt.name!r} cannot be sent"
             )
-        data = body if type(body) is bytes else coerce_body(body, where=where)
+        data = body if type(body) is bytes else coerce_body(body, where=_names(handles))
         if mt.validation != "NONE":
             try:
                 validate_body(mt.validation, data, message_type_name=mt.name)
             except MessageValidationError as exc:
-                raise MessageValidationError(f"SEND on {where}: {exc}") from None
+                raise MessageValidationError(f"SEND on {_names(handles)}: {exc}") from None
         return mt, data
 
     def _check_send(self, row: EndpointRow, mt: MessageTypeDef, now: float) -> None:
