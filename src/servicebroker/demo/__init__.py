@@ -4,7 +4,11 @@ dialogs, activation and Spark, checked count for count against the raw data.
 Per flight, the origin airport's service begins a dialog with the carrier's service (joining the
 aircraft's conversation group: RELATED_CONVERSATION_GROUP per tail number) and sends Scheduled,
 then Departed and Arrived, or Cancelled — written by Spark through the ``servicebroker`` data
-source, month by month. Each carrier queue's activated procedure records the flight in the
+source, month by month. The carrier queues' activation is turned ON once Spark has written the
+month (ALTER QUEUE … ACTIVATION (STATUS = ON)) and OFF again before the next, so each month's
+flights wait as one backlog that the conversation priorities order (PRI-12: a priority orders
+what is waiting; flights drained as each Spark partition commits would be received in the
+partitions' order). Each carrier queue's activated procedure records the flight in the
 RECEIVE's transaction, flags a departed flight whose Arrived never comes with a conversation
 timer at scheduled arrival + 2 h, replies FlightProcessed and ends its side; each airport queue's
 procedure receives the replies per aircraft and ends its side. The broker's clock follows the
@@ -118,7 +122,9 @@ def _setup_catalog(broker: Broker, flights: Any, state: DemoState) -> tuple[list
             broker.create_queue(
                 queue,
                 activation=Activation(
-                    functools.partial(procedure, state=state), max_queue_readers=readers
+                    functools.partial(procedure, state=state),
+                    max_queue_readers=readers,
+                    status=kind == "airport",
                 ),
             )
             broker.create_service(service_name(kind, code), queue=queue, contracts=contracts)
@@ -134,6 +140,19 @@ def _setup_catalog(broker: Broker, flights: Any, state: DemoState) -> tuple[list
     ):
         broker.execute(portable_sql(f"CREATE TABLE {table}", broker.paramstyle))
     return airports, carriers
+
+
+def _carrier_activation(broker: Broker, carriers: list[str], state: DemoState, *, on: bool) -> None:
+    """ALTER QUEUE carrier_XX WITH ACTIVATION (STATUS = ON | OFF) on every carrier queue."""
+    for code in carriers:
+        broker.alter_queue(
+            f"carrier_{code}",
+            activation=Activation(
+                functools.partial(carrier_procedure, state=state),
+                max_queue_readers=CARRIER_READERS,
+                status=on,
+            ),
+        )
 
 
 def _messages_frame(spark: Any, flights_path: str) -> Any:
@@ -404,6 +423,8 @@ def run_demo(
             flight_task = progress.add_task("flights settled", total=len(flights))
             for month in months:
                 progress.update(month_task, description=f"month {month:2d}: Spark sends")
+                if month != months[0]:
+                    _carrier_activation(broker, carriers, state, on=False)
                 (
                     messages.where(messages.month == month)
                     .repartition(2, "group_key")
@@ -414,6 +435,7 @@ def run_demo(
                     .save()
                 )
                 progress.update(month_task, description=f"month {month:2d}: receiving")
+                _carrier_activation(broker, carriers, state, on=True)
                 _quiet(broker, clock, progress, flight_task)
                 end_of_month = datetime(
                     2013 + month // 12, month % 12 + 1, 1, tzinfo=UTC
