@@ -13,9 +13,18 @@ from datetime import UTC, datetime
 
 from .activation.service import ActivationService
 from .activation.tasks import TaskHandlers
+from .catalog import views as catalog_views
+from .catalog.views import (
+    ConversationPriorityRow,
+    ServiceContractMessageUsageRow,
+    ServiceContractRow,
+    ServiceContractUsageRow,
+    ServiceMessageTypeRow,
+    ServiceQueueUsageRow,
+    ServiceRow,
+)
 from .context import BrokerContext
 from .dialogs import STATE_DESC
-from .priorities import BrokerPriority
 from .storage.sessions import StorageStatistics
 from .supervisor import Supervisor
 
@@ -25,7 +34,13 @@ __all__ = [
     "ConversationEndpointRow",
     "ConversationPriorityRow",
     "QueueMonitorRow",
+    "ServiceContractMessageUsageRow",
+    "ServiceContractRow",
+    "ServiceContractUsageRow",
+    "ServiceMessageTypeRow",
     "ServiceQueueRow",
+    "ServiceQueueUsageRow",
+    "ServiceRow",
     "StorageSessionsRow",
     "TaskHandlerRow",
     "TransmissionQueueRow",
@@ -156,10 +171,6 @@ StorageSessionsRow = StorageStatistics
 the pool's limit, callers waiting) and the storage failures raised since it opened; not a SQL
 Server view, named like one."""
 
-ConversationPriorityRow = BrokerPriority
-"""A row of ``sys.conversation_priorities`` (PRI-2): the catalog's priority, ANY criteria None."""
-
-
 class Views:
     """``broker.views``: each method returns the current rows of one view.
 
@@ -269,7 +280,7 @@ class Views:
                 q.activation_procedure,
                 q.activation_enabled,
                 q.status,
-                True,
+                q.status,  # STATUS = OFF: "no messages can be added to the queue or removed"
                 q.retention,
                 q.poison_message_handling,
                 _dt(q.modify_date),
@@ -296,9 +307,33 @@ class Views:
         ]
 
     def conversation_priorities(self) -> list[ConversationPriorityRow]:
-        """Every conversation priority (PRI-2)."""
-        catalog = self._context.catalog.current(fresh=True)
-        return sorted(catalog.priorities.values(), key=lambda p: p.priority_id)
+        """``sys.conversation_priorities``: every conversation priority (PRI-2)."""
+        return catalog_views.conversation_priorities(self._context.catalog.current(fresh=True))
+
+    def services(self) -> list[ServiceRow]:
+        """``sys.services``: every service and its queue."""
+        return catalog_views.services(self._context.catalog.current(fresh=True))
+
+    def service_contracts(self) -> list[ServiceContractRow]:
+        """``sys.service_contracts``: every contract."""
+        return catalog_views.service_contracts(self._context.catalog.current(fresh=True))
+
+    def service_message_types(self) -> list[ServiceMessageTypeRow]:
+        """``sys.service_message_types``: every message type and its validation."""
+        return catalog_views.service_message_types(self._context.catalog.current(fresh=True))
+
+    def service_contract_message_usages(self) -> list[ServiceContractMessageUsageRow]:
+        """``sys.service_contract_message_usages``: each contract's message types, by side."""
+        cat = self._context.catalog.current(fresh=True)
+        return catalog_views.service_contract_message_usages(cat)
+
+    def service_contract_usages(self) -> list[ServiceContractUsageRow]:
+        """``sys.service_contract_usages``: the contracts each service accepts as a target."""
+        return catalog_views.service_contract_usages(self._context.catalog.current(fresh=True))
+
+    def service_queue_usages(self) -> list[ServiceQueueUsageRow]:
+        """``sys.service_queue_usages``: the queue of each service."""
+        return catalog_views.service_queue_usages(self._context.catalog.current(fresh=True))
 
     def dm_broker_task_handlers(self) -> list[TaskHandlerRow]:
         """The task handlers of this broker (TICK-2b); not a SQL Server view, named like one."""
