@@ -171,6 +171,7 @@ StorageSessionsRow = StorageStatistics
 the pool's limit, callers waiting) and the storage failures raised since it opened; not a SQL
 Server view, named like one."""
 
+
 class Views:
     """``broker.views``: each method returns the current rows of one view.
 

@@ -123,7 +123,11 @@ def _end_conversations(
     rows = [
         e
         for e in conn.list_endpoints()
-        if (e.service_id == service_id if service_id is not None else e.service_contract_id == contract_id)
+        if (
+            e.service_id == service_id
+            if service_id is not None
+            else e.service_contract_id == contract_id
+        )
     ]
     applier = Applier(conn, snap, now)
     applier.prefetch([e.conversation_id for e in rows])
