@@ -294,3 +294,22 @@ def test_event_notification_broker_instance(broker: Broker) -> None:
             broker_instance="8140a771-3c4b-4479-8ac0-81008ab17984",
         )
     assert set(broker.catalog.event_notifications) == {"n1"}
+    # sys.event_notifications
+    # (docs/relational-databases/system-catalog-views/sys-event-notifications-transact-sql.md):
+    # parent_class "1 = Object or Column", parent_id "Non-zero ID of the parent object",
+    # service_name "Name of the target service to which the notification is sent"
+    (row,) = broker.views.event_notifications()
+    assert (row.name, row.parent_class, row.parent_class_desc) == ("n1", 1, "OBJECT_OR_COLUMN")
+    assert (row.parent_id, row.queue_name) == (broker.catalog.queue("q").queue_id, "q")
+    assert (row.event_type, row.service_name, row.broker_instance) == (
+        "QUEUE_ACTIVATION",
+        "//s",
+        "current database",
+    )
+    # DROP EVENT NOTIFICATION (docs/t-sql/statements/drop-event-notification-transact-sql.md):
+    # "QUEUE must be specified if it was specified when the event notification was created."
+    broker.create_queue("other")
+    with pytest.raises(CatalogError, match="'n1' is not on queue 'other'"):
+        broker.drop_event_notification("n1", queue="other")
+    broker.drop_event_notification("n1", queue="q")
+    assert broker.views.event_notifications() == []

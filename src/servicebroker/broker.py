@@ -518,9 +518,10 @@ class Broker:
             ),
         )
 
-    def drop_event_notification(self, name: str) -> None:
-        """DROP EVENT NOTIFICATION. Raises :class:`CatalogError` for an unknown name."""
-        self._change(changes.drop_event_notification, name)
+    def drop_event_notification(self, name: str, *, queue: str | None = None) -> None:
+        """DROP EVENT NOTIFICATION ``name`` [ON QUEUE ``queue``]. Raises :class:`CatalogError`
+        for an unknown name, or one not on ``queue`` when it is given."""
+        self._change(changes.drop_event_notification, name, queue)
 
     def create_broker_priority(
         self,

@@ -16,6 +16,7 @@ from .activation.tasks import TaskHandlers
 from .catalog import views as catalog_views
 from .catalog.views import (
     ConversationPriorityRow,
+    EventNotificationRow,
     ServiceContractMessageUsageRow,
     ServiceContractRow,
     ServiceContractUsageRow,
@@ -33,6 +34,7 @@ __all__ = [
     "BackgroundThreadRow",
     "ConversationEndpointRow",
     "ConversationPriorityRow",
+    "EventNotificationRow",
     "QueueMonitorRow",
     "ServiceContractMessageUsageRow",
     "ServiceContractRow",
@@ -331,6 +333,10 @@ class Views:
     def service_contract_usages(self) -> list[ServiceContractUsageRow]:
         """``sys.service_contract_usages``: the contracts each service accepts as a target."""
         return catalog_views.service_contract_usages(self._context.catalog.current(fresh=True))
+
+    def event_notifications(self) -> list[EventNotificationRow]:
+        """``sys.event_notifications``: every event notification (EVT-1)."""
+        return catalog_views.event_notifications(self._context.catalog.current(fresh=True))
 
     def service_queue_usages(self) -> list[ServiceQueueUsageRow]:
         """``sys.service_queue_usages``: the queue of each service."""

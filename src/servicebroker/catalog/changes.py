@@ -334,11 +334,16 @@ def create_event_notification(
     conn.catalog_write("insert_event_notification", (name, q.queue_id, event, to_service))
 
 
-def drop_event_notification(conn: StorageConnection, snap: CatalogSnapshot, name: str) -> None:
-    """DROP EVENT NOTIFICATION. Raises :class:`CatalogError` for an unknown name."""
+def drop_event_notification(
+    conn: StorageConnection, snap: CatalogSnapshot, name: str, queue: str | None = None
+) -> None:
+    """DROP EVENT NOTIFICATION ``name`` [ON QUEUE ``queue``]. Raises :class:`CatalogError` for
+    an unknown name, or one that is not on ``queue`` when it is given."""
     en = snap.event_notifications.get(name)
     if en is None:
         raise CatalogError(f"event notification {name!r} does not exist")
+    if queue is not None and snap.queue(queue).queue_id != en.queue_id:
+        raise CatalogError(f"event notification {name!r} is not on queue {queue!r}")
     conn.catalog_write("delete_event_notification", (en.event_notification_id,))
 
 

@@ -1,6 +1,6 @@
 """The catalog views — ``sys.services``, ``sys.service_contracts``, ``sys.service_message_types``,
 ``sys.service_contract_message_usages``, ``sys.service_contract_usages``,
-``sys.service_queue_usages`` and ``sys.conversation_priorities`` — as frozen dataclass rows with
+``sys.service_queue_usages``, ``sys.conversation_priorities`` and ``sys.event_notifications`` — as frozen dataclass rows with
 SQL Server's column names, built by pure functions from a :class:`CatalogSnapshot`
 (``broker.views`` calls them on a fresh snapshot).
 
@@ -17,6 +17,7 @@ from .model import CatalogSnapshot
 
 __all__ = [
     "ConversationPriorityRow",
+    "EventNotificationRow",
     "ServiceContractMessageUsageRow",
     "ServiceContractRow",
     "ServiceContractUsageRow",
@@ -24,6 +25,7 @@ __all__ = [
     "ServiceQueueUsageRow",
     "ServiceRow",
     "conversation_priorities",
+    "event_notifications",
     "service_contract_message_usages",
     "service_contract_usages",
     "service_contracts",
@@ -118,6 +120,25 @@ class ConversationPriorityRow:
     priority: int
 
 
+@dataclass(frozen=True)
+class EventNotificationRow:
+    """A row of ``sys.event_notifications`` for a notification ON QUEUE (EVT-1): the parent is
+    the queue (``parent_class`` 1, OBJECT_OR_COLUMN); ``event_type`` (of ``sys.events``) and
+    ``queue_name`` are added; ``broker_instance`` is always ``'current database'``."""
+
+    name: str
+    object_id: int
+    parent_class: int
+    parent_class_desc: str
+    parent_id: int
+    queue_name: str
+    event_type: str
+    service_name: str
+    broker_instance: str
+    principal_id: int | None
+    creator_sid: bytes | None
+
+
 def services(cat: CatalogSnapshot) -> list[ServiceRow]:
     """``sys.services``, by ``service_id``."""
     return [
@@ -202,3 +223,23 @@ def conversation_priorities(cat: CatalogSnapshot) -> list[ConversationPriorityRo
             )
         )
     return rows
+
+
+def event_notifications(cat: CatalogSnapshot) -> list[EventNotificationRow]:
+    """``sys.event_notifications``, by ``object_id``."""
+    return [
+        EventNotificationRow(
+            en.name,
+            en.event_notification_id,
+            1,
+            "OBJECT_OR_COLUMN",
+            en.queue_id,
+            cat.queues_by_id[en.queue_id].name,
+            en.event_type,
+            en.to_service,
+            "current database",
+            None,
+            None,
+        )
+        for en in sorted(cat.event_notifications.values(), key=lambda e: e.event_notification_id)
+    ]
