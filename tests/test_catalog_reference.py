@@ -133,6 +133,9 @@ def test_contracts_and_services_a_priority_names_must_exist_and_stay(
     # same rule
     with pytest.raises(CatalogError, match="names no contract"):
         broker.alter_broker_priority("p", contract_name="Nope")
+    # … "SET is required and must contain at least one criterion"
+    with pytest.raises(CatalogError, match="SET must contain at least one"):
+        broker.alter_broker_priority("p")
     # DROP CONTRACT (docs/t-sql/statements/drop-contract-transact-sql.md): "You cannot drop a
     # contract if any services or conversation priorities refer to the contract."
     broker.create_contract("Other", {"Req": "ANY"})

@@ -422,11 +422,16 @@ def alter_broker_priority(
     priority_level: int | None,
 ) -> None:
     """ALTER BROKER PRIORITY: change the criteria and level given (None keeps one); existing
-    conversations keep their levels (PRI-5). Raises :class:`CatalogError` for an unknown name
-    or bad values (as CREATE BROKER PRIORITY)."""
+    conversations keep their levels (PRI-5). Raises :class:`CatalogError` for an unknown name,
+    nothing to change, or bad values (as CREATE BROKER PRIORITY)."""
     p = snap.priorities.get(name)
     if p is None:
         raise CatalogError(f"broker priority {name!r} does not exist")
+    if (contract_name, local_service_name, remote_service_name, priority_level) == (None,) * 4:
+        raise CatalogError(
+            f"ALTER BROKER PRIORITY {name!r}: SET must contain at least one of CONTRACT_NAME, "
+            f"LOCAL_SERVICE_NAME, REMOTE_SERVICE_NAME or PRIORITY_LEVEL"
+        )
     conn.catalog_write(
         "update_broker_priority",
         (
