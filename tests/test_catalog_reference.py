@@ -7,10 +7,17 @@ import uuid
 
 import pytest
 
-from servicebroker import ERROR, Broker, CatalogError, ConversationError, parse_error_body
+from servicebroker import (
+    ERROR,
+    Broker,
+    CatalogError,
+    ConversationError,
+    ManualClock,
+    parse_error_body,
+)
 from servicebroker.catalog import EVENT_NOTIFICATION_SERVICE
 
-from .conftest import Pair
+from .conftest import Pair, make_pair
 
 
 def _states(broker: Broker) -> dict[uuid.UUID, tuple[bool, str]]:
@@ -56,6 +63,19 @@ def test_drop_service_deletes_its_messages_and_sends_an_error_to_the_far_side(
     with broker.transaction() as tx:
         tx.end_conversation(h)
     assert broker.views.conversation_endpoints() == []
+
+
+def test_drop_service_deletes_its_retained_messages_too(broker: Broker) -> None:
+    # DROP SERVICE (docs/t-sql/statements/drop-service-transact-sql.md): "Dropping a service
+    # deletes all messages for the service from the queue that the service uses." — with
+    # RETENTION = ON the target's received (status 0) and sent (status 3) messages included
+    pair = make_pair(broker, retention=True)
+    _talk(broker, pair)
+    assert sorted(m.status for m in broker.peek(pair.tq)) == [0, 1, 3]
+    broker.drop_service(pair.target)
+    assert broker.peek(pair.tq) == []
+    # the initiator keeps its retained sent messages (3), the Resp and the Error (1)
+    assert sorted(m.status for m in broker.peek(pair.iq)) == [1, 1, 3, 3]
 
 
 def test_drop_service_drops_its_unsent_messages(broker: Broker, pair: Pair) -> None:
@@ -112,6 +132,30 @@ def test_drop_contract_ends_its_conversations_with_an_error(broker: Broker, pair
         -8487,
         "The remote service contract has been dropped.",
     )
+    assert broker.views.conversation_endpoints() == []
+
+
+def test_drop_contract_drops_what_waits_under_it_from_an_ended_conversation(
+    broker: Broker, pair: Pair, clock: ManualClock
+) -> None:
+    # DROP CONTRACT (docs/t-sql/statements/drop-contract-transact-sql.md): an endpoint already
+    # in ER (its LIFETIME passed) gets no second Error, but nothing it left in the transmission
+    # queue may leave under the dropped contract
+    broker.create_contract("Lonely", {"Req": "INITIATOR"})
+    with broker.transaction() as tx:
+        h = tx.begin_dialog(pair.initiator, "//not/yet", contract="Lonely", lifetime=10)
+        tx.send(h, "Req", b"waiting")
+    clock.advance(11)
+    broker.timer.fire_dialog_timers(clock.now())
+    assert _states(broker) == {h: (True, "ER")}
+    broker.drop_contract("Lonely")
+    assert broker.views.transmission_queue() == []
+    broker.create_service("//not/yet", queue=pair.tq)  # delivers what waited for it: nothing
+    assert broker.peek(pair.tq) == []
+    with broker.transaction() as tx:
+        (m,) = tx.receive(pair.iq)  # the LIFETIME's Error only
+        tx.end_conversation(h)
+    assert parse_error_body(m.message_body)[0] == -8489
     assert broker.views.conversation_endpoints() == []
 
 

@@ -114,7 +114,8 @@ def _end_conversations(
 ) -> set[int]:
     """End every conversation endpoint of the service being dropped (the endpoint goes, its far
     side gets an Error) or of the contract being dropped (each endpoint gets an Error), in the
-    catalog statement's transaction; returns the queues that got messages."""
+    catalog statement's transaction; returns the queues that got messages. The endpoints are
+    found by a scan of them all, run only when the service or contract has live ones."""
     if not conn.catalog_count(
         "endpoints_using_service" if service_id is not None else "endpoints_using_contract",
         (service_id if service_id is not None else contract_id,),
@@ -138,7 +139,9 @@ def _end_conversations(
             continue
         if service_id is not None:
             applier.remove(row, *SERVICE_DROPPED)
-        elif row.state not in ("ER", "CD"):
+        elif row.state in ("ER", "CD"):
+            applier.transmission.drop_endpoint(row)  # nothing may leave under the contract
+        else:
             applier.fail(row, *CONTRACT_DROPPED)
     applier.finish()
     return applier.woken_queues
