@@ -13,8 +13,9 @@ from datetime import UTC, datetime
 
 from .activation.service import ActivationService
 from .activation.tasks import TaskHandlers
-from .catalog import views as catalog_views
+from .catalog import CatalogSnapshot
 from .catalog.views import (
+    CatalogViews,
     ConversationPriorityRow,
     EventNotificationRow,
     ServiceContractMessageUsageRow,
@@ -174,8 +175,9 @@ the pool's limit, callers waiting) and the storage failures raised since it open
 Server view, named like one."""
 
 
-class Views:
-    """``broker.views``: each method returns the current rows of one view.
+class Views(CatalogViews):
+    """``broker.views``: each method returns the current rows of one view (the catalog views'
+    methods come from :class:`~servicebroker.catalog.views.CatalogViews`).
 
     Args:
         context: the broker's shared parts (storage rows, the catalog).
@@ -196,6 +198,9 @@ class Views:
         self._activation = activation
         self._tasks = tasks
         self._supervisor = supervisor
+
+    def _snapshot(self) -> CatalogSnapshot:
+        return self._context.catalog.current(fresh=True)
 
     def conversation_endpoints(self) -> list[ConversationEndpointRow]:
         """Every conversation endpoint of the database (DLG-8)."""
@@ -308,39 +313,6 @@ class Views:
             )
             for m in self._activation.monitors()
         ]
-
-    def conversation_priorities(self) -> list[ConversationPriorityRow]:
-        """``sys.conversation_priorities``: every conversation priority (PRI-2)."""
-        return catalog_views.conversation_priorities(self._context.catalog.current(fresh=True))
-
-    def services(self) -> list[ServiceRow]:
-        """``sys.services``: every service and its queue."""
-        return catalog_views.services(self._context.catalog.current(fresh=True))
-
-    def service_contracts(self) -> list[ServiceContractRow]:
-        """``sys.service_contracts``: every contract."""
-        return catalog_views.service_contracts(self._context.catalog.current(fresh=True))
-
-    def service_message_types(self) -> list[ServiceMessageTypeRow]:
-        """``sys.service_message_types``: every message type and its validation."""
-        return catalog_views.service_message_types(self._context.catalog.current(fresh=True))
-
-    def service_contract_message_usages(self) -> list[ServiceContractMessageUsageRow]:
-        """``sys.service_contract_message_usages``: each contract's message types, by side."""
-        cat = self._context.catalog.current(fresh=True)
-        return catalog_views.service_contract_message_usages(cat)
-
-    def service_contract_usages(self) -> list[ServiceContractUsageRow]:
-        """``sys.service_contract_usages``: the contracts each service accepts as a target."""
-        return catalog_views.service_contract_usages(self._context.catalog.current(fresh=True))
-
-    def event_notifications(self) -> list[EventNotificationRow]:
-        """``sys.event_notifications``: every event notification (EVT-1)."""
-        return catalog_views.event_notifications(self._context.catalog.current(fresh=True))
-
-    def service_queue_usages(self) -> list[ServiceQueueUsageRow]:
-        """``sys.service_queue_usages``: the queue of each service."""
-        return catalog_views.service_queue_usages(self._context.catalog.current(fresh=True))
 
     def dm_broker_task_handlers(self) -> list[TaskHandlerRow]:
         """The task handlers of this broker (TICK-2b); not a SQL Server view, named like one."""

@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from .model import CatalogSnapshot
 
 __all__ = [
+    "CatalogViews",
     "ConversationPriorityRow",
     "EventNotificationRow",
     "ServiceContractMessageUsageRow",
@@ -243,3 +244,43 @@ def event_notifications(cat: CatalogSnapshot) -> list[EventNotificationRow]:
         )
         for en in sorted(cat.event_notifications.values(), key=lambda e: e.event_notification_id)
     ]
+
+
+class CatalogViews:
+    """The catalog views as methods (``broker.views`` has them): each reads the catalog fresh
+    (:meth:`_snapshot`, which the subclass gives) and returns its rows."""
+
+    def _snapshot(self) -> CatalogSnapshot:
+        raise NotImplementedError
+
+    def services(self) -> list[ServiceRow]:
+        """``sys.services``: every service and its queue."""
+        return services(self._snapshot())
+
+    def service_contracts(self) -> list[ServiceContractRow]:
+        """``sys.service_contracts``: every contract."""
+        return service_contracts(self._snapshot())
+
+    def service_message_types(self) -> list[ServiceMessageTypeRow]:
+        """``sys.service_message_types``: every message type and its validation."""
+        return service_message_types(self._snapshot())
+
+    def service_contract_message_usages(self) -> list[ServiceContractMessageUsageRow]:
+        """``sys.service_contract_message_usages``: each contract's message types, by side."""
+        return service_contract_message_usages(self._snapshot())
+
+    def service_contract_usages(self) -> list[ServiceContractUsageRow]:
+        """``sys.service_contract_usages``: the contracts each service accepts as a target."""
+        return service_contract_usages(self._snapshot())
+
+    def service_queue_usages(self) -> list[ServiceQueueUsageRow]:
+        """``sys.service_queue_usages``: the queue of each service."""
+        return service_queue_usages(self._snapshot())
+
+    def conversation_priorities(self) -> list[ConversationPriorityRow]:
+        """``sys.conversation_priorities``: every conversation priority (PRI-2)."""
+        return conversation_priorities(self._snapshot())
+
+    def event_notifications(self) -> list[EventNotificationRow]:
+        """``sys.event_notifications``: every event notification (EVT-1)."""
+        return event_notifications(self._snapshot())
