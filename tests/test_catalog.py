@@ -66,6 +66,8 @@ def test_in_use_objects_cannot_be_dropped(broker: Broker) -> None:
     # contract if any services or conversation priorities refer to the contract."
     with pytest.raises(CatalogError, match="service\\(s\\) 'S' refer to it"):
         broker.drop_contract("C")
+    # DROP QUEUE (docs/t-sql/statements/drop-queue-transact-sql.md): "You cannot drop a queue if
+    # any services refer to the queue."
     with pytest.raises(CatalogError, match="used by service"):
         broker.drop_queue("q")
     broker.drop_service("S")

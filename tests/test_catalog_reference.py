@@ -234,6 +234,19 @@ def test_a_service_on_the_default_contract(broker: Broker) -> None:
         (m,) = tx.receive("q")
         tx.send(m.conversation_handle, "DEFAULT", b"")
     assert (m.service_contract_name, m.validation) == ("DEFAULT", "N")
+    # CREATE CONTRACT (docs/t-sql/statements/create-contract-transact-sql.md): "[ DEFAULT ]
+    # Indicates that this contract supports messages of the default message type."
+    broker.create_contract("Mine", {"DEFAULT": "INITIATOR"})
+    (usage,) = [
+        u
+        for u in broker.views.service_contract_message_usages()
+        if u.service_contract_name == "Mine"
+    ]
+    assert (usage.message_type_name, usage.is_sent_by_initiator, usage.is_sent_by_target) == (
+        "DEFAULT",
+        True,
+        False,
+    )
 
 
 def test_a_queue_created_off_neither_receives_nor_enqueues(broker: Broker) -> None:
