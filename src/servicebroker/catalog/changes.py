@@ -2,7 +2,9 @@
 NOTIFICATION and BROKER PRIORITY — each a function of an open write transaction (``conn``) and
 the catalog snapshot it checks against. They validate, raise :class:`CatalogError` naming the
 object at fault, and write through the storage's named catalog statements; the caller bumps the
-catalog version and commits.
+catalog version and commits. DROP SERVICE and DROP CONTRACT end the conversations that use the
+object in the same transaction, through :class:`~servicebroker.delivery.Applier` (the path END
+CONVERSATION and a passed LIFETIME take).
 """
 
 from __future__ import annotations
