@@ -378,13 +378,9 @@ class Broker:
         self._change(changes.create_contract, name, messages)
 
     def drop_contract(self, name: str) -> None:
-        """DROP CONTRACT: the conversations that use it are ended with an error — each endpoint
-        gets an Error message (code -8487) first on its queue and goes to ER (the application
-        ENDs it).
-
-        Raises:
-            CatalogError: unknown, DEFAULT, or a service or broker priority refers to it.
-        """
+        """DROP CONTRACT: each endpoint of its conversations gets an Error (-8487) first on its
+        queue and goes to ER. Raises :class:`CatalogError` if unknown, DEFAULT, or a service or
+        broker priority refers to it."""
         woken = self._change(changes.drop_contract, name, now=self.clock.now())
         self._after_commit(f"DROP CONTRACT {name}", lambda: self._arrived(woken))
 
@@ -473,19 +469,14 @@ class Broker:
         self._after_commit(f"CREATE SERVICE {name}", self.transmission.drain)
 
     def drop_service(self, name: str) -> None:
-        """DROP SERVICE: its conversation endpoints and all their messages are deleted; the far
-        side of each open conversation gets an Error message (code -8470, "Remote service has
-        been dropped.") and goes to ER.
-
-        Raises:
-            CatalogError: unknown, built in, or a broker priority names it as its local service.
-        """
+        """DROP SERVICE: its endpoints and all their messages are deleted; the far side of each
+        conversation gets an Error (-8470, "Remote service has been dropped.") and goes to ER.
+        Raises :class:`CatalogError` if unknown, built in, or a broker priority names it."""
         woken = self._change(changes.drop_service, name, now=self.clock.now())
         self._after_commit(f"DROP SERVICE {name}", lambda: self._arrived(woken))
 
     def _arrived(self, queue_ids: set[int]) -> None:
-        """Messages a catalog statement put on these queues: their monitors check (ACT-4a)."""
-        if queue_ids:
+        if queue_ids:  # messages a catalog statement put on queues: their monitors check
             self.activation.check(queue_ids, Trigger.MESSAGE_ARRIVED)
 
     def create_event_notification(
@@ -498,11 +489,11 @@ class Broker:
         broker_instance: str = "current database",
     ) -> None:
         """CREATE EVENT NOTIFICATION ``name`` ON QUEUE ``queue`` FOR ``event`` TO SERVICE
-        ``to_service``, ``broker_instance`` (EVT-1; ``'current database'``, case-insensitive,
-        is the only broker instance served). ``event`` is ``"QUEUE_ACTIVATION"`` (external activation, ACT-8:
-        raised when activation is necessary, then not again for ``external_activation_timeout``
-        seconds unless an application RECEIVEs from the queue) or ``"BROKER_QUEUE_DISABLED"``
-        (raised when poison-message handling turns the queue OFF, POI-1).
+        ``to_service``, ``broker_instance`` (EVT-1; only ``'current database'``, any case).
+        ``event`` is ``"QUEUE_ACTIVATION"`` (external activation, ACT-8: raised when activation
+        is necessary, then not again for ``external_activation_timeout`` seconds unless an
+        application RECEIVEs from the queue) or ``"BROKER_QUEUE_DISABLED"`` (raised when
+        poison-message handling turns the queue OFF, POI-1).
 
         Raises:
             CatalogError: a bad or taken name, an unknown queue or event, a bad service name,
