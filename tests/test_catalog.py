@@ -44,7 +44,10 @@ def test_duplicates_and_unknowns_are_named(broker: Broker) -> None:
         broker.create_contract("C", {"Nope": "ANY"})
     with pytest.raises(CatalogError, match="SENT BY"):
         broker.create_contract("C", {"M": "BOTH"})
-    with pytest.raises(CatalogError, match="initiator send"):
+    # CREATE CONTRACT (docs/t-sql/statements/create-contract-transact-sql.md): "The CREATE
+    # CONTRACT statement fails when the contract does not contain at least one message type
+    # that is SENT BY ANY or SENT BY INITIATOR."
+    with pytest.raises(CatalogError, match="at least one message SENT BY INITIATOR or ANY"):
         broker.create_contract("C", {"M": "TARGET"})
     with pytest.raises(CatalogError, match="queue 'nq' does not exist"):
         broker.create_service("S", queue="nq")
@@ -55,10 +58,16 @@ def test_in_use_objects_cannot_be_dropped(broker: Broker) -> None:
     broker.create_contract("C", {"M": "ANY"})
     broker.create_queue("q")
     broker.create_service("S", queue="q", contracts=["C"])
-    with pytest.raises(CatalogError, match="used by contract"):
+    # DROP MESSAGE TYPE (docs/t-sql/statements/drop-message-type-transact-sql.md): "You cannot
+    # drop a message type if any contracts refer to the message type."
+    with pytest.raises(CatalogError, match="contract\\(s\\) 'C' refer to it"):
         broker.drop_message_type("M")
-    with pytest.raises(CatalogError, match="used by service"):
+    # DROP CONTRACT (docs/t-sql/statements/drop-contract-transact-sql.md): "You cannot drop a
+    # contract if any services or conversation priorities refer to the contract."
+    with pytest.raises(CatalogError, match="service\\(s\\) 'S' refer to it"):
         broker.drop_contract("C")
+    # DROP QUEUE (docs/t-sql/statements/drop-queue-transact-sql.md): "You cannot drop a queue if
+    # any services refer to the queue."
     with pytest.raises(CatalogError, match="used by service"):
         broker.drop_queue("q")
     broker.drop_service("S")

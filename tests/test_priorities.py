@@ -243,7 +243,15 @@ SEED_004 = """
 
 
 def test_the_seed_statement_runs_as_written(broker: Broker) -> None:
-    # rule PRI-2: the documented text form, N'…' strings included
+    # rule PRI-2: the documented text form, N'…' strings included. The contract and local
+    # service it names exist in the seed's database:
+    # CREATE BROKER PRIORITY (docs/t-sql/statements/create-broker-priority-transact-sql.md):
+    # "must specify the name of a contract in the current database"
+    broker.create_message_type("m")
+    broker.create_contract("SimpleContract", {"m": "ANY"})
+    broker.create_contract("//c/x", {"m": "ANY"})
+    broker.create_queue("q")
+    broker.create_service("InitiatorSerivce", queue="q")
     assert broker.execute_ddl(SEED_004) == 1
     (row,) = broker.views.conversation_priorities()
     assert (

@@ -378,8 +378,11 @@ class Broker:
         self._change(changes.create_contract, name, messages)
 
     def drop_contract(self, name: str) -> None:
-        """DROP CONTRACT. Raises :class:`CatalogError` if unknown, DEFAULT, or in use."""
-        self._change(changes.drop_contract, name)
+        """DROP CONTRACT: each endpoint of its conversations gets an Error (-8487) first on its
+        queue and goes to ER. Raises :class:`CatalogError` if unknown, DEFAULT, or a service or
+        broker priority refers to it."""
+        woken = self._change(changes.drop_contract, name, now=self.clock.now())
+        self._after_commit(f"DROP CONTRACT {name}", lambda: self._arrived(woken))
 
     def create_queue(
         self,
@@ -466,22 +469,39 @@ class Broker:
         self._after_commit(f"CREATE SERVICE {name}", self.transmission.drain)
 
     def drop_service(self, name: str) -> None:
-        """DROP SERVICE. Raises :class:`CatalogError` if unknown or it has open conversations."""
-        self._change(changes.drop_service, name)
+        """DROP SERVICE: its endpoints and all their messages are deleted; the far side of each
+        conversation gets an Error (-8470, "Remote service has been dropped.") and goes to ER.
+        Raises :class:`CatalogError` if unknown, built in, or a broker priority names it."""
+        woken = self._change(changes.drop_service, name, now=self.clock.now())
+        self._after_commit(f"DROP SERVICE {name}", lambda: self._arrived(woken))
+
+    def _arrived(self, queue_ids: set[int]) -> None:
+        if queue_ids:  # messages a catalog statement put on queues: their monitors check
+            self.activation.check(queue_ids, Trigger.MESSAGE_ARRIVED)
 
     def create_event_notification(
-        self, name: str, *, queue: str, event: str, to_service: str
+        self,
+        name: str,
+        *,
+        queue: str,
+        event: str,
+        to_service: str,
+        broker_instance: str = "current database",
     ) -> None:
         """CREATE EVENT NOTIFICATION ``name`` ON QUEUE ``queue`` FOR ``event`` TO SERVICE
-        ``to_service`` (EVT-1). ``event`` is ``"QUEUE_ACTIVATION"`` (external activation, ACT-8:
-        raised when activation is necessary, then not again for ``external_activation_timeout``
-        seconds unless an application RECEIVEs from the queue) or ``"BROKER_QUEUE_DISABLED"``
-        (raised when poison-message handling turns the queue OFF, POI-1).
+        ``to_service``, ``broker_instance`` (EVT-1; only ``'current database'``, any case).
+        ``event`` is ``"QUEUE_ACTIVATION"`` (external activation, ACT-8: raised when activation
+        is necessary, then not again for ``external_activation_timeout`` seconds unless an
+        application RECEIVEs from the queue) or ``"BROKER_QUEUE_DISABLED"`` (raised when
+        poison-message handling turns the queue OFF, POI-1).
 
         Raises:
-            CatalogError: a bad or taken name, an unknown queue or event, a bad service name.
+            CatalogError: a bad or taken name, an unknown queue or event, a bad service name,
+                another broker instance.
         """
-        self._change(changes.create_event_notification, name, queue, event, to_service)
+        self._change(
+            changes.create_event_notification, name, queue, event, to_service, broker_instance
+        )
         self._after_commit(
             f"CREATE EVENT NOTIFICATION {name}",
             lambda: self.activation.check(
@@ -489,9 +509,10 @@ class Broker:
             ),
         )
 
-    def drop_event_notification(self, name: str) -> None:
-        """DROP EVENT NOTIFICATION. Raises :class:`CatalogError` for an unknown name."""
-        self._change(changes.drop_event_notification, name)
+    def drop_event_notification(self, name: str, *, queue: str | None = None) -> None:
+        """DROP EVENT NOTIFICATION ``name`` [ON QUEUE ``queue``]. Raises :class:`CatalogError`
+        for an unknown name, or one not on ``queue`` when it is given."""
+        self._change(changes.drop_event_notification, name, queue)
 
     def create_broker_priority(
         self,
@@ -504,21 +525,21 @@ class Broker:
     ) -> None:
         """CREATE BROKER PRIORITY ``name`` FOR CONVERSATION SET (CONTRACT_NAME, LOCAL_SERVICE_NAME,
         REMOTE_SERVICE_NAME, PRIORITY_LEVEL) (PRI-2): each criterion a name or "ANY", the level
-        1 (lowest) to 10. Applies to endpoints created from now on (PRI-5).
+        1 (lowest) to 10. Applies to endpoints created from now on (PRI-5). CONTRACT_NAME and
+        LOCAL_SERVICE_NAME must name a contract and a service of this database (or be ANY),
+        which then cannot be dropped while the priority refers to them.
 
         Raises:
-            CatalogError: a bad or taken name, a bad criterion, a level outside 1..10.
+            CatalogError: a bad or taken name, a bad criterion, a contract or local service
+                that does not exist, a level outside 1..10.
         """
         self._change(
-            lambda conn, snap: changes.create_broker_priority(
-                conn,
-                snap.priorities,
-                name,
-                contract_name=contract_name,
-                local_service_name=local_service_name,
-                remote_service_name=remote_service_name,
-                priority_level=priority_level,
-            )
+            changes.create_broker_priority,
+            name,
+            contract_name=contract_name,
+            local_service_name=local_service_name,
+            remote_service_name=remote_service_name,
+            priority_level=priority_level,
         )
 
     def alter_broker_priority(
@@ -533,20 +554,17 @@ class Broker:
         """ALTER BROKER PRIORITY: change what is given; existing conversations keep their levels
         (PRI-5). Raises :class:`CatalogError` for an unknown name or bad values."""
         self._change(
-            lambda conn, snap: changes.alter_broker_priority(
-                conn,
-                snap.priorities,
-                name,
-                contract_name=contract_name,
-                local_service_name=local_service_name,
-                remote_service_name=remote_service_name,
-                priority_level=priority_level,
-            )
+            changes.alter_broker_priority,
+            name,
+            contract_name=contract_name,
+            local_service_name=local_service_name,
+            remote_service_name=remote_service_name,
+            priority_level=priority_level,
         )
 
     def drop_broker_priority(self, name: str) -> None:
         """DROP BROKER PRIORITY. Raises :class:`CatalogError` for an unknown name."""
-        self._change(lambda conn, snap: changes.drop_broker_priority(conn, snap.priorities, name))
+        self._change(changes.drop_broker_priority, name)
 
     def alter_database(self, *, honor_broker_priority: bool) -> None:
         """ALTER DATABASE … SET HONOR_BROKER_PRIORITY ON | OFF (PRI-16): whether messages leave

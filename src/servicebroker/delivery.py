@@ -32,6 +32,7 @@ from .dialogs import (
     error_body,
     is_ended,
     on_arrival,
+    on_lifetime_expired,
     receive_rank,
 )
 from .errors import ConversationError
@@ -44,6 +45,11 @@ __all__ = ["Applier"]
 
 TARGET_GONE_CODE = -8493
 CONTRACT_REFUSED_CODE = -8408
+SERVICE_DROPPED = (-8470, "Remote service has been dropped.")
+"""DROP SERVICE: the Error the far side of each of the service's conversations gets (SQL
+Server's message 8470, negated as the broker's own errors are)."""
+CONTRACT_DROPPED = (-8487, "The remote service contract has been dropped.")
+"""DROP CONTRACT: the Error each endpoint of the contract's conversations gets (message 8487)."""
 
 _SYSTEM = frozenset({END_DIALOG, ERROR, DIALOG_TIMER})
 
@@ -284,6 +290,37 @@ class Applier:
         """Put a message the broker makes — a DialogTimer (DLG-6), a lifetime's Error (DLG-5)
         — on ``row``'s own queue, first in its conversation (sequence -1, SYS-2)."""
         self._enqueue(row, self._system(row, message_type_name, body, sequence=-1))
+
+    def fail(self, row: EndpointRow, code: int, text: str) -> None:
+        """The broker ends ``row`` with an error (DROP CONTRACT): its unsent messages are
+        dropped and it goes to ER with an Error message first on its own queue (SYS-2), as
+        for a passed LIFETIME; an endpoint this side had ended closes, and a conversation
+        whose endpoints are all closed is deleted."""
+        self.transmission.drop_endpoint(row)
+        self.change_state(row, on_lifetime_expired(row.state))
+        row.dialog_timer = None
+        if row.state == State.ER:
+            self.put_local(row, ERROR, error_body(code, text))
+        self.close_if_done(row)
+
+    def remove(self, row: EndpointRow, code: int, text: str) -> None:
+        """The endpoint's service is dropped (DROP SERVICE): the endpoint, its queued and
+        retained messages and its unsent ones are deleted, and its far endpoint gets an Error
+        ``code``/``text`` first on its queue (SYS-2) — moving to ER, or closing if it had
+        ended (DLG-4); the far endpoint of a service being dropped too goes without one."""
+        self._routes.clear()
+        self.transmission.drop_endpoint(row)
+        far = self.far_of(row)
+        self._delete_endpoint(row)
+        if far is None or self._rows.get(far.conversation_handle) is None:
+            return
+        new_state = on_arrival(far.state, Arrival.ERROR)
+        if new_state is None:
+            return
+        self.change_state(far, new_state)
+        if new_state == State.ER:
+            self.put_local(far, ERROR, error_body(code, text))
+        self.close_if_done(far)
 
     def change_state(self, row: EndpointRow, state: State) -> None:
         """Set ``row``'s state to one :mod:`.dialogs` decided outside a statement (a passed

@@ -351,12 +351,12 @@ class Transaction:
         return mt, data
 
     def _check_send(self, row: EndpointRow, mt: MessageTypeDef, now: float) -> None:
+        contract = self._receiving.catalog.contracts_by_id.get(row.service_contract_id)
         if (
             row.state != State.CO
             or row.lifetime <= now
-            or not self._receiving.catalog.contracts_by_id[row.service_contract_id].allows(
-                mt.message_type_id, initiator=row.is_initiator
-            )
+            or contract is None  # dropped: the endpoint is in ER (DROP CONTRACT)
+            or not contract.allows(mt.message_type_id, initiator=row.is_initiator)
         ):
             self._refuse_send(row, mt.message_type_id, mt.name, now)
 
@@ -395,8 +395,8 @@ class Transaction:
     def _refuse_send(self, row: EndpointRow, mt_id: int, mt_name: str, now: float) -> None:
         """Raise the error for a SEND the fast path did not accept (or return if it is fine)."""
         h = uuid.UUID(bytes=row.conversation_handle)
-        contract = self._receiving.catalog.contracts_by_id[row.service_contract_id]
-        if not contract.allows(mt_id, initiator=row.is_initiator):
+        contract = self._receiving.catalog.contracts_by_id.get(row.service_contract_id)
+        if contract is not None and not contract.allows(mt_id, initiator=row.is_initiator):
             side = "initiator" if row.is_initiator else "target"
             raise MessageValidationError(
                 f"SEND on conversation {h}: message type {mt_name!r} is not sent by the {side} "

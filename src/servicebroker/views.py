@@ -13,9 +13,20 @@ from datetime import UTC, datetime
 
 from .activation.service import ActivationService
 from .activation.tasks import TaskHandlers
+from .catalog import CatalogSnapshot
+from .catalog.views import (
+    CatalogViews,
+    ConversationPriorityRow,
+    EventNotificationRow,
+    ServiceContractMessageUsageRow,
+    ServiceContractRow,
+    ServiceContractUsageRow,
+    ServiceMessageTypeRow,
+    ServiceQueueUsageRow,
+    ServiceRow,
+)
 from .context import BrokerContext
 from .dialogs import STATE_DESC
-from .priorities import BrokerPriority
 from .storage.sessions import StorageStatistics
 from .supervisor import Supervisor
 
@@ -24,8 +35,15 @@ __all__ = [
     "BackgroundThreadRow",
     "ConversationEndpointRow",
     "ConversationPriorityRow",
+    "EventNotificationRow",
     "QueueMonitorRow",
+    "ServiceContractMessageUsageRow",
+    "ServiceContractRow",
+    "ServiceContractUsageRow",
+    "ServiceMessageTypeRow",
     "ServiceQueueRow",
+    "ServiceQueueUsageRow",
+    "ServiceRow",
     "StorageSessionsRow",
     "TaskHandlerRow",
     "TransmissionQueueRow",
@@ -156,12 +174,10 @@ StorageSessionsRow = StorageStatistics
 the pool's limit, callers waiting) and the storage failures raised since it opened; not a SQL
 Server view, named like one."""
 
-ConversationPriorityRow = BrokerPriority
-"""A row of ``sys.conversation_priorities`` (PRI-2): the catalog's priority, ANY criteria None."""
 
-
-class Views:
-    """``broker.views``: each method returns the current rows of one view.
+class Views(CatalogViews):
+    """``broker.views``: each method returns the current rows of one view (the catalog views'
+    methods come from :class:`~servicebroker.catalog.views.CatalogViews`).
 
     Args:
         context: the broker's shared parts (storage rows, the catalog).
@@ -182,6 +198,9 @@ class Views:
         self._activation = activation
         self._tasks = tasks
         self._supervisor = supervisor
+
+    def _snapshot(self) -> CatalogSnapshot:
+        return self._context.catalog.current(fresh=True)
 
     def conversation_endpoints(self) -> list[ConversationEndpointRow]:
         """Every conversation endpoint of the database (DLG-8)."""
@@ -269,7 +288,7 @@ class Views:
                 q.activation_procedure,
                 q.activation_enabled,
                 q.status,
-                True,
+                q.status,  # STATUS = OFF: "no messages can be added to the queue or removed"
                 q.retention,
                 q.poison_message_handling,
                 _dt(q.modify_date),
@@ -294,11 +313,6 @@ class Views:
             )
             for m in self._activation.monitors()
         ]
-
-    def conversation_priorities(self) -> list[ConversationPriorityRow]:
-        """Every conversation priority (PRI-2)."""
-        catalog = self._context.catalog.current(fresh=True)
-        return sorted(catalog.priorities.values(), key=lambda p: p.priority_id)
 
     def dm_broker_task_handlers(self) -> list[TaskHandlerRow]:
         """The task handlers of this broker (TICK-2b); not a SQL Server view, named like one."""

@@ -2,18 +2,22 @@
 NOTIFICATION and BROKER PRIORITY — each a function of an open write transaction (``conn``) and
 the catalog snapshot it checks against. They validate, raise :class:`CatalogError` naming the
 object at fault, and write through the storage's named catalog statements; the caller bumps the
-catalog version and commits.
+catalog version and commits. DROP SERVICE and DROP CONTRACT end the conversations that use the
+object in the same transaction, through :class:`~servicebroker.delivery.Applier` (the path END
+CONVERSATION and a passed LIFETIME take).
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping
 
+from ..delivery import CONTRACT_DROPPED, SERVICE_DROPPED, Applier
 from ..errors import CatalogError
 from ..messages import VALIDATIONS
-from ..priorities import ANY, BrokerPriority
+from ..priorities import ANY
 from ..storage.base import StorageConnection
 from .model import (
+    EVENT_NOTIFICATION_SERVICE,
     EVENT_TYPES,
     SENT_BY,
     SYSTEM_MESSAGE_TYPES,
@@ -40,18 +44,23 @@ def create_message_type(
 
 
 def drop_message_type(conn: StorageConnection, snap: CatalogSnapshot, name: str) -> None:
-    """DROP MESSAGE TYPE. Raises :class:`CatalogError` for a system type, one a contract uses,
-    or one that messages still carry."""
+    """DROP MESSAGE TYPE: refused while a contract refers to it (the reference's rule), and —
+    beyond the reference — while messages of the type wait in a queue or the transmission
+    queue (RECEIVE names each message's type). Raises :class:`CatalogError` for those and for
+    a built-in type."""
     mt = snap.message_type(name)
     if mt.is_system:
         raise CatalogError(f"message type {name!r} is built in and cannot be dropped")
     users = [c.name for c in snap.contracts.values() if mt.message_type_id in c.sent_by]
     if users:
         raise CatalogError(
-            f"message type {name!r} is used by contract(s) {', '.join(sorted(users))}"
+            f"cannot drop message type {name!r}: contract(s) {_names(users)} refer to it"
         )
     if conn.catalog_count("messages_using_message_type", (mt.message_type_id,)):
-        raise CatalogError(f"message type {name!r} is carried by messages still queued")
+        raise CatalogError(
+            f"cannot drop message type {name!r}: messages of this type still wait in a queue "
+            f"or the transmission queue"
+        )
     conn.catalog_write("delete_message_type", (mt.message_type_id,))
 
 
@@ -86,16 +95,71 @@ def create_contract(
         resolved.append((mt.message_type_id, who))
     if not any(who in ("INITIATOR", "ANY") for _, who in resolved):
         raise CatalogError(
-            f"contract {name!r} must let the initiator send at least one message type"
+            f"the service contract {name!r} must have at least one message SENT BY INITIATOR or ANY"
         )
     contract_id = conn.catalog_write("insert_contract", (name,))
     for mt_id, who in resolved:
         conn.catalog_write("insert_contract_usage", (contract_id, mt_id, who))
 
 
-def drop_contract(conn: StorageConnection, snap: CatalogSnapshot, name: str) -> None:
-    """DROP CONTRACT. Raises :class:`CatalogError` for DEFAULT, a contract a service uses, or one
-    with open conversations."""
+def _names(names: list[str]) -> str:
+    return ", ".join(repr(n) for n in sorted(names))
+
+
+def _end_conversations(
+    conn: StorageConnection,
+    snap: CatalogSnapshot,
+    now: float,
+    *,
+    service_id: int | None = None,
+    contract_id: int | None = None,
+) -> set[int]:
+    """End every conversation endpoint of the service being dropped (the endpoint goes, its far
+    side gets an Error) or of the contract being dropped (each endpoint gets an Error), in the
+    catalog statement's transaction; returns the queues that got messages. The endpoints are
+    found by a scan of them all, run only when the service or contract has live ones."""
+    if not conn.catalog_count(
+        "endpoints_using_service" if service_id is not None else "endpoints_using_contract",
+        (service_id if service_id is not None else contract_id,),
+    ):
+        return set()
+    rows = [
+        e
+        for e in conn.list_endpoints()
+        if (
+            e.service_id == service_id
+            if service_id is not None
+            else e.service_contract_id == contract_id
+        )
+    ]
+    applier = Applier(conn, snap, now)
+    applier.prefetch([e.conversation_id for e in rows])
+    applier.lock_queues(())
+    for e in rows:
+        row = applier.endpoint(e.conversation_handle)
+        if row is None:
+            continue
+        if service_id is not None:
+            applier.remove(row, *SERVICE_DROPPED)
+        elif row.state in ("ER", "CD"):
+            applier.transmission.drop_endpoint(row)  # nothing may leave under the contract
+        else:
+            applier.fail(row, *CONTRACT_DROPPED)
+    applier.finish()
+    return applier.woken_queues
+
+
+def drop_contract(
+    conn: StorageConnection, snap: CatalogSnapshot, name: str, *, now: float
+) -> set[int]:
+    """DROP CONTRACT: each endpoint of the conversations that use it is ended with an Error
+    (code -8487) first on its queue and goes to ER; the application ends it. Returns the queues
+    that got messages.
+
+    Raises:
+        CatalogError: an unknown or built-in contract, or one a service or a broker priority
+            refers to.
+    """
     contract = snap.contract(name)
     if contract.is_system:
         raise CatalogError(f"contract {name!r} is built in and cannot be dropped")
@@ -103,10 +167,15 @@ def drop_contract(conn: StorageConnection, snap: CatalogSnapshot, name: str) -> 
         s.name for s in snap.services.values() if contract.service_contract_id in s.contract_ids
     ]
     if users:
-        raise CatalogError(f"contract {name!r} is used by service(s) {', '.join(sorted(users))}")
-    if conn.catalog_count("endpoints_using_contract", (contract.service_contract_id,)):
-        raise CatalogError(f"contract {name!r} has open conversations")
+        raise CatalogError(f"cannot drop contract {name!r}: service(s) {_names(users)} refer to it")
+    priorities = [p.name for p in snap.priorities.values() if p.service_contract_name == name]
+    if priorities:
+        raise CatalogError(
+            f"cannot drop contract {name!r}: broker priority(ies) {_names(priorities)} refer to it"
+        )
+    woken = _end_conversations(conn, snap, now, contract_id=contract.service_contract_id)
     conn.catalog_write("delete_contract", (contract.service_contract_id,))
+    return woken
 
 
 def _queue_values(
@@ -211,13 +280,32 @@ def create_service(
         conn.catalog_write("insert_service_contract", (service_id, c_id))
 
 
-def drop_service(conn: StorageConnection, snap: CatalogSnapshot, name: str) -> None:
-    """DROP SERVICE. Raises :class:`CatalogError` for an unknown service or one with open
-    conversations (end them first)."""
+def drop_service(
+    conn: StorageConnection, snap: CatalogSnapshot, name: str, *, now: float
+) -> set[int]:
+    """DROP SERVICE: the service's conversation endpoints and all their messages are deleted,
+    and the far side of each of its open conversations gets an Error (code -8470, "Remote
+    service has been dropped."). Returns the queues that got messages.
+
+    Raises:
+        CatalogError: an unknown or built-in service, or one a broker priority names as its
+            LOCAL_SERVICE_NAME.
+    """
     service = snap.service(name)
-    if conn.catalog_count("endpoints_using_service", (service.service_id,)):
-        raise CatalogError(f"service {name!r} has open conversations; end them first")
+    if name == EVENT_NOTIFICATION_SERVICE:
+        raise CatalogError(f"service {name!r} is built in and cannot be dropped")
+    priorities = [p.name for p in snap.priorities.values() if p.local_service_name == name]
+    if priorities:
+        raise CatalogError(
+            f"cannot drop service {name!r}: broker priority(ies) {_names(priorities)} refer to it"
+        )
+    woken = _end_conversations(conn, snap, now, service_id=service.service_id)
     conn.catalog_write("delete_service", (service.service_id,))
+    return woken
+
+
+CURRENT_DATABASE = "current database"
+"""CREATE EVENT NOTIFICATION … TO SERVICE 'svc', 'current database': the broker instance."""
 
 
 def create_event_notification(
@@ -227,10 +315,13 @@ def create_event_notification(
     queue: str,
     event: str,
     to_service: str,
+    broker_instance: str = CURRENT_DATABASE,
 ) -> None:
     """CREATE EVENT NOTIFICATION ``name`` ON QUEUE ``queue`` FOR ``event`` TO SERVICE
-    ``to_service`` (EVT-1). Raises :class:`CatalogError` for a bad or taken name, an unknown
-    queue, an event other than QUEUE_ACTIVATION or BROKER_QUEUE_DISABLED, or a bad service name."""
+    ``to_service``, ``broker_instance`` (EVT-1). Raises :class:`CatalogError` for a bad or
+    taken name, an unknown queue, an event other than QUEUE_ACTIVATION or
+    BROKER_QUEUE_DISABLED, a bad service name, or a broker instance other than
+    ``'current database'`` (case-insensitive: the only broker instance served)."""
     check_name("event notification", name)
     if name in snap.event_notifications:
         raise CatalogError(f"event notification {name!r} already exists")
@@ -240,14 +331,24 @@ def create_event_notification(
             f"event notification {name!r}: event must be one of {', '.join(EVENT_TYPES)}, got {event!r}"
         )
     check_name("service", to_service)
+    if not isinstance(broker_instance, str) or broker_instance.lower() != CURRENT_DATABASE:
+        raise CatalogError(
+            f"event notification {name!r}: broker instance {broker_instance!r} is not served; "
+            f"only {CURRENT_DATABASE!r} (this database's broker) is"
+        )
     conn.catalog_write("insert_event_notification", (name, q.queue_id, event, to_service))
 
 
-def drop_event_notification(conn: StorageConnection, snap: CatalogSnapshot, name: str) -> None:
-    """DROP EVENT NOTIFICATION. Raises :class:`CatalogError` for an unknown name."""
+def drop_event_notification(
+    conn: StorageConnection, snap: CatalogSnapshot, name: str, queue: str | None = None
+) -> None:
+    """DROP EVENT NOTIFICATION ``name`` [ON QUEUE ``queue``]. Raises :class:`CatalogError` for
+    an unknown name, or one that is not on ``queue`` when it is given."""
     en = snap.event_notifications.get(name)
     if en is None:
         raise CatalogError(f"event notification {name!r} does not exist")
+    if queue is not None and snap.queue(queue).queue_id != en.queue_id:
+        raise CatalogError(f"event notification {name!r} is not on queue {queue!r}")
     conn.catalog_write("delete_event_notification", (en.event_notification_id,))
 
 
@@ -262,6 +363,23 @@ def _criterion(kind: str, value: object) -> str | None:
     return value
 
 
+def _named(snap: CatalogSnapshot, name: str, kind: str, value: object) -> str | None:
+    """A CONTRACT_NAME or LOCAL_SERVICE_NAME criterion: ANY (None), or the name of a contract
+    or service of this database (CREATE / ALTER BROKER PRIORITY: it "must specify the name of
+    a contract [service] in the current database")."""
+    criterion = _criterion(kind, value)
+    if criterion is None:
+        return None
+    known = snap.contracts if kind == "CONTRACT_NAME" else snap.services
+    if criterion not in known:
+        what = "contract" if kind == "CONTRACT_NAME" else "service"
+        raise CatalogError(
+            f"broker priority {name!r}: {kind} {criterion!r} names no {what} of this database "
+            f"(create the {what} first, or use ANY)"
+        )
+    return criterion
+
+
 def _level(name: str, value: object) -> int:
     if isinstance(value, bool) or not isinstance(value, int) or not 1 <= value <= 10:
         raise CatalogError(
@@ -272,7 +390,7 @@ def _level(name: str, value: object) -> int:
 
 def create_broker_priority(
     conn: StorageConnection,
-    existing: Mapping[str, BrokerPriority],
+    snap: CatalogSnapshot,
     name: str,
     *,
     contract_name: str,
@@ -281,16 +399,17 @@ def create_broker_priority(
     priority_level: int,
 ) -> None:
     """CREATE BROKER PRIORITY (PRI-2). Raises :class:`CatalogError` for a bad or taken name, a
-    bad criterion, or a level outside 1..10."""
+    bad criterion, a CONTRACT_NAME or LOCAL_SERVICE_NAME naming no contract or service of this
+    database (REMOTE_SERVICE_NAME is any text), or a level outside 1..10."""
     check_name("broker priority", name)
-    if name in existing:
+    if name in snap.priorities:
         raise CatalogError(f"broker priority {name!r} already exists")
     conn.catalog_write(
         "insert_broker_priority",
         (
             name,
-            _criterion("CONTRACT_NAME", contract_name),
-            _criterion("LOCAL_SERVICE_NAME", local_service_name),
+            _named(snap, name, "CONTRACT_NAME", contract_name),
+            _named(snap, name, "LOCAL_SERVICE_NAME", local_service_name),
             _criterion("REMOTE_SERVICE_NAME", remote_service_name),
             _level(name, priority_level),
         ),
@@ -299,7 +418,7 @@ def create_broker_priority(
 
 def alter_broker_priority(
     conn: StorageConnection,
-    existing: Mapping[str, BrokerPriority],
+    snap: CatalogSnapshot,
     name: str,
     *,
     contract_name: str | None,
@@ -308,20 +427,25 @@ def alter_broker_priority(
     priority_level: int | None,
 ) -> None:
     """ALTER BROKER PRIORITY: change the criteria and level given (None keeps one); existing
-    conversations keep their levels (PRI-5). Raises :class:`CatalogError` for an unknown name
-    or bad values."""
-    p = existing.get(name)
+    conversations keep their levels (PRI-5). Raises :class:`CatalogError` for an unknown name,
+    nothing to change, or bad values (as CREATE BROKER PRIORITY)."""
+    p = snap.priorities.get(name)
     if p is None:
         raise CatalogError(f"broker priority {name!r} does not exist")
+    if (contract_name, local_service_name, remote_service_name, priority_level) == (None,) * 4:
+        raise CatalogError(
+            f"ALTER BROKER PRIORITY {name!r}: SET must contain at least one of CONTRACT_NAME, "
+            f"LOCAL_SERVICE_NAME, REMOTE_SERVICE_NAME or PRIORITY_LEVEL"
+        )
     conn.catalog_write(
         "update_broker_priority",
         (
             p.service_contract_name
             if contract_name is None
-            else _criterion("CONTRACT_NAME", contract_name),
+            else _named(snap, name, "CONTRACT_NAME", contract_name),
             p.local_service_name
             if local_service_name is None
-            else _criterion("LOCAL_SERVICE_NAME", local_service_name),
+            else _named(snap, name, "LOCAL_SERVICE_NAME", local_service_name),
             p.remote_service_name
             if remote_service_name is None
             else _criterion("REMOTE_SERVICE_NAME", remote_service_name),
@@ -331,11 +455,10 @@ def alter_broker_priority(
     )
 
 
-def drop_broker_priority(
-    conn: StorageConnection, existing: Mapping[str, BrokerPriority], name: str
-) -> None:
-    """DROP BROKER PRIORITY. Raises :class:`CatalogError` for an unknown name."""
-    p = existing.get(name)
+def drop_broker_priority(conn: StorageConnection, snap: CatalogSnapshot, name: str) -> None:
+    """DROP BROKER PRIORITY: existing conversations keep their levels. Raises
+    :class:`CatalogError` for an unknown name."""
+    p = snap.priorities.get(name)
     if p is None:
         raise CatalogError(f"broker priority {name!r} does not exist")
     conn.catalog_write("delete_broker_priority", (p.priority_id,))
