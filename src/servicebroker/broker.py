@@ -433,7 +433,7 @@ class Broker:
         Raises:
             CatalogError: unknown queue or bad settings.
         """
-        self._change(
+        before = self._change(
             changes.alter_queue_or_drop_activation,
             name,
             status=status,
@@ -443,7 +443,9 @@ class Broker:
             drop_activation=drop_activation,
             now=self.clock.now(),
         )
-        if activation is not None or drop_activation:
+        if drop_activation or (  # the same procedure by name keeps a callable registered here
+            activation is not None and activation.procedure != before.activation_procedure
+        ):
             self._register_procedure(name, activation)
 
         def react() -> None:
@@ -484,9 +486,7 @@ class Broker:
         """ALTER SERVICE ``name`` [ON QUEUE ``queue``] [(ADD CONTRACT …, DROP CONTRACT …)]: see
         :func:`~servicebroker.catalog.changes.alter_service` (a service with open conversations
         is not moved to another queue here). Raises :class:`CatalogError`."""
-        self._change(
-            changes.alter_service, name, queue, tuple(add_contracts), tuple(drop_contracts)
-        )
+        self._change(changes.alter_service, name, queue, add_contracts, drop_contracts)
         self._after_commit(f"ALTER SERVICE {name}", self.transmission.drain)
 
     def drop_service(self, name: str) -> None:

@@ -168,7 +168,7 @@ def ddl(script: Any, url: str) -> None:
     MESSAGE TYPE, CONTRACT, QUEUE, SERVICE, EVENT NOTIFICATION, BROKER PRIORITY, ALTER DATABASE
     … SET ENABLE_BROKER | HONOR_BROKER_PRIORITY; USE and GO lines do nothing (docs/ddl.md).
     Prints how many statements ran."""
-    text = _script_text(script.read(), script.name)
+    text = _script_text(script.read(), getattr(script, "name", "-"))
     with opened(url) as broker:
         count = broker.execute_ddl(text)
     click.echo(f"{count} statement{'' if count == 1 else 's'} ran")

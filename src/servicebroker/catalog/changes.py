@@ -7,7 +7,7 @@ catalog version and commits.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 
 from ..errors import CatalogError
 from ..messages import VALIDATIONS
@@ -373,8 +373,8 @@ def alter_service(
     snap: CatalogSnapshot,
     name: str,
     queue: str | None,
-    add_contracts: tuple[str, ...],
-    drop_contracts: tuple[str, ...],
+    add_contracts: Sequence[str],
+    drop_contracts: Sequence[str],
 ) -> None:
     """ALTER SERVICE ``name`` [ON QUEUE ``queue``] [(ADD CONTRACT …, DROP CONTRACT …)]
     (alter-service-transact-sql.md). A dropped contract stops new conversations to the service
@@ -389,7 +389,11 @@ def alter_service(
     """
     service = snap.service(name)
     for label, names in (("ADD CONTRACT", add_contracts), ("DROP CONTRACT", drop_contracts)):
-        if isinstance(names, str) or not all(isinstance(n, str) for n in names):
+        if (
+            isinstance(names, str)
+            or not isinstance(names, (Sequence, set, frozenset))
+            or not all(isinstance(n, str) for n in names)
+        ):
             raise CatalogError(
                 f"service {name!r}: {label} needs a list of contract names, got {names!r}"
             )
@@ -442,8 +446,9 @@ def alter_queue_or_drop_activation(
     activation: Activation | None,
     drop_activation: bool,
     now: float,
-) -> None:
+) -> QueueDef:
     """ALTER QUEUE as :func:`alter_queue`, and with ``drop_activation`` its ACTIVATION (DROP).
+    Returns the queue as it was before.
 
     Raises:
         CatalogError: as :func:`alter_queue`; ``drop_activation`` not a bool, or given with
@@ -454,7 +459,7 @@ def alter_queue_or_drop_activation(
             f"queue {name!r}: drop_activation must be True or False and not given with "
             f"activation, got {drop_activation!r}"
         )
-    alter_queue(
+    before = alter_queue(
         conn,
         snap,
         name,
@@ -466,3 +471,4 @@ def alter_queue_or_drop_activation(
     )
     if drop_activation:
         drop_queue_activation(conn, snap, name, now=now)
+    return before

@@ -473,7 +473,9 @@ def _syntax_error(text: str, exc: UnexpectedInput) -> CatalogError:
                 "routes, remote service bindings and endpoints carry conversations between "
                 "instances; this broker is one database and needs none"
             )
-        elif word not in _SB_OBJECTS | {"DATABASE"}:
+        elif prev == "ALTER" and word == "CONTRACT":
+            why = "T-SQL has no ALTER CONTRACT: DROP CONTRACT and CREATE CONTRACT again"
+        elif word not in _SB_OBJECTS and (word, prev) != ("DATABASE", "ALTER"):
             why = "execute_ddl runs Service Broker DDL only"
         else:
             why = ""

@@ -15,7 +15,7 @@ from typing import Any, Protocol
 
 from ..errors import CatalogError
 from .ddl import DdlStatement
-from .model import Activation, CatalogSnapshot
+from .model import Activation, CatalogSnapshot, QueueDef
 
 __all__ = ["DdlTarget", "run_ddl"]
 
@@ -113,13 +113,26 @@ def run_ddl(target: DdlTarget, statements: Sequence[DdlStatement]) -> int:
     return ran
 
 
-def _activation(st: DdlStatement, given: Mapping[str, Any], old: Any) -> Activation:
-    """The ACTIVATION clause as an Activation, over the queue's current one (ALTER QUEUE)."""
+def _activation(st: DdlStatement, given: Mapping[str, Any], old: QueueDef | None) -> Activation:
+    """The ACTIVATION clause as an Activation: all of it for CREATE QUEUE (``old`` None), or
+    what it changes over the queue's current settings for ALTER QUEUE — "altering a queue to
+    add an activation stored procedure does not change the activation status of the queue"
+    (alter-queue-transact-sql.md)."""
     procedure = given.get("procedure_name", old.activation_procedure if old else None)
+    if old is None:
+        missing = [
+            k.upper().replace("_AS", " AS")
+            for k in ("procedure_name", "max_queue_readers", "execute_as")
+            if k not in given
+        ]
+        if missing:
+            raise CatalogError(
+                f"queue {st.name!r}: ACTIVATION of CREATE QUEUE needs PROCEDURE_NAME, "
+                f"MAX_QUEUE_READERS and EXECUTE AS (missing: {', '.join(missing)})"
+            )
     if procedure is None:
         raise CatalogError(
-            f"queue {st.name!r}: ACTIVATION needs PROCEDURE_NAME (the queue has no activation "
-            f"procedure yet)"
+            f"queue {st.name!r} has no activation procedure: ACTIVATION needs PROCEDURE_NAME"
         )
     if ":" not in procedure:
         raise CatalogError(
@@ -127,13 +140,6 @@ def _activation(st: DdlStatement, given: Mapping[str, Any], old: Any) -> Activat
             f"an activation procedure here is a Python function: PROCEDURE_NAME = "
             f"'package.module:function' (a string or [bracketed])"
         )
-    if old is None:
-        missing = [k for k in ("max_queue_readers", "execute_as") if k not in given]
-        if missing:
-            raise CatalogError(
-                f"queue {st.name!r}: ACTIVATION needs PROCEDURE_NAME, MAX_QUEUE_READERS and "
-                f"EXECUTE AS (missing: {', '.join(m.upper() for m in missing)})"
-            )
     return Activation(
         procedure,
         max_queue_readers=given.get("max_queue_readers", old.max_queue_readers if old else 1),
@@ -174,11 +180,7 @@ def _run(target: DdlTarget, st: DdlStatement) -> None:
             status=o.get("status"),
             retention=o.get("retention"),
             poison_message_handling=o.get("poison_message_handling"),
-            activation=(
-                _activation(st, o["activation"], old if old.activation_procedure else None)
-                if "activation" in o
-                else None
-            ),
+            activation=(_activation(st, o["activation"], old) if "activation" in o else None),
             drop_activation=bool(o.get("drop_activation")),
         )
     elif kind == "DROP QUEUE":
