@@ -11,6 +11,8 @@ from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from servicebroker import Activation, Broker, CatalogError
 from servicebroker.catalog.ddl import parse_ddl
@@ -726,3 +728,68 @@ def test_execute_as_is_stored_by_the_python_api(broker: Broker) -> None:
     assert broker.catalog.queue("q").execute_as == "Someone"
     with pytest.raises(CatalogError, match="EXECUTE AS must be"):
         Activation("m:f", execute_as="")
+
+
+# -- any text --------------------------------------------------------------------------
+
+_WORDS = [
+    "CREATE",
+    "ALTER",
+    "DROP",
+    "QUEUE",
+    "SERVICE",
+    "CONTRACT",
+    "MESSAGE",
+    "TYPE",
+    "WITH",
+    "STATUS",
+    "=",
+    "ON",
+    "OFF",
+    "(",
+    ")",
+    ",",
+    ";",
+    "ACTIVATION",
+    "PROCEDURE_NAME",
+    "'m:f'",
+    "N'x'",
+    "[a]]b]",
+    '"q"',
+    "dbo",
+    ".",
+    "GO",
+    "\n",
+    "USE",
+    "EVENT",
+    "NOTIFICATION",
+    "FOR",
+    "BROKER",
+    "PRIORITY",
+    "DATABASE",
+    "SET",
+    "--c\n",
+    "/*",
+    "*/",
+    "x",
+    "1",
+    "-1",
+    "\x00",
+    "é",
+]
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    st.one_of(
+        st.text(max_size=200),
+        st.lists(st.sampled_from(_WORDS), max_size=30).map(" ".join),
+    )
+)
+def test_any_text_parses_or_raises_a_catalog_error(text: str) -> None:
+    try:
+        statements = parse_ddl(text)
+    except CatalogError as exc:
+        assert "line" in str(exc)
+    else:
+        assert all(s.line >= 1 and s.column >= 1 for s in statements)

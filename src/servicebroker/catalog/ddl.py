@@ -403,7 +403,7 @@ _TOKENS = re.compile(
     r"--[^\n]*|/\*.*?\*/|N?'(?:[^']|'')*'|\[(?:[^\]]|\]\])*\]|\"(?:[^\"]|\"\")*\"|[^\W\d][\w@#$]*|\S",
     re.S | re.I,
 )
-_STARTS = {"CREATE", "ALTER", "DROP", "USE"}
+_STARTS = {"CREATE", "ALTER", "DROP", "USE", "GO"}
 _SB_OBJECTS = {"MESSAGE", "CONTRACT", "QUEUE", "SERVICE", "EVENT", "BROKER"}
 _REMOTE = {"ROUTE", "REMOTE", "ENDPOINT"}
 _CONVERSATION_WORDS = {
