@@ -703,6 +703,8 @@ def test_syntax_errors_name_line_column_and_statement(broker: Broker) -> None:
         broker.execute_ddl("CREATE SERVICE s ON QUEUE")
     with pytest.raises(CatalogError, match=r"line 2, column 21"):
         broker.execute_ddl("CREATE QUEUE q\n  WITH STATUS = ON  %")
+    with pytest.raises(CatalogError, match="line 1, column 16: GO must stand alone on its line"):
+        broker.execute_ddl("CREATE QUEUE q GO")
     with pytest.raises(CatalogError, match="DDL must be a string"):
         broker.execute_ddl(None)  # type: ignore[arg-type]
     assert user_queues(broker) == set()

@@ -381,7 +381,14 @@ def parse_ddl(text: str) -> list[DdlStatement]:
         raise _syntax_error(text, exc) from None
     statements = []
     for child in tree.children:
-        assert isinstance(child, Tree)
+        if isinstance(child, Token):  # GO: a batch separator, alone on its line
+            line_text = text.splitlines()[child.line - 1] if child.line else ""
+            if re.sub(r"--.*$", "", line_text).strip().rstrip(";").strip().upper() != "GO":
+                raise CatalogError(
+                    f"line {child.line}, column {child.column}: GO must stand alone on its "
+                    f"line (it separates batches; it is not a statement)"
+                )
+            continue
         try:
             statements.append(_statement(child, text))
         except (_Refused, VisitError) as exc:
