@@ -495,6 +495,11 @@ def test_create_alter_drop_service(broker: Broker) -> None:
     }
     with pytest.raises(CatalogError, match="does not have contract"):
         broker.alter_service("//Adventure-Works.com/Expenses", drop_contracts=["DEFAULT"])
+    with pytest.raises(CatalogError, match="ADD CONTRACT DEFAULT given twice"):
+        broker.execute_ddl(
+            "ALTER SERVICE [//Adventure-Works.com/Expenses] "
+            "(ADD CONTRACT [DEFAULT], ADD CONTRACT [DEFAULT])"
+        )
     with pytest.raises(CatalogError, match="ADD CONTRACT needs a list"):
         broker.alter_service("//Adventure-Works.com/Expenses", add_contracts="DEFAULT")
     # DROP SERVICE (docs/t-sql/statements/drop-service-transact-sql.md)

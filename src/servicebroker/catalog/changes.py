@@ -397,6 +397,10 @@ def alter_service(
             raise CatalogError(
                 f"service {name!r}: {label} needs a list of contract names, got {names!r}"
             )
+    for label, names in (("ADD CONTRACT", add_contracts), ("DROP CONTRACT", drop_contracts)):
+        twice = sorted({n for n in names if list(names).count(n) > 1})
+        if twice:
+            raise CatalogError(f"service {name!r}: {label} {', '.join(twice)} given twice")
     both = set(add_contracts) & set(drop_contracts)
     if both:
         raise CatalogError(

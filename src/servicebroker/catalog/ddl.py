@@ -382,7 +382,7 @@ def parse_ddl(text: str) -> list[DdlStatement]:
     statements = []
     for child in tree.children:
         if isinstance(child, Token):  # GO: a batch separator, alone on its line
-            line_text = text.splitlines()[child.line - 1] if child.line else ""
+            line_text = text.split("\n")[(child.line or 1) - 1]
             if re.sub(r"--.*$", "", line_text).strip().rstrip(";").strip().upper() != "GO":
                 raise CatalogError(
                     f"line {child.line}, column {child.column}: GO must stand alone on its "
@@ -396,9 +396,8 @@ def parse_ddl(text: str) -> list[DdlStatement]:
             if not isinstance(refused, _Refused):
                 raise
             tok = refused.token
-            line, column = (tok.line, tok.column) if tok is not None else (0, 0)
-            if tok is None or line is None:
-                line, column = child.meta.line, child.meta.column
+            at = tok if tok is not None and tok.line is not None else child.meta
+            line, column = at.line, at.column
             head = " ".join(text[child.meta.start_pos : child.meta.end_pos].split())[:60]
             raise CatalogError(f"line {line}, column {column}: {refused} (in: {head})") from None
     return statements
