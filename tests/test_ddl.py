@@ -14,6 +14,9 @@ from servicebroker import Activation, Broker, CatalogError
 from servicebroker.catalog.ddl import parse_ddl
 from servicebroker.views import ServiceQueueRow
 
+from .conftest import make_pair
+from .test_activation import _until
+
 DATA = Path(__file__).parent / "data"
 LESSON_1 = (DATA / "tutorial_lesson1.sql").read_text(encoding="utf-8")
 REQUEST = "//AWDB/1DBSample/RequestMessage"
@@ -282,18 +285,24 @@ def test_alter_queue_examples(broker: Broker) -> None:
 
 
 def test_alter_queue_by_ddl_keeps_a_procedure_registered_in_python(broker: Broker) -> None:
+    # a callable given to the Python API cannot be imported by its name (a lambda); ALTER QUEUE
+    # … ACTIVATION (MAX_QUEUE_READERS = 2) keeps it registered, so activation still calls it
+    pair = make_pair(broker)
     calls: list[str] = []
-
-    def handler(context: object) -> None:
-        calls.append("called")
-
-    broker.create_queue("q", activation=Activation(handler, max_queue_readers=1))
-    broker.execute_ddl("ALTER QUEUE q WITH ACTIVATION (MAX_QUEUE_READERS = 3)")
-    assert broker.catalog.queue("q").max_queue_readers == 3
-    broker.alter_queue("q", drop_activation=True)
-    assert broker.catalog.queue("q").activation_procedure is None
+    broker.alter_queue(
+        pair.tq, activation=Activation(lambda ctx: calls.append("called"), max_queue_readers=1)
+    )
+    broker.execute_ddl(f"ALTER QUEUE {pair.tq} WITH ACTIVATION (MAX_QUEUE_READERS = 2)")
+    assert broker.catalog.queue(pair.tq).max_queue_readers == 2
+    broker.start()
+    with broker.transaction() as tx:
+        tx.send(tx.begin_dialog(pair.initiator, pair.target, contract="C"), "Req", b"x")
+    _until(lambda: calls == ["called"])
+    broker.stop()
+    broker.alter_queue(pair.tq, drop_activation=True)
+    assert broker.catalog.queue(pair.tq).activation_procedure is None
     with pytest.raises(CatalogError, match="drop_activation"):
-        broker.alter_queue("q", activation=Activation("m:f"), drop_activation=True)
+        broker.alter_queue(pair.tq, activation=Activation("m:f"), drop_activation=True)
 
 
 # -- SERVICE ---------------------------------------------------------------------------
