@@ -1,9 +1,12 @@
-"""The README's five-minute tour runs as written."""
+"""The README's five-minute tour and its first command-line example run as written."""
 
 from __future__ import annotations
 
+import json
 import os
 import re
+import subprocess
+import sys
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -19,3 +22,31 @@ def test_tour_runs(tmp_path: Path) -> None:
     finally:
         os.chdir(cwd)
     assert (tmp_path / "orders.db").exists()
+
+
+def test_the_command_line_example_runs(tmp_path: Path) -> None:
+    # the first example of "The command line": the catalog from `servicebroker ddl`, then
+    # send and receive on it
+    text = (ROOT / "README.md").read_text(encoding="utf-8")
+    section = text[text.index("## The command line") :]
+    script = re.findall(r"```sh\n(.*?)```", section, re.S)[0]
+    bin_dir = Path(sys.executable).parent
+    env = {**os.environ, "PATH": f"{bin_dir}{os.pathsep}{os.environ.get('PATH', '')}"}
+    env.pop("SERVICEBROKER_URL", None)
+    done = subprocess.run(
+        ["bash", "-euo", "pipefail", "-c", script],
+        cwd=tmp_path,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr
+    lines = done.stdout.splitlines()
+    assert lines[0] == "6 statements ran"
+    received = json.loads(lines[-1])
+    assert (received["message_type_name"], received["message_body"]) == (
+        "//orders/Request",
+        '<order id="1"/>',
+    )

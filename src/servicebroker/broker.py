@@ -365,6 +365,11 @@ class Broker:
         """
         self._change(changes.create_message_type, name, validation)
 
+    def alter_message_type(self, name: str, *, validation: str) -> None:
+        """ALTER MESSAGE TYPE ``name`` VALIDATION = NONE | EMPTY | WELL_FORMED_XML | JSON; queued
+        messages keep theirs. Raises :class:`CatalogError`: unknown or built-in, bad validation."""
+        self._change(changes.alter_message_type, name, validation)
+
     def drop_message_type(self, name: str) -> None:
         """DROP MESSAGE TYPE. Raises :class:`CatalogError` if unknown, built in or in use."""
         self._change(changes.drop_message_type, name)
@@ -421,24 +426,29 @@ class Broker:
         retention: bool | None = None,
         poison_message_handling: bool | None = None,
         activation: Activation | None = None,
+        drop_activation: bool = False,
     ) -> None:
-        """ALTER QUEUE: change the settings given (None keeps one). Turning STATUS ON delivers
-        the messages held for it in the transmission queue (QUE-3); turning it OFF ends waiting
-        RECEIVEs with :class:`QueueDisabledError`.
+        """ALTER QUEUE: change the settings given (None keeps one); ``drop_activation`` is
+        ACTIVATION (DROP). Turning STATUS ON delivers the messages held for it in the
+        transmission queue (QUE-3); turning it OFF ends waiting RECEIVEs with
+        :class:`QueueDisabledError`.
 
         Raises:
             CatalogError: unknown queue or bad settings.
         """
-        self._change(
-            changes.alter_queue,
+        before = self._change(
+            changes.alter_queue_or_drop_activation,
             name,
             status=status,
             retention=retention,
             poison_message_handling=poison_message_handling,
             activation=activation,
+            drop_activation=drop_activation,
             now=self.clock.now(),
         )
-        if activation is not None:
+        if drop_activation or (  # the same procedure by name keeps a callable registered here
+            activation is not None and activation.procedure != before.activation_procedure
+        ):
             self._register_procedure(name, activation)
 
         def react() -> None:
@@ -467,6 +477,20 @@ class Broker:
         """
         self._change(changes.create_service, name, queue, tuple(contracts))
         self._after_commit(f"CREATE SERVICE {name}", self.transmission.drain)
+
+    def alter_service(
+        self,
+        name: str,
+        *,
+        queue: str | None = None,
+        add_contracts: Sequence[str] = (),
+        drop_contracts: Sequence[str] = (),
+    ) -> None:
+        """ALTER SERVICE ``name`` [ON QUEUE ``queue``] [(ADD CONTRACT …, DROP CONTRACT …)]: see
+        :func:`~servicebroker.catalog.changes.alter_service` (a service with open conversations
+        is not moved to another queue here). Raises :class:`CatalogError`."""
+        self._change(changes.alter_service, name, queue, add_contracts, drop_contracts)
+        self._after_commit(f"ALTER SERVICE {name}", self.transmission.drain)
 
     def drop_service(self, name: str) -> None:
         """DROP SERVICE: its endpoints and all their messages are deleted; the far side of each
@@ -566,14 +590,25 @@ class Broker:
         """DROP BROKER PRIORITY. Raises :class:`CatalogError` for an unknown name."""
         self._change(changes.drop_broker_priority, name)
 
-    def alter_database(self, *, honor_broker_priority: bool) -> None:
+    def alter_database(
+        self, *, honor_broker_priority: bool | None = None, enable_broker: bool | None = None
+    ) -> None:
         """ALTER DATABASE … SET HONOR_BROKER_PRIORITY ON | OFF (PRI-16): whether messages leave
         the transmission queue by their endpoint's level (ON) or all at level 5 (OFF, the
-        default). Read back as ``broker.catalog.honor_broker_priority``.
+        default); read back as ``broker.catalog.honor_broker_priority``. ENABLE_BROKER
+        (``enable_broker=True``) does nothing: a broker is always enabled (docs/ddl.md).
 
         Raises:
-            CatalogError: ``honor_broker_priority`` is not a bool.
+            CatalogError: a value that is not a bool; ``enable_broker=False`` (DISABLE_BROKER
+                is not supported).
         """
+        if enable_broker is not None and enable_broker is not True:
+            raise CatalogError(
+                f"ENABLE_BROKER: a broker is always enabled; DISABLE_BROKER is not supported "
+                f"(enable_broker must be True or None, got {enable_broker!r})"
+            )
+        if honor_broker_priority is None:
+            return
         if not isinstance(honor_broker_priority, bool):
             raise CatalogError(
                 f"HONOR_BROKER_PRIORITY must be ON or OFF (True or False), "
@@ -585,28 +620,21 @@ class Broker:
         )
 
     def execute_ddl(self, text: str) -> int:
-        """Run CREATE / ALTER / DROP BROKER PRIORITY and ALTER DATABASE … SET
-        HONOR_BROKER_PRIORITY ON | OFF statements written as T-SQL (PRI-2, PRI-16), e.g.
-        the scripts of seed 004 (``N'…'`` strings, ``[bracketed]`` names, ``USE``/``GO`` lines
-        ignored). Statements run one after another; returns how many ran.
+        """Run a script of Service Broker DDL written as T-SQL (docs/ddl.md): CREATE / ALTER /
+        DROP MESSAGE TYPE, CONTRACT, QUEUE, SERVICE, EVENT NOTIFICATION, BROKER PRIORITY and
+        ALTER DATABASE … SET ENABLE_BROKER | HONOR_BROKER_PRIORITY, with ``USE`` and ``GO``
+        lines doing nothing. The script is parsed whole, then its statements run one after
+        another; returns how many ran.
 
         Raises:
-            CatalogError: a syntax error (with line and column) or a statement the catalog
-                refuses; statements before it have run.
+            CatalogError: a syntax error or a statement that is not Service Broker DDL (with
+                line and column; nothing ran), or a statement the catalog refuses (named, with
+                its line and column; the statements before it have run).
         """
         from .catalog.ddl import parse_ddl
+        from .catalog.ddl_run import run_ddl
 
-        statements = parse_ddl(text)
-        for st in statements:
-            if st.verb == "ALTER DATABASE":
-                self.alter_database(**st.options)  # type: ignore[arg-type]
-            elif st.verb == "CREATE":
-                self.create_broker_priority(st.name, **st.options)  # type: ignore[arg-type]
-            elif st.verb == "ALTER":
-                self.alter_broker_priority(st.name, **st.options)  # type: ignore[arg-type]
-            else:
-                self.drop_broker_priority(st.name)
-        return len(statements)
+        return run_ddl(self, parse_ddl(text))
 
     def _register_procedure(self, queue: str, activation: Activation | None) -> None:
         if activation is not None and not isinstance(activation.procedure, str):

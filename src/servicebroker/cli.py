@@ -1,4 +1,4 @@
-"""The ``servicebroker`` command line (click): init, send, receive, peek, status, serve,
+"""The ``servicebroker`` command line (click): init, ddl, send, receive, peek, status, serve,
 activator, demo.
 
 Every command takes ``--url`` (default: ``servicebroker.db`` in the current folder; also the
@@ -145,6 +145,33 @@ def init(url_arg: str | None, url: str) -> None:
     target = url_arg or url
     with opened(target) as broker:
         click.echo(f"broker database ready: {broker.database}")
+
+
+def _script_text(data: bytes, source: str) -> str:
+    """A T-SQL script's text: UTF-8 (with or without a byte order mark) or UTF-16 with one (as
+    SQL Server Management Studio saves "Unicode" files)."""
+    try:
+        if data.startswith((b"\xff\xfe", b"\xfe\xff")):
+            return data.decode("utf-16")
+        return data.decode("utf-8-sig")
+    except UnicodeDecodeError as exc:
+        raise click.ClickException(
+            f"{source} is not UTF-8 (or UTF-16 with a byte order mark) text: {exc}"
+        ) from exc
+
+
+@main.command()
+@click.argument("script", metavar="FILE|-", type=click.File("rb"))
+@url_option
+def ddl(script: Any, url: str) -> None:
+    """Run a T-SQL script of Service Broker DDL (FILE, or '-' for stdin): CREATE / ALTER / DROP
+    MESSAGE TYPE, CONTRACT, QUEUE, SERVICE, EVENT NOTIFICATION, BROKER PRIORITY, ALTER DATABASE
+    … SET ENABLE_BROKER | HONOR_BROKER_PRIORITY; USE and GO lines do nothing (docs/ddl.md).
+    Prints how many statements ran."""
+    text = _script_text(script.read(), getattr(script, "name", "-"))
+    with opened(url) as broker:
+        count = broker.execute_ddl(text)
+    click.echo(f"{count} statement{'' if count == 1 else 's'} ran")
 
 
 @main.command()

@@ -118,6 +118,10 @@ class ServiceQueueRow:
     modify_date: datetime | None
     ready_messages: int
     retained_messages: int
+    execute_as: str = "SELF"
+    """ACTIVATION's EXECUTE AS: ``SELF``, ``OWNER`` or the user name given (sys.service_queues
+    has ``execute_as_principal_id``; there are no principals here, so the name is shown, and it
+    is not enforced)."""
 
 
 @dataclass(frozen=True)
@@ -294,6 +298,7 @@ class Views(CatalogViews):
                 _dt(q.modify_date),
                 ready.get(q.queue_id, 0),
                 retained.get(q.queue_id, 0),
+                execute_as=q.execute_as,
             )
             for q in cat.queues_by_id.values()
         ]

@@ -4,7 +4,8 @@ event notifications, broker priorities and the HONOR_BROKER_PRIORITY option.
 - :mod:`.model`: the definitions as frozen records and the :class:`CatalogSnapshot`;
 - :mod:`.changes`: the CREATE / ALTER / DROP statements;
 - :mod:`.cache`: the per-broker snapshot cache and the transaction every change runs in;
-- :mod:`.ddl`: the T-SQL form of CREATE / ALTER / DROP BROKER PRIORITY and ALTER DATABASE.
+- :mod:`.ddl`: the Service Broker DDL in its T-SQL form, parsed into statement records;
+- :mod:`.ddl_run`: those records run against the broker's catalog methods.
 """
 
 from __future__ import annotations

@@ -9,7 +9,7 @@ CONVERSATION and a passed LIFETIME take).
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 
 from ..delivery import CONTRACT_DROPPED, SERVICE_DROPPED, Applier
 from ..errors import CatalogError
@@ -214,7 +214,9 @@ def create_queue(
     if name in snap.queues:
         raise CatalogError(f"queue {name!r} already exists")
     values = _queue_values(name, status, retention, poison_message_handling, activation)
-    conn.catalog_write("insert_queue", (name, *values, now))
+    queue_id = conn.catalog_write("insert_queue", (name, *values, now))
+    if activation is not None and activation.execute_as != "SELF":
+        conn.catalog_write("set_queue_execute_as", (activation.execute_as, queue_id))
 
 
 def alter_queue(
@@ -241,6 +243,8 @@ def alter_queue(
     if activation is None:
         values = (*values[:3], q.activation_enabled, q.activation_procedure, q.max_queue_readers)
     conn.catalog_write("update_queue", (*values, now, q.queue_id))
+    if activation is not None:
+        conn.catalog_write("set_queue_execute_as", (activation.execute_as, q.queue_id))
     return q
 
 
@@ -462,3 +466,136 @@ def drop_broker_priority(conn: StorageConnection, snap: CatalogSnapshot, name: s
     if p is None:
         raise CatalogError(f"broker priority {name!r} does not exist")
     conn.catalog_write("delete_broker_priority", (p.priority_id,))
+
+
+# -- the ALTER statements of the T-SQL DDL (docs/ddl.md) ---------------------------------
+
+
+def alter_message_type(
+    conn: StorageConnection, snap: CatalogSnapshot, name: str, validation: str
+) -> None:
+    """ALTER MESSAGE TYPE ``name`` VALIDATION = … (alter-message-type-transact-sql.md):
+    messages already in a queue keep the validation they were sent with.
+
+    Raises:
+        CatalogError: an unknown or built-in message type, or an unknown validation.
+    """
+    mt = snap.message_type(name)
+    if mt.is_system:
+        raise CatalogError(f"message type {name!r} is built in and cannot be altered")
+    if not isinstance(validation, str) or validation.upper() not in VALIDATIONS:
+        raise CatalogError(
+            f"message type {name!r}: VALIDATION must be one of {', '.join(VALIDATIONS)}, "
+            f"got {validation!r}"
+        )
+    conn.catalog_write("update_message_type", (validation.upper(), mt.message_type_id))
+
+
+def alter_service(
+    conn: StorageConnection,
+    snap: CatalogSnapshot,
+    name: str,
+    queue: str | None,
+    add_contracts: Sequence[str],
+    drop_contracts: Sequence[str],
+) -> None:
+    """ALTER SERVICE ``name`` [ON QUEUE ``queue``] [(ADD CONTRACT …, DROP CONTRACT …)]
+    (alter-service-transact-sql.md). A dropped contract stops new conversations to the service
+    on it; existing ones are unaffected. ON QUEUE moves a service that has no open
+    conversations and no queued messages (SQL Server moves the messages too; here it refuses:
+    end the conversations first — docs/ddl.md).
+
+    Raises:
+        CatalogError: an unknown service, queue or contract; a contract added that the service
+            has, or dropped that it has not; ON QUEUE while the service has open conversations
+            or messages.
+    """
+    service = snap.service(name)
+    for label, names in (("ADD CONTRACT", add_contracts), ("DROP CONTRACT", drop_contracts)):
+        if (
+            isinstance(names, str)
+            or not isinstance(names, (Sequence, set, frozenset))
+            or not all(isinstance(n, str) for n in names)
+        ):
+            raise CatalogError(
+                f"service {name!r}: {label} needs a list of contract names, got {names!r}"
+            )
+    for label, names in (("ADD CONTRACT", add_contracts), ("DROP CONTRACT", drop_contracts)):
+        twice = sorted({n for n in names if list(names).count(n) > 1})
+        if twice:
+            raise CatalogError(f"service {name!r}: {label} {', '.join(twice)} given twice")
+    both = set(add_contracts) & set(drop_contracts)
+    if both:
+        raise CatalogError(
+            f"service {name!r}: contract(s) {', '.join(sorted(both))} both added and dropped"
+        )
+    adds = [snap.contract(c) for c in add_contracts]
+    drops = [snap.contract(c) for c in drop_contracts]
+    for c in adds:
+        if c.service_contract_id in service.contract_ids:
+            raise CatalogError(f"service {name!r} already has contract {c.name!r}")
+    for c in drops:
+        if c.service_contract_id not in service.contract_ids:
+            raise CatalogError(f"service {name!r} does not have contract {c.name!r}")
+    if queue is not None:
+        q = snap.queue(queue)
+        if q.queue_id != service.queue_id:
+            if conn.catalog_count("messages_of_service", (service.service_id,)):
+                raise CatalogError(
+                    f"service {name!r} has open conversations or queued messages; ALTER "
+                    f"SERVICE … ON QUEUE {queue!r} moves only a service without them here "
+                    f"(end its conversations first)"
+                )
+            conn.catalog_write("update_service_queue", (q.queue_id, service.service_id))
+    for c in sorted(adds, key=lambda c: c.service_contract_id):
+        conn.catalog_write("insert_service_contract", (service.service_id, c.service_contract_id))
+    for c in drops:
+        conn.catalog_write("delete_service_contract", (service.service_id, c.service_contract_id))
+
+
+def drop_queue_activation(
+    conn: StorageConnection, snap: CatalogSnapshot, name: str, *, now: float
+) -> None:
+    """ALTER QUEUE ``name`` WITH ACTIVATION (DROP): the queue's activation settings are deleted
+    (alter-queue-transact-sql.md). Raises :class:`CatalogError` for an unknown queue."""
+    q = snap.queue(name)
+    conn.catalog_write("drop_queue_activation", (now, q.queue_id))
+
+
+def alter_queue_or_drop_activation(
+    conn: StorageConnection,
+    snap: CatalogSnapshot,
+    name: str,
+    *,
+    status: bool | None,
+    retention: bool | None,
+    poison_message_handling: bool | None,
+    activation: Activation | None,
+    drop_activation: bool,
+    now: float,
+) -> QueueDef:
+    """ALTER QUEUE as :func:`alter_queue`, and with ``drop_activation`` its ACTIVATION (DROP).
+    Returns the queue as it was before.
+
+    Raises:
+        CatalogError: as :func:`alter_queue`; ``drop_activation`` not a bool, or given with
+            ``activation``.
+    """
+    if not isinstance(drop_activation, bool) or (drop_activation and activation is not None):
+        raise CatalogError(
+            f"queue {name!r}: drop_activation must be True or False and not given with "
+            f"activation, got {drop_activation!r}"
+        )
+    before = alter_queue(
+        conn,
+        snap,
+        name,
+        status=status,
+        retention=retention,
+        poison_message_handling=poison_message_handling,
+        activation=activation,
+        now=now,
+    )
+    if drop_activation:
+        drop_queue_activation(conn, snap, name, now=now)
+    return before

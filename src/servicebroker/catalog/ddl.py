@@ -1,100 +1,237 @@
-"""The BROKER PRIORITY statements in their T-SQL text form (PRI-2), parsed with lark:
+"""The Service Broker DDL in its T-SQL form, parsed (lark, grammar in ``ddl.lark``) into
+statement records that :mod:`.ddl_run` runs against the broker (docs/ddl.md).
 
-    CREATE BROKER PRIORITY name FOR CONVERSATION
-        SET (CONTRACT_NAME = c | ANY, LOCAL_SERVICE_NAME = s | ANY,
-             REMOTE_SERVICE_NAME = N'remote' | ANY, PRIORITY_LEVEL = 1..10 | DEFAULT);
-    ALTER BROKER PRIORITY name FOR CONVERSATION SET (…);
-    DROP BROKER PRIORITY name;
-    ALTER DATABASE name SET HONOR_BROKER_PRIORITY ON | OFF;   (PRI-16; the name is ignored)
-
-Keywords are case-insensitive; names are plain or [bracketed] identifiers, or string literals
-('…' or N'…'); ``USE database;`` and ``GO`` lines (as in seed 004's scripts) are accepted and
-ignored, since a broker is one database.
+The statements: CREATE / ALTER / DROP MESSAGE TYPE, CREATE / DROP CONTRACT, CREATE / ALTER /
+DROP QUEUE, CREATE / ALTER / DROP SERVICE, CREATE / DROP EVENT NOTIFICATION, CREATE / ALTER /
+DROP BROKER PRIORITY and ALTER DATABASE … SET ENABLE_BROKER | HONOR_BROKER_PRIORITY ON | OFF
+(DISABLE_BROKER, NEW_BROKER and ERROR_BROKER_CONVERSATIONS are refused), in the forms of
+Microsoft's reference pages: keywords in any case, ``[bracketed]`` and ``"quoted"`` names,
+``'…'`` and ``N'…'`` strings, ``[database.][schema.]`` prefixes on queue and procedure names,
+options in any order, ``--`` and ``/* */`` comments, ``;`` optional. ``USE database`` and ``GO``
+lines are accepted and do nothing (a broker is one database). Any other statement (CREATE TABLE,
+DECLARE, SEND, …) is refused as "not a Service Broker DDL statement", naming its line and column.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+import re
+from dataclasses import dataclass, field
+from importlib import resources
+from typing import Any
 
-from lark import Lark, Token, Transformer, UnexpectedInput
-from lark.exceptions import VisitError
+from lark import Lark, Token, Transformer, Tree, UnexpectedInput
+from lark.exceptions import UnexpectedToken, VisitError
 
 from ..errors import CatalogError
 
-__all__ = ["PriorityStatement", "parse_ddl"]
+__all__ = ["DdlStatement", "parse_ddl"]
 
-_GRAMMAR = r"""
-start: (statement _SEP?)*
-?statement: create | alter | drop | alter_database | use | go
-alter_database: _ALTER _DATABASE name _SET _HONOR_BROKER_PRIORITY ONOFF
-create: _CREATE _BROKER _PRIORITY name _FOR _CONVERSATION (_SET "(" option ("," option)* ")")?
-alter: _ALTER _BROKER _PRIORITY name _FOR _CONVERSATION _SET "(" option ("," option)* ")"
-drop: _DROP _BROKER _PRIORITY name
-use: _USE name
-go: _GO
-option: OPTION_NAME "=" value
-?value: name | INT | ANY | DEFAULT
-name: IDENT | BRACKETED | STRING
-_SEP: ";"
-_CREATE: /create\b/i
-_ALTER: /alter\b/i
-_DROP: /drop\b/i
-_BROKER: /broker\b/i
-_PRIORITY: /priority\b/i
-_FOR: /for\b/i
-_CONVERSATION: /conversation\b/i
-_SET: /set\b/i
-_DATABASE: /database\b/i
-_HONOR_BROKER_PRIORITY.2: /honor_broker_priority\b/i
-ONOFF.2: /(on|off)\b/i
-_USE: /use\b/i
-_GO: /go\b/i
-ANY.2: /any\b/i
-DEFAULT.2: /default\b/i
-OPTION_NAME.2: /(contract_name|local_service_name|remote_service_name|priority_level)\b/i
-IDENT: /[A-Za-z_][A-Za-z0-9_@#$]*/
-BRACKETED: /\[([^\]]|\]\])*\]/
-STRING.3: /N?'([^']|'')*'/i
-INT: /[0-9]+/
-COMMENT: /--[^\n]*/
-%import common.WS
-%ignore WS
-%ignore COMMENT
-"""
+_PARSER = Lark(
+    resources.files(__package__).joinpath("ddl.lark").read_text(encoding="utf-8"),
+    parser="lalr",
+    propagate_positions=True,
+)
 
-_PARSER = Lark(_GRAMMAR, parser="lalr")
+VALIDATION_NAMES = ("NONE", "EMPTY", "WELL_FORMED_XML", "JSON")
+"""VALIDATION = … values accepted (JSON is this broker's own, DLG-3)."""
 
 
 @dataclass(frozen=True)
-class PriorityStatement:
-    """One parsed statement: ``verb`` is CREATE, ALTER or DROP (a BROKER PRIORITY ``name``) or
-    ALTER DATABASE; ``options`` maps the keyword arguments of the Broker method
-    (contract_name, local_service_name, remote_service_name, priority_level; for ALTER
-    DATABASE honor_broker_priority) to their values ("ANY" for ANY; DEFAULT gives level 5)."""
+class DdlStatement:
+    """One parsed statement.
 
-    verb: str
+    Attributes:
+        statement: the statement's kind in T-SQL words, e.g. ``"CREATE QUEUE"``,
+            ``"ALTER DATABASE"``; ``"USE"`` for a USE line (which does nothing).
+        name: the object's name (brackets, quotes and schema prefix removed).
+        options: what the statement says, as the keyword arguments of the Broker method that
+            runs it (e.g. ``{"status": True, "activation": {...}}``).
+        line, column: where the statement starts (1-based).
+        text: the statement's source text, on one line, cut at 80 characters.
+    """
+
+    statement: str
     name: str
-    options: dict[str, object]
+    options: dict[str, Any] = field(default_factory=dict)
+    line: int = 1
+    column: int = 1
+    text: str = ""
+
+    @property
+    def where(self) -> str:
+        """``line L, column C (TEXT)`` for error messages."""
+        return f"line {self.line}, column {self.column} ({self.text})"
 
 
-class _Build(Transformer[Token, list[PriorityStatement]]):
-    def start(self, items: list[PriorityStatement | None]) -> list[PriorityStatement]:
-        return [i for i in items if i is not None]
+class _QName(str):
+    """A [database.][schema.]name: the name, with all its ``parts``."""
 
+    parts: tuple[str, ...]
+
+    def __new__(cls, parts: list[str]) -> _QName:
+        self = super().__new__(cls, parts[-1])
+        self.parts = tuple(parts)
+        return self
+
+
+class _Refused(Exception):
+    """A statement the grammar accepts but this broker refuses, at a token."""
+
+    def __init__(self, token: Token | None, message: str) -> None:
+        super().__init__(message)
+        self.token = token
+
+
+def _fail(token: Token | None, message: str) -> _Refused:
+    return _Refused(token, message)
+
+
+def _onoff(token: Token) -> bool:
+    return str(token).upper() == "ON"
+
+
+class _Build(Transformer[Token, Any]):
+    """Tree → values: names to strings, options to ``(key, value, token)`` triples, statements
+    to ``(statement, name, options)``."""
+
+    # -- names -------------------------------------------------------------------------
     def name(self, items: list[Token]) -> str:
-        text = str(items[0])
-        if items[0].type == "BRACKETED":
+        tok = items[0]
+        text = str(tok)
+        if tok.type == "BRACKETED":
             return text[1:-1].replace("]]", "]")
-        if items[0].type == "STRING":
-            body = text[1:] if text[0] in "Nn" else text
-            return body[1:-1].replace("''", "'")
+        if tok.type == "QUOTED":
+            return text[1:-1].replace('""', '"')
         return text
 
-    def option(self, items: list[object]) -> tuple[str, object, Token]:
-        key = str(items[0]).lower()
-        value = items[1]
-        token = items[0]
-        assert isinstance(token, Token)
+    def qname(self, items: list[str]) -> str:
+        return _QName(items)  # one namespace here: the database and schema prefixes are dropped
+
+    def authorization(self, items: list[str]) -> tuple[str, str, None]:
+        return ("authorization", items[0], None)
+
+    # -- message types and contracts ---------------------------------------------------
+    def validation(self, items: list[Any]) -> tuple[str, str, Token]:
+        tok = items[0]
+        value = str(tok).upper()
+        if value == "VALID_XML":
+            raise _fail(
+                tok,
+                "VALIDATION = VALID_XML WITH SCHEMA COLLECTION is not supported: there are no "
+                "XML schema collections here (use WELL_FORMED_XML, or JSON)",
+            )
+        if value not in VALIDATION_NAMES or len(items) > 1:
+            raise _fail(
+                tok, f"VALIDATION must be one of {', '.join(VALIDATION_NAMES)}, got {str(tok)!r}"
+            )
+        return ("validation", value, tok)
+
+    def usage(self, items: list[Any]) -> tuple[str, str, Token]:
+        message_type, tok = items
+        who = str(tok).upper()
+        if who not in ("INITIATOR", "TARGET", "ANY"):
+            raise _fail(tok, f"SENT BY must be INITIATOR, TARGET or ANY, got {str(tok)!r}")
+        return (message_type, who, tok)
+
+    # -- queues ------------------------------------------------------------------------
+    def onoff(self, items: list[Token]) -> Token:
+        return items[0]
+
+    def status(self, items: list[Token]) -> tuple[str, bool, Token]:
+        return ("status", _onoff(items[0]), items[0])
+
+    def retention(self, items: list[Token]) -> tuple[str, bool, Token]:
+        return ("retention", _onoff(items[0]), items[0])
+
+    def poison_message_handling(self, items: list[Any]) -> tuple[str, bool, Token]:
+        _, value, tok = items[0]
+        return ("poison_message_handling", value, tok)
+
+    def procedure_name(self, items: list[Any]) -> tuple[str, str, None]:
+        value = items[0]
+        if isinstance(value, Token):  # a string literal
+            value = _string(value)
+        elif ":" not in value:  # a T-SQL name: say it whole in the error that follows
+            value = ".".join(value.parts)
+        return ("procedure_name", str(value), None)
+
+    def max_queue_readers(self, items: list[Token]) -> tuple[str, int, Token]:
+        return ("max_queue_readers", int(items[0]), items[0])
+
+    def execute_as(self, items: list[Token]) -> tuple[str, str, Token]:
+        tok = items[0]
+        if tok.type == "STRING":
+            return ("execute_as", _string(tok), tok)
+        who = str(tok).upper()
+        if who not in ("SELF", "OWNER"):
+            raise _fail(tok, f"EXECUTE AS must be SELF, OWNER or 'user_name', got {str(tok)!r}")
+        return ("execute_as", who, tok)
+
+    def activation(self, items: list[Any]) -> tuple[str, dict[str, Any], None]:
+        return ("activation", _options(items, "ACTIVATION"), None)
+
+    def activation_drop(self, items: list[Any]) -> tuple[str, bool, None]:
+        return ("drop_activation", True, None)
+
+    def queue_options(self, items: list[Any]) -> list[Any]:
+        return items
+
+    def filegroup(self, items: list[Any]) -> tuple[str, None, None]:
+        return ("", None, None)  # ON filegroup | [DEFAULT]: no filegroups here
+
+    def rebuild(self, items: list[Any]) -> tuple[str, str, None]:
+        return ("", "REBUILD", None)
+
+    def reorganize(self, items: list[Any]) -> tuple[str, str, None]:
+        return ("", "REORGANIZE", None)
+
+    def move_to(self, items: list[Any]) -> tuple[str, str, None]:
+        return ("", "MOVE TO", None)
+
+    # -- services ----------------------------------------------------------------------
+    def contracts(self, items: list[str]) -> tuple[str, list[str], None]:
+        return ("contracts", items, None)
+
+    def on_queue(self, items: list[Any]) -> tuple[str, str, None]:
+        return ("queue", items[-1], None)
+
+    def add_contract(self, items: list[str]) -> tuple[str, str]:
+        return ("add", items[0])
+
+    def drop_contract_of_service(self, items: list[str]) -> tuple[str, str]:
+        return ("drop", items[0])
+
+    def service_changes(self, items: list[tuple[str, str]]) -> list[tuple[str, Any, None]]:
+        adds = [n for verb, n in items if verb == "add"]
+        drops = [n for verb, n in items if verb == "drop"]
+        return [("add_contracts", adds, None), ("drop_contracts", drops, None)]
+
+    # -- event notifications -----------------------------------------------------------
+    def scope_queue(self, items: list[str]) -> tuple[str, str, None]:
+        return ("queue", items[0], None)
+
+    def scope_server(self, items: list[Any]) -> tuple[str, None, None]:
+        raise _fail(None, "only event notifications ON QUEUE exist here (not ON SERVER)")
+
+    def scope_database(self, items: list[Any]) -> tuple[str, None, None]:
+        raise _fail(None, "only event notifications ON QUEUE exist here (not ON DATABASE)")
+
+    def fan_in(self, items: list[Any]) -> tuple[str, None, None]:
+        return ("", None, None)  # WITH FAN_IN: one database, nothing to fan in
+
+    def event_types(self, items: list[Token]) -> tuple[str, str, Token]:
+        if len(items) > 1:
+            raise _fail(
+                items[1],
+                "one event type per event notification here: write one CREATE EVENT "
+                "NOTIFICATION for QUEUE_ACTIVATION and another for BROKER_QUEUE_DISABLED",
+            )
+        return ("event", str(items[0]).upper(), items[0])
+
+    # -- broker priorities -------------------------------------------------------------
+    def priority_option(self, items: list[Any]) -> tuple[str, object, Token]:
+        key_tok, value = items
+        key = str(key_tok).lower()
         if isinstance(value, Token):
             if value.type == "ANY":
                 value = "ANY"
@@ -102,71 +239,264 @@ class _Build(Transformer[Token, list[PriorityStatement]]):
                 value = 5 if key == "priority_level" else "ANY"
             elif value.type == "INT":
                 value = int(value)
+            elif value.type == "STRING":
+                value = _string(value)
         if key == "priority_level" and not isinstance(value, int):
-            raise CatalogError(
-                f"line {token.line}, column {token.column}: PRIORITY_LEVEL must be a number from 1 to 10 or DEFAULT"
-            )
+            raise _fail(key_tok, "PRIORITY_LEVEL must be a number from 1 to 10 or DEFAULT")
         if key != "priority_level" and isinstance(value, int):
-            raise CatalogError(
-                f"line {token.line}, column {token.column}: {key.upper()} must be a name or ANY"
-            )
-        return key, value, token
+            raise _fail(key_tok, f"{key.upper()} must be a name or ANY")
+        return (key, value, key_tok)
 
-    def _statement(self, verb: str, items: list[object]) -> PriorityStatement:
-        name = items[0]
-        assert isinstance(name, str)
-        options: dict[str, object] = {}
-        for item in items[1:]:
-            assert isinstance(item, tuple)
-            key, value, token = item
-            if key in options:
-                raise CatalogError(
-                    f"line {token.line}, column {token.column}: {key.upper()} is given twice"
-                )
-            options[key] = value
-        return PriorityStatement(verb, name, options)
-
-    def create(self, items: list[object]) -> PriorityStatement:
-        return self._statement("CREATE", items)
-
-    def alter(self, items: list[object]) -> PriorityStatement:
-        return self._statement("ALTER", items)
-
-    def drop(self, items: list[object]) -> PriorityStatement:
-        return self._statement("DROP", items)
-
-    def alter_database(self, items: list[object]) -> PriorityStatement:
-        name, onoff = items
-        assert isinstance(name, str)
-        return PriorityStatement(
-            "ALTER DATABASE", name, {"honor_broker_priority": str(onoff).lower() == "on"}
+    # -- ALTER DATABASE ----------------------------------------------------------------
+    def database_option(self, items: list[Token]) -> tuple[str, object, Token]:
+        key_tok = items[0]
+        key = str(key_tok).upper()
+        value = items[1] if len(items) > 1 else None
+        if key == "HONOR_BROKER_PRIORITY":
+            if value is None or value.type not in ("ON", "OFF"):
+                raise _fail(value or key_tok, "HONOR_BROKER_PRIORITY must be ON or OFF")
+            return ("honor_broker_priority", _onoff(value), key_tok)
+        if key in _BROKER_OPTIONS:
+            if value is not None:
+                raise _fail(value, f"{key} takes no value")
+            return (key.lower(), True, key_tok)
+        raise _fail(
+            key_tok,
+            f"ALTER DATABASE … SET {key} is not a Service Broker option (the Service Broker "
+            f"options: {', '.join((*_BROKER_OPTIONS, 'HONOR_BROKER_PRIORITY'))})",
         )
 
-    def use(self, items: list[object]) -> None:
-        return None
-
-    def go(self, items: list[object]) -> None:
-        return None
+    def termination(self, items: list[Any]) -> tuple[str, None, None]:
+        return ("", None, None)  # WITH ROLLBACK IMMEDIATE | NO_WAIT …: nothing waits here
 
 
-def parse_ddl(text: str) -> list[PriorityStatement]:
-    """Parse CREATE/ALTER/DROP BROKER PRIORITY statements (module docstring).
+_BROKER_OPTIONS = ("ENABLE_BROKER", "DISABLE_BROKER", "NEW_BROKER", "ERROR_BROKER_CONVERSATIONS")
+
+
+def _string(tok: Token) -> str:
+    text = str(tok)
+    body = text[1:] if text[0] in "Nn" else text
+    return body[1:-1].replace("''", "'")
+
+
+def _options(items: list[Any], where: str) -> dict[str, Any]:
+    """Options as a dict; an option given twice is an error naming it."""
+    options: dict[str, Any] = {}
+    for item in items:
+        if isinstance(item, list):
+            for key, value, tok in item:
+                _put(options, key, value, tok, where)
+        elif isinstance(item, tuple) and len(item) == 3:
+            _put(options, *item, where)
+    return options
+
+
+def _put(options: dict[str, Any], key: str, value: Any, tok: Token | None, where: str) -> None:
+    if not key:
+        return  # accepted, no effect here
+    if key in options and key not in ("add_contracts", "drop_contracts"):
+        raise _fail(tok, f"{where}: {key.upper()} is given twice")
+    options[key] = value
+
+
+_STATEMENTS = {
+    "create_message_type": "CREATE MESSAGE TYPE",
+    "alter_message_type": "ALTER MESSAGE TYPE",
+    "drop_message_type": "DROP MESSAGE TYPE",
+    "create_contract": "CREATE CONTRACT",
+    "drop_contract": "DROP CONTRACT",
+    "create_queue": "CREATE QUEUE",
+    "alter_queue": "ALTER QUEUE",
+    "drop_queue": "DROP QUEUE",
+    "create_service": "CREATE SERVICE",
+    "alter_service": "ALTER SERVICE",
+    "drop_service": "DROP SERVICE",
+    "create_event_notification": "CREATE EVENT NOTIFICATION",
+    "drop_event_notification": "DROP EVENT NOTIFICATION",
+    "create_priority": "CREATE BROKER PRIORITY",
+    "alter_priority": "ALTER BROKER PRIORITY",
+    "drop_priority": "DROP BROKER PRIORITY",
+    "alter_database": "ALTER DATABASE",
+    "use": "USE",
+}
+
+
+def _statement(tree: Tree[Token], text: str) -> DdlStatement:
+    kind = _STATEMENTS[str(tree.data)]
+    children = [_Build().transform(c) if isinstance(c, Tree) else c for c in tree.children]
+    children = [c for c in children if not (isinstance(c, Token) and c.type == "ON")]
+    names = [c for c in children if isinstance(c, str) and not isinstance(c, Token)]
+    name = names[0] if names else ""
+    rest = [c for c in children if not (isinstance(c, str) and not isinstance(c, Token))]
+    if kind == "CREATE CONTRACT":
+        options: dict[str, Any] = {}
+        usages: dict[str, str] = {}
+        for item in rest:
+            message_type, who, tok = item
+            if message_type == "authorization":
+                options["authorization"] = who
+            elif message_type in usages:
+                raise _fail(tok, f"message type {message_type!r} is listed twice")
+            else:
+                usages[message_type] = who
+        options["messages"] = usages
+    elif kind == "DROP EVENT NOTIFICATION":
+        options = _options(rest, kind)
+        options["names"] = names
+    elif kind == "CREATE EVENT NOTIFICATION":
+        strings = [_string(c) for c in rest if isinstance(c, Token) and c.type == "STRING"]
+        options = _options(rest, kind)
+        options["to_service"], options["broker_instance"] = strings
+    else:
+        options = _options(rest, kind)
+        if kind == "CREATE SERVICE":
+            options["queue"] = names[1]
+    meta = tree.meta
+    source = " ".join(text[meta.start_pos : meta.end_pos].split())
+    return DdlStatement(
+        kind,
+        name,
+        options,
+        meta.line,
+        meta.column,
+        source if len(source) <= 80 else source[:79] + "…",
+    )
+
+
+def parse_ddl(text: str) -> list[DdlStatement]:
+    """Parse a T-SQL script of Service Broker DDL into statements, all of it before any runs
+    (module docstring; docs/ddl.md). USE lines come back as ``USE`` statements; GO lines and
+    ``;`` are separators.
 
     Raises:
-        CatalogError: a syntax error, naming the line and column, or a bad option value.
+        CatalogError: not a string; a syntax error, naming the line, the column and the
+            statement; a statement that is not Service Broker DDL; a value this broker refuses
+            (VALID_XML, ON SERVER, a Service Broker ALTER DATABASE option it does not have).
     """
     if not isinstance(text, str):
         raise CatalogError(f"DDL must be a string, got {type(text).__name__}")
     try:
         tree = _PARSER.parse(text)
-        result: list[PriorityStatement] = _Build().transform(tree)
-    except VisitError as exc:  # a bad value found while building the statements
-        if isinstance(exc.orig_exc, CatalogError):
-            raise exc.orig_exc from None
-        raise
     except UnexpectedInput as exc:
-        context = exc.get_context(text, span=30).strip().splitlines()[0] if text else ""
-        raise CatalogError(
-            f"DDL syntax error at line {exc.line}, column {exc.column}: unexpected input near {context!r}"
-        ) from None
-    return result
+        raise _syntax_error(text, exc) from None
+    statements = []
+    for child in tree.children:
+        if isinstance(child, Token):  # GO: a batch separator, alone on its line
+            line_text = text.split("\n")[(child.line or 1) - 1]
+            if re.sub(r"--.*$", "", line_text).strip().rstrip(";").strip().upper() != "GO":
+                raise CatalogError(
+                    f"line {child.line}, column {child.column}: GO must stand alone on its "
+                    f"line (it separates batches; it is not a statement)"
+                )
+            continue
+        try:
+            statements.append(_statement(child, text))
+        except (_Refused, VisitError) as exc:
+            refused = exc.orig_exc if isinstance(exc, VisitError) else exc
+            if not isinstance(refused, _Refused):
+                raise
+            tok = refused.token
+            at = tok if tok is not None and tok.line is not None else child.meta
+            line, column = at.line, at.column
+            head = " ".join(text[child.meta.start_pos : child.meta.end_pos].split())[:60]
+            raise CatalogError(f"line {line}, column {column}: {refused} (in: {head})") from None
+    return statements
+
+
+# -- syntax errors ---------------------------------------------------------------------
+
+_TOKENS = re.compile(
+    r"--[^\n]*|/\*.*?\*/|N?'(?:[^']|'')*'|\[(?:[^\]]|\]\])*\]|\"(?:[^\"]|\"\")*\"|[^\W\d][\w@#$]*|\S",
+    re.S | re.I,
+)
+_STARTS = {"CREATE", "ALTER", "DROP", "USE", "GO"}
+_SB_OBJECTS = {"MESSAGE", "CONTRACT", "QUEUE", "SERVICE", "EVENT", "BROKER"}
+_REMOTE = {"ROUTE", "REMOTE", "ENDPOINT"}
+_CONVERSATION_WORDS = {
+    "BEGIN",
+    "SEND",
+    "RECEIVE",
+    "END",
+    "WAITFOR",
+    "GET",
+    "MOVE",
+}
+_PUNCTUATION = {"LPAR": "(", "RPAR": ")", "EQUAL": "=", "COMMA": ",", "DOT": ".", "SEMICOLON": ";"}
+
+
+def _words(text: str) -> list[tuple[int, str]]:
+    """(position, word) of each token outside comments."""
+    return [
+        (m.start(), m.group())
+        for m in _TOKENS.finditer(text)
+        if not m.group().startswith(("--", "/*"))
+    ]
+
+
+def _line_col(text: str, pos: int) -> tuple[int, int]:
+    line = text.count("\n", 0, pos) + 1
+    return line, pos - (text.rfind("\n", 0, pos) + 1) + 1
+
+
+def _syntax_error(text: str, exc: UnexpectedInput) -> CatalogError:
+    pos = exc.pos_in_stream if exc.pos_in_stream is not None else len(text)
+    if isinstance(exc, UnexpectedToken) and exc.token.type == "$END":
+        pos = len(text)
+    words = _words(text)
+    before = [(p, w) for p, w in words if p < pos]
+    at = next((w for p, w in words if p >= pos), "")
+    # the statement the error is in: the last CREATE / ALTER / DROP / USE outside parentheses
+    depth, start = 0, None
+    for p, w in before:
+        if w == "(":
+            depth += 1
+        elif w == ")":
+            depth = max(depth - 1, 0)
+        elif depth == 0 and w.upper() in _STARTS:
+            start = p
+    expected: set[str] = set(getattr(exc, "expected", None) or ())
+    at_start = "_CREATE" in expected or (isinstance(exc, UnexpectedToken) and not before)
+    prev = before[-1][1].upper() if before else ""
+    line, column = _line_col(text, pos)
+    word = at.upper()
+    if at_start and re.match(r"[^\W\d]", at):
+        head = " ".join(text[pos : pos + 60].split())
+        if word in _CONVERSATION_WORDS:
+            why = (
+                "it is a Service Broker conversation statement or T-SQL control flow: run "
+                "conversations through the Python API (broker.transaction()) or the "
+                "servicebroker send / receive commands"
+            )
+        else:
+            why = "execute_ddl runs Service Broker DDL only (no T-SQL batches, tables or variables)"
+        return CatalogError(
+            f"line {line}, column {column}: not a Service Broker DDL statement: {head!r}: {why}"
+        )
+    if prev in ("CREATE", "ALTER", "DROP") and start == before[-1][0] and word:
+        line, column = _line_col(text, start)
+        if word in _REMOTE:
+            why = (
+                "routes, remote service bindings and endpoints carry conversations between "
+                "instances; this broker is one database and needs none"
+            )
+        elif prev == "ALTER" and word == "CONTRACT":
+            why = "T-SQL has no ALTER CONTRACT: DROP CONTRACT and CREATE CONTRACT again"
+        elif word not in _SB_OBJECTS and (word, prev) != ("DATABASE", "ALTER"):
+            why = "execute_ddl runs Service Broker DDL only"
+        else:
+            why = ""
+        if why:
+            return CatalogError(
+                f"line {line}, column {column}: not a Service Broker DDL statement: "
+                f"{prev} {word}: {why}"
+            )
+    where = f"line {line}, column {column}"
+    near = " ".join(text[pos : pos + 30].split())
+    near = f"input near {near!r}" if near else "end of text"
+    statement = ""
+    if start is not None:
+        statement = " ".join(text[start:pos].split())
+        statement = f" in {statement[:60] + ('…' if len(statement) > 60 else '')!r}"
+    wanted = sorted(_PUNCTUATION.get(e, e.lstrip("_")) for e in expected)
+    hint = f"; expected {', '.join(wanted[:10])}" if wanted and len(wanted) <= 10 else ""
+    return CatalogError(f"DDL syntax error at {where}{statement}: unexpected {near}{hint}")

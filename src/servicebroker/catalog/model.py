@@ -49,6 +49,9 @@ class Activation:
             cannot import it runs the callable object only where it was registered.
         max_queue_readers: 0..32767 instances at once (0 activates nothing).
         status: activation ON (True) or OFF.
+        execute_as: EXECUTE AS ``"SELF"`` (the default), ``"OWNER"`` or a user name: stored
+            and shown (``views.service_queues()``), not enforced — there are no database
+            principals here; the procedure runs as the broker's process.
 
     Raises:
         CatalogError: a bad procedure or a reader count out of range.
@@ -57,8 +60,18 @@ class Activation:
     procedure: str | Procedure
     max_queue_readers: int = 1
     status: bool = True
+    execute_as: str = "SELF"
 
     def __post_init__(self) -> None:
+        if not isinstance(self.execute_as, str) or not self.execute_as.strip():
+            raise CatalogError(
+                f"activation EXECUTE AS must be 'SELF', 'OWNER' or a user name, "
+                f"got {self.execute_as!r}"
+            )
+        if self.execute_as.upper() in ("SELF", "OWNER"):
+            object.__setattr__(self, "execute_as", self.execute_as.upper())
+        else:
+            check_name("EXECUTE AS user", self.execute_as, limit=128)
         if (
             isinstance(self.max_queue_readers, bool)
             or not isinstance(self.max_queue_readers, int)
@@ -170,6 +183,8 @@ class QueueDef:
     activation_procedure: str | None
     max_queue_readers: int
     modify_date: float
+    execute_as: str = "SELF"
+    """ACTIVATION's EXECUTE AS (SELF, OWNER or a user name; stored, not enforced)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -241,6 +256,7 @@ class CatalogSnapshot:
                 q.activation_procedure,
                 q.max_readers,
                 q.modify_date,
+                q.execute_as,
             )
             snap.queues[queue.name] = queue
             snap.queues_by_id[queue.queue_id] = queue

@@ -184,7 +184,10 @@ class StorageConnection(Protocol):
         ``delete_event_notification`` (id), ``set_event_notification_conversation``
         (handle, id), ``insert_broker_priority`` (name, contract, local service, remote
         service, level), ``update_broker_priority`` (contract, local, remote, level, id),
-        ``delete_broker_priority`` (id), ``put_setting`` (name, value).
+        ``delete_broker_priority`` (id), ``put_setting`` (name, value),
+        ``set_queue_execute_as`` (EXECUTE AS, queue id), ``drop_queue_activation`` (modify date,
+        queue id), ``update_message_type`` (validation, id), ``update_service_queue`` (queue
+        id, service id), ``delete_service_contract`` (service id, contract id).
 
         Raises:
             IntegrityConflict: a constraint refused it (a duplicate name, a row in use); the
@@ -196,7 +199,8 @@ class StorageConnection(Protocol):
         """Run the counting query ``name`` — ``endpoints_using_service`` (service id),
         ``endpoints_using_contract`` (contract id): live endpoints using it;
         ``messages_using_message_type`` (message type id): queue and transmission rows
-        carrying it — and return the count."""
+        carrying it; ``messages_of_service`` (service id): its queued messages and live
+        endpoints — and return the count."""
         ...
 
     def bump_catalog_version(self) -> None:

@@ -25,7 +25,7 @@ SELECT service_contract_id, message_type_id, sent_by FROM service_contract_messa
 -- name: catalog_queues
 SELECT queue_id, name, is_receive_enabled, is_retention_enabled,
        is_poison_message_handling_enabled, is_activation_enabled, activation_procedure,
-       max_readers, modify_date
+       max_readers, modify_date, execute_as
 FROM service_queues ORDER BY queue_id;
 
 -- name: catalog_services
@@ -64,6 +64,28 @@ WHERE queue_id = ?;
 
 -- name: delete_queue
 DELETE FROM service_queues WHERE queue_id = ?;
+
+-- name: set_queue_execute_as
+UPDATE service_queues SET execute_as = ? WHERE queue_id = ?;
+
+-- name: drop_queue_activation
+UPDATE service_queues SET is_activation_enabled = 0, activation_procedure = NULL,
+    max_readers = 0, execute_as = 'SELF', modify_date = ?
+WHERE queue_id = ?;
+
+-- name: update_message_type
+UPDATE message_types SET validation = ? WHERE message_type_id = ?;
+
+-- name: update_service_queue
+UPDATE services SET queue_id = ? WHERE service_id = ?;
+
+-- name: delete_service_contract
+DELETE FROM service_contract_usages WHERE service_id = ? AND service_contract_id = ?;
+
+-- name: messages_of_service
+SELECT (SELECT count(*) FROM queue_messages WHERE service_id = t.id)
+     + (SELECT count(*) FROM conversation_endpoints WHERE service_id = t.id AND state <> 'CD')
+FROM (SELECT CAST(? AS BIGINT) AS id) AS t;
 
 -- name: insert_service
 INSERT INTO services (name, queue_id) VALUES (?, ?) RETURNING service_id;

@@ -207,6 +207,8 @@ class QueueRow(NamedTuple):
     activation_procedure: str | None
     max_readers: int
     modify_date: float
+    execute_as: str = "SELF"
+    """ACTIVATION's EXECUTE AS: SELF, OWNER or a user name (stored, not enforced)."""
 
 
 class ServiceRow(NamedTuple):
