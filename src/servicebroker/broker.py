@@ -21,6 +21,7 @@ from . import priorities
 from .activation.monitor import EMPTY_RECEIVE_WINDOW, Trigger
 from .activation.service import ActivationService
 from .activation.tasks import TaskHandlers
+from .arguments import check_top
 from .catalog import Activation, CatalogCache, CatalogSnapshot, changes
 from .clock import Clock, SystemClock, check_seconds
 from .context import BrokerContext
@@ -183,6 +184,10 @@ class Broker:
         unknown = set(settings) - allowed
         if unknown:
             raise BrokerError(f"unknown broker setting(s): {', '.join(sorted(unknown))}")
+        _check_aging(aging)  # every setting is checked before the database is opened
+        for what, value in (("lock_timeout", lock_timeout), ("empty_receive_window", window)):
+            check_seconds(value, what)
+        check_seconds(external_timeout, "external_activation_timeout")
         storage = open_storage(url, **settings)
         try:
             return cls(
@@ -462,7 +467,7 @@ class Broker:
         Raises:
             CatalogError: a bad or taken name, unknown queue or contract.
         """
-        self._change(changes.create_service, name, queue, tuple(contracts))
+        self._change(changes.create_service, name, queue, contracts)
         self._after_commit(f"CREATE SERVICE {name}", self.transmission.drain)
 
     def drop_service(self, name: str) -> None:
@@ -634,12 +639,11 @@ class Broker:
         Raises:
             CatalogError: unknown queue. BrokerError: a bad ``top``.
         """
-        if top is not None and (isinstance(top, bool) or not isinstance(top, int) or top < 0):
-            raise BrokerError(f"peek top must be an integer >= 0 or None, got {top!r}")
+        limit = check_top(top, "peek")
         with self._storage.connection() as conn:
             snap = self._catalog.snapshot(conn)
             q = snap.queue(queue)
-            rows = conn.peek(q.queue_id, -1 if top is None else top)
+            rows = conn.peek(q.queue_id, limit)
             return to_messages(snap, rows, q.name)
 
     def peek_after(self, queue: str, after: int, *, top: int) -> list[Message]:
