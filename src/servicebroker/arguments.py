@@ -57,7 +57,7 @@ def check_int(
     if isinstance(value, bool) or not isinstance(value, int):
         raise error(f"{what} must be an integer, got {short_repr(value)}")
     if not minimum <= value <= maximum:
-        raise error(f"{what} must be from {minimum} to {maximum}, got {value}")
+        raise error(f"{what} must be an integer from {minimum} to {maximum}, got {value}")
     return value
 
 

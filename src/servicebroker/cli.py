@@ -120,7 +120,18 @@ class _OneLineFormatter(logging.Formatter):
         return f"servicebroker: {record.levelname.lower()}: {' '.join(message.split())}"
 
 
-@click.group()
+class _Commands(click.Group):
+    """The command group: a :class:`BrokerError` a command did not turn into a click error
+    itself still ends as one line (``Error: …``, exit 1), never a traceback."""
+
+    def invoke(self, ctx: click.Context) -> Any:
+        try:
+            return super().invoke(ctx)
+        except BrokerError as exc:
+            raise click.ClickException(str(exc)) from exc
+
+
+@click.group(cls=_Commands)
 @click.version_option(package_name="servicebroker")
 def main() -> None:
     """SQL Server Service Broker re-built in Python: dialogs, conversation groups, activation."""
@@ -178,7 +189,7 @@ def send(
         raise click.UsageError("give --conversation, or both --from-service and --to-service")
     if conversation is not None and (from_service or to_service):
         raise click.UsageError("--conversation cannot be combined with --from-service/--to-service")
-    data = body_file.read() if body_file is not None else body.encode("utf-8")
+    data = body_file.read() if body_file is not None else _body_bytes(body)
     with opened(url) as broker:
         try:
             with broker.transaction() as tx:
@@ -197,6 +208,19 @@ def send(
         except BrokerError as exc:
             raise click.ClickException(str(exc)) from exc
     click.echo(str(handle))
+
+
+def _body_bytes(body: str) -> bytes:
+    """``--body`` as UTF-8; an argument that is not valid UTF-8 (Python hands its bytes over as
+    lone surrogates) is a usage error, not a traceback."""
+    try:
+        return body.encode("utf-8")
+    except UnicodeEncodeError as exc:
+        raise click.BadParameter(
+            f"the body is not valid UTF-8 text (byte 0x{ord(body[exc.start]) & 0xFF:02X} at "
+            f"position {exc.start}); give a binary body with --body-file",
+            param_hint="--body",
+        ) from None
 
 
 def _is_uuid(text: str) -> bool:

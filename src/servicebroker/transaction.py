@@ -453,7 +453,7 @@ class Transaction:
             raise ConversationError("END CONVERSATION WITH CLEANUP takes no ERROR or DESCRIPTION")
         if error is not None or description is not None:
             what = "END CONVERSATION WITH ERROR"
-            check_int(error, what, minimum=1, error=ConversationError)
+            check_int(error, f"{what} code", minimum=1, error=ConversationError)
             check_xml_text(
                 description, f"{what} DESCRIPTION", limit=MAX_DESCRIPTION, error=ConversationError
             )
