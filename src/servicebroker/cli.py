@@ -56,6 +56,12 @@ def opened(url: str) -> Iterator[Broker]:
         raise click.ClickException(str(exc)) from exc
 
 
+def _printable(text: str) -> str:
+    """``text`` with what UTF-8 cannot print (the lone surrogates that stand for a file name's
+    undecodable bytes) written as backslash escapes."""
+    return text.encode("utf-8", "backslashreplace").decode("utf-8")
+
+
 def _body_text(body: bytes) -> str:
     try:
         return body.decode("utf-8")
@@ -155,7 +161,7 @@ def init(url_arg: str | None, url: str) -> None:
     """Create (or migrate) the broker database at URL."""
     target = url_arg or url
     with opened(target) as broker:
-        click.echo(f"broker database ready: {broker.database}")
+        click.echo(f"broker database ready: {_printable(broker.database)}")
 
 
 @main.command()
@@ -372,7 +378,7 @@ def serve(url_arg: str | None, url: str) -> None:
     with opened(url_arg or url) as broker:
         signal.signal(signal.SIGTERM, lambda *_: stop.set())
         broker.start()
-        click.echo(f"serving {broker.database}; Ctrl-C to stop")
+        click.echo(f"serving {_printable(broker.database)}; Ctrl-C to stop")
         try:
             while not stop.wait(0.5):
                 pass
@@ -428,7 +434,8 @@ def activator(config: str, url: str | None, timeout: float, once: bool) -> None:
                 return
             signal.signal(signal.SIGTERM, lambda *_: stop.set())
             click.echo(
-                f"activator on {settings.notification_queue!r} of {broker.database}; Ctrl-C to stop"
+                f"activator on {settings.notification_queue!r} of {_printable(broker.database)}; "
+                "Ctrl-C to stop"
             )
             with suppress(KeyboardInterrupt):
                 runner.run(stop, timeout)

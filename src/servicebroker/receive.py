@@ -197,9 +197,9 @@ class Receiving:
         version first (on every wake-up of a waiting call; the first attempt uses the
         transaction's)."""
         catalog = self.refresh_catalog() if refresh else self.catalog
-        queue = catalog.queues.get(name)
+        queue = catalog.queues.get(name) if isinstance(name, str) else None
         if queue is None:
-            if self.context.catalog.was_dropped(name):
+            if isinstance(name, str) and self.context.catalog.was_dropped(name):
                 raise QueueDisabledError(f"{statement}: queue {name!r} was dropped")
             raise QueueDisabledError(f"{statement}: queue {name!r} does not exist")
         if not queue.status:

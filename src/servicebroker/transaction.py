@@ -144,7 +144,7 @@ class Transaction:
 
     def _endpoint(self, handle: object, statement: str) -> EndpointRow:
         """The working copy of a local endpoint, its group locked for this transaction."""
-        known = self._by_handle.get(handle)
+        known = self._by_handle.get(handle) if isinstance(handle, uuid.UUID) else None
         if known is not None:
             return known
         row = self._load_endpoint(handle, statement)
@@ -393,6 +393,7 @@ class Transaction:
     def _endpoints_for(self, handles: list[Any], statement: str) -> list[EndpointRow]:
         """:meth:`_endpoint` of each handle; those the transaction has not used yet are read
         (and their groups locked) in one query first."""
+        handles = [h if isinstance(h, uuid.UUID) else to_handle(h) for h in handles]
         unknown = [h for h in handles if h not in self._by_handle]
         if len(unknown) > 1:
             wanted = {to_handle(h).bytes for h in unknown}

@@ -74,6 +74,8 @@ def open_storage(url: str, **options: object) -> Storage:
     """
     if not isinstance(url, str) or not url.strip():
         raise StorageError(f"a storage URL is required, got {url!r}")
+    if "\x00" in url:
+        raise StorageError(f"storage URL {url!r} holds a NUL character")
     allowed = (
         {"busy_timeout", "poll_interval", "pool_size"}
         if url.startswith(("postgresql://", "postgres://"))
