@@ -20,10 +20,16 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterator
+from contextlib import contextmanager
 
 from .errors import BrokerError, TransactionError
 
-__all__ = ["TRANSACTION_CONTROL", "check_application_sql", "statement_keywords"]
+__all__ = [
+    "TRANSACTION_CONTROL",
+    "check_application_sql",
+    "driver_refusals",
+    "statement_keywords",
+]
 
 TRANSACTION_CONTROL = frozenset(
     {"BEGIN", "START", "COMMIT", "END", "ROLLBACK", "ABORT", "SAVEPOINT", "RELEASE"}
@@ -32,6 +38,7 @@ TRANSACTION_CONTROL = frozenset(
 SQLite); PREPARE is refused when PREPARE TRANSACTION follows."""
 
 _WORD = re.compile(r"[A-Za-z_][A-Za-z0-9_$]*")
+_SURROGATE = re.compile("[\ud800-\udfff]")
 _DOLLAR = re.compile(r"\$([A-Za-z_][A-Za-z0-9_]*)?\$")
 
 
@@ -154,10 +161,16 @@ def check_application_sql(sql: object, statement: str = "tx.execute") -> str:
         TransactionError: a statement of the text begins with BEGIN, START [TRANSACTION],
             COMMIT, END, ROLLBACK, ABORT, SAVEPOINT, RELEASE or PREPARE TRANSACTION, in any
             case, after any comments: the broker's transaction owns commit and rollback.
-        BrokerError: ``sql`` is not a string.
+        BrokerError: ``sql`` is not a string, or holds a lone surrogate.
     """
     if not isinstance(sql, str):
         raise BrokerError(f"{statement} needs SQL text (a str), got {type(sql).__name__}")
+    surrogate = _SURROGATE.search(sql)
+    if surrogate is not None:
+        raise BrokerError(
+            f"{statement}: the SQL text holds a lone surrogate (U+{ord(surrogate.group()):04X}) "
+            f"at character {surrogate.start()}: it is not valid Unicode text"
+        )
     for postgres in (True, False):
         for first, second in statement_keywords(sql, postgres=postgres):
             if first in TRANSACTION_CONTROL or (first == "PREPARE" and second == "TRANSACTION"):
@@ -168,3 +181,19 @@ def check_application_sql(sql: object, statement: str = "tx.execute") -> str:
                     f"tx.commit() or tx.rollback() (or leave the with block)"
                 )
     return sql
+
+
+@contextmanager
+def driver_refusals(statement: str) -> Iterator[None]:
+    """Turn what the database driver raises, before anything reaches the database, for
+    parameters it cannot take — not a sequence or mapping, a value it cannot convert, a number
+    too large, a string with a lone surrogate — into a :class:`BrokerError` naming
+    ``statement``; the transaction goes on (errors of the database itself are the storage's
+    :class:`~servicebroker.errors.StorageError`).
+    """
+    try:
+        yield
+    except (TypeError, ValueError, OverflowError) as exc:  # UnicodeError is a ValueError
+        raise BrokerError(
+            f"{statement}: the database driver refused the parameters ({type(exc).__name__}: {exc})"
+        ) from exc

@@ -17,7 +17,7 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import replace
 from typing import Any, Concatenate, ParamSpec, TypeVar
 
-from .appsql import check_application_sql
+from .appsql import check_application_sql, driver_refusals
 from .arguments import MAX_INT, check_flag, check_int, check_xml_text, message_tuples
 from .catalog import (
     SERVICE_STRING_LIMIT,
@@ -571,9 +571,11 @@ class Transaction:
                 ROLLBACK, SAVEPOINT, RELEASE, END, START TRANSACTION, ABORT, PREPARE
                 TRANSACTION): use :meth:`commit` / :meth:`rollback` (:mod:`.appsql`); the
                 transaction goes on.
+            BrokerError: SQL that is not text, or parameters the driver cannot take.
             StorageError: the database refused the SQL: the transaction is rolled back.
         """
-        return self._conn.execute_app(check_application_sql(sql), params)
+        with driver_refusals("tx.execute"):
+            return self._conn.execute_app(check_application_sql(sql), params)
 
     @statement
     def executemany(
@@ -581,7 +583,8 @@ class Transaction:
     ) -> None:
         """Run one application statement for each parameter set, in this transaction. Raises as
         :meth:`execute`."""
-        self._conn.executemany_app(check_application_sql(sql, "tx.executemany"), seq_of_params)
+        with driver_refusals("tx.executemany"):
+            self._conn.executemany_app(check_application_sql(sql, "tx.executemany"), seq_of_params)
 
     # -- end of the transaction ----------------------------------------------------------
     def commit(self) -> None:
