@@ -217,11 +217,9 @@ class Transaction:
 
         Raises:
             CatalogError: unknown FROM service or contract.
-            ConversationError: a bad TO SERVICE (not a string of 1 to 256 characters without
-                control characters or lone surrogates), both related options given, an unknown
-                related conversation, or a related group on another queue.
-            BrokerError: a lifetime that is not a number of seconds from 0 (excluded) to
-                2**31-1.
+            ConversationError: a bad TO SERVICE (docs/limits.md), both related options, an
+                unknown related conversation, or a related group on another queue.
+            BrokerError: a lifetime that is not seconds from 0 (excluded) to 2**31-1.
         """
         cat = self._receiving.catalog
         service = cat.service(from_service)
@@ -445,9 +443,8 @@ class Transaction:
         endpoint's messages from the local queue.
 
         Raises:
-            ConversationError: unknown handle, already ended, or bad arguments: ERROR not an
-                int from 1 to 2**31-1, DESCRIPTION not a string of at most 3000 characters XML
-                text can carry (no NUL, U+FFFE, U+FFFF or lone surrogate), CLEANUP not a bool.
+            ConversationError: unknown handle, already ended, or bad arguments (ERROR an int
+                1..2**31-1, DESCRIPTION XML text <= 3000 characters, CLEANUP a bool).
         """
         check_flag(cleanup, "END CONVERSATION WITH CLEANUP", error=ConversationError)
         if cleanup and (error is not None or description is not None):
@@ -567,10 +564,8 @@ class Transaction:
         ends: do application writes late in the unit of work.
 
         Raises:
-            TransactionError: the text holds a transaction-control statement (BEGIN, COMMIT,
-                ROLLBACK, SAVEPOINT, RELEASE, END, START TRANSACTION, ABORT, PREPARE
-                TRANSACTION): use :meth:`commit` / :meth:`rollback` (:mod:`.appsql`); the
-                transaction goes on.
+            TransactionError: a transaction-control statement (COMMIT, ROLLBACK, BEGIN, …:
+                :mod:`.appsql`); use :meth:`commit` / :meth:`rollback`. The transaction goes on.
             BrokerError: SQL that is not text, or parameters the driver cannot take.
             StorageError: the database refused the SQL: the transaction is rolled back.
         """
