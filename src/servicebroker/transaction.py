@@ -305,7 +305,9 @@ class Transaction:
         if isinstance(handle_or_handles, uuid.UUID | str) or not isinstance(
             handle_or_handles, Iterable
         ):
-            handles = [to_handle(handle_or_handles)]  # None, a number: ConversationError
+            handles: list[uuid.UUID | str] = [
+                to_handle(handle_or_handles)
+            ]  # None, a number: ConversationError
         else:
             handles = list(handle_or_handles)
             if not handles:
