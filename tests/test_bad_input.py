@@ -11,6 +11,7 @@ after it prove each documented limit and cite the reference page (docs/limits.md
 
 from __future__ import annotations
 
+import contextlib
 import math
 import os
 import subprocess
@@ -192,6 +193,8 @@ CATALOG = [
     call("drop_broker_priority", HOSTILE_TEXT),
     call("alter_database", honor_broker_priority=HOSTILE),
     call("peek", QUEUES, top=st.none() | HOSTILE),
+    call("peek_after", QUEUES, HOSTILE | st.integers(), top=HOSTILE | st.integers(0, 5)),
+    call("execute", SQL),
     call("execute_ddl", HOSTILE | st.sampled_from(["CREATE BROKER PRIORITY p FOR CONVERSATION SET (PRIORITY_LEVEL = 99)", "DROP BROKER PRIORITY [x\x00]", "GO"])),
 ]  # fmt: skip
 STATEMENTS = [
@@ -230,6 +233,7 @@ SETTINGS = {
     "pool_size": HOSTILE | st.integers(1, 4),
     "synchronous": HOSTILE | st.sampled_from(["FULL", "NORMAL", "full"]),
     "no_such_setting": HOSTILE,
+    "clock": HOSTILE,
 }
 CLI_TEXT = st.one_of(
     st.sampled_from(["iq", "tq", "//test/Initiator", "//test/Target", "C", "Req", "DEFAULT"]),
@@ -344,7 +348,7 @@ def test_broker_open_takes_any_settings(
     broker: Broker, url: str, canary: Pair, values: dict[str, Any]
 ) -> None:
     before = _fds()
-    opened = outcome(lambda: Broker.open(url, clock=ManualClock(), **values))
+    opened = outcome(lambda: Broker.open(url, **{"clock": ManualClock(), **values}))
     if isinstance(opened, Broker):
         opened.close()
     elif url.endswith(".db"):  # a refused open keeps no file open (SQLite)
@@ -662,6 +666,15 @@ def test_a_failed_statement_leaves_a_transaction_that_must_roll_back(
     with pytest.raises(TransactionError, match=r"rolled back when a statement failed.*run again"):
         tx.commit()
     assert [m.message_body for m in broker.peek(pair.tq)] == [b"work"]  # back in the queue
+    # a with block that caught the failure and ended normally says so too, and commits nothing
+    failed = pytest.raises(TransactionError, match=r"rolled back when a statement failed")
+    with failed, broker.transaction() as tx:
+        assert len(tx.receive(pair.tq)) == 1
+        with contextlib.suppress(BrokerError):
+            tx.execute("SELECT * FROM no_such_table")
+    assert [m.message_body for m in broker.peek(pair.tq)] == [b"work"]
+    with broker.transaction() as tx:  # a with block that commits or rolls back itself is fine
+        tx.rollback()
 
 
 # -- Broker.open and the command line ------------------------------------------------------------

@@ -21,7 +21,7 @@ from . import priorities
 from .activation.monitor import EMPTY_RECEIVE_WINDOW, Trigger
 from .activation.service import ActivationService
 from .activation.tasks import TaskHandlers
-from .arguments import check_top
+from .arguments import MAX_TOP, check_int, check_top
 from .catalog import Activation, CatalogCache, CatalogSnapshot, changes
 from .clock import Clock, SystemClock, check_seconds
 from .context import BrokerContext
@@ -651,12 +651,14 @@ class Broker:
         ``top``: pages through a queue without loading it whole (the Spark reader uses it).
 
         Raises:
-            CatalogError: unknown queue.
+            CatalogError: unknown queue. BrokerError: ``after`` not a 64-bit integer, a bad ``top``.
         """
+        check_int(after, "peek_after after", minimum=-MAX_TOP - 1, maximum=MAX_TOP)
+        limit = check_int(top, "peek_after top", minimum=0, maximum=MAX_TOP)
         with self._storage.connection() as conn:
             snap = self._catalog.snapshot(conn)
             q = snap.queue(queue)
-            return to_messages(snap, conn.peek_after(q.queue_id, after, top), q.name)
+            return to_messages(snap, conn.peek_after(q.queue_id, after, limit), q.name)
 
     @property
     def queue_disabled_events(self) -> list[tuple[str, float]]:

@@ -117,6 +117,8 @@ class Transaction:
 
     def __exit__(self, exc_type: object, exc: object, tb: object) -> None:
         if not self._active:
+            if exc_type is None and self._failure is not None:
+                self._check_active()  # a with block that caught a failed statement: say so
             return
         if exc_type is None:
             self.commit()
@@ -224,12 +226,7 @@ class Transaction:
         cat = self._receiving.catalog
         service = cat.service(from_service)
         contract_def = cat.contract(contract)
-        check_name(
-            "BEGIN DIALOG TO SERVICE",
-            to_service,
-            limit=SERVICE_STRING_LIMIT,
-            error=ConversationError,
-        )
+        check_name("TO SERVICE", to_service, limit=SERVICE_STRING_LIMIT, error=ConversationError)
         life = (
             DEFAULT_LIFETIME
             if lifetime is None
@@ -302,14 +299,11 @@ class Transaction:
             MessageValidationError: the type is not in the contract for this side, is a system
                 type, or the body fails its validation (DLG-3).
         """
-        if isinstance(handle_or_handles, uuid.UUID | str) or not isinstance(
-            handle_or_handles, Iterable
-        ):
-            handles: list[uuid.UUID | str] = [
-                to_handle(handle_or_handles)
-            ]  # None, a number: ConversationError
+        one = handle_or_handles
+        if isinstance(one, uuid.UUID | str) or not isinstance(one, Iterable):
+            handles: list[uuid.UUID | str] = [to_handle(one)]  # None, 5: ConversationError
         else:
-            handles = list(handle_or_handles)
+            handles = list(one)
             if not handles:
                 raise ConversationError("SEND needs at least one conversation handle")
             seen: set[bytes] = set()
