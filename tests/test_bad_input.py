@@ -240,6 +240,9 @@ CLI_TEXT = st.one_of(
     st.sampled_from(["", "a\x01b", "a\udcffb", "x" * 300, "--url", "-1", "nan", "inf", "1e309"]),
     st.text(max_size=8),
 )
+BAD_URLS = st.sampled_from(
+    ["nosuch://x", "sqlite://x", "/nonexistent/dir/x.db", "postgresql://nobody@127.0.0.1:1/x"]
+)
 CLI_NUMBER = st.sampled_from(["0", "-1", "5", str(2**63), "abc", "nan", "inf", "", "1e309"])
 CLI_WAIT = st.sampled_from(["0", "inf", "nan", "-2", "abc", "1e309", "3e6"])  # never a real wait
 COMMANDS: list[st.SearchStrategy[list[str]]] = [
@@ -251,9 +254,12 @@ COMMANDS: list[st.SearchStrategy[list[str]]] = [
     st.tuples(st.just("peek"), CLI_TEXT, st.just("--top"), CLI_NUMBER, st.just("--json")).map(list),
     st.tuples(st.just("status"), CLI_TEXT).map(list),
     st.tuples(st.just("activator"), CLI_TEXT, st.just("--once"), st.just("--timeout"), CLI_WAIT).map(list),
+    st.tuples(st.just("serve"), BAD_URLS).map(list),  # a good URL would serve until interrupted
+    st.tuples(st.just("demo"), st.just("--limit"), st.sampled_from(["0", "-1", "abc", ""])).map(list),
 ]  # fmt: skip
-"""Every command but ``serve`` (it runs until interrupted) and ``demo`` (Spark, minutes); the
-database URL is appended to each (``--url``)."""
+"""Every command; the database URL is appended to each (``--url``). ``serve`` is given only
+URLs it cannot open (with one it can, it serves until interrupted) and ``demo`` only bad
+``--limit`` values (a good one runs the Spark job for minutes)."""
 
 
 # -- the checks ----------------------------------------------------------------------------------
