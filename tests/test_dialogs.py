@@ -113,7 +113,7 @@ def test_error_arguments_are_checked(broker: Broker, pair: Pair) -> None:
     # rule DLG-4
     with broker.transaction() as tx:
         h = tx.begin_dialog(pair.initiator, pair.target, contract="C")
-        with pytest.raises(ConversationError, match="code > 0"):
+        with pytest.raises(ConversationError, match="ERROR code must be an integer from 1"):
             tx.end_conversation(h, error=0, description="x")
         with pytest.raises(ConversationError, match="3000"):
             tx.end_conversation(h, error=1, description="x" * 3001)

@@ -21,6 +21,7 @@ from . import priorities
 from .activation.monitor import EMPTY_RECEIVE_WINDOW, Trigger
 from .activation.service import ActivationService
 from .activation.tasks import TaskHandlers
+from .arguments import MAX_TOP, check_int, check_top
 from .catalog import Activation, CatalogCache, CatalogSnapshot, changes
 from .clock import Clock, SystemClock, check_seconds
 from .context import BrokerContext
@@ -183,6 +184,10 @@ class Broker:
         unknown = set(settings) - allowed
         if unknown:
             raise BrokerError(f"unknown broker setting(s): {', '.join(sorted(unknown))}")
+        _check_aging(aging)  # every setting is checked before the database is opened
+        for what, value in (("lock_timeout", lock_timeout), ("empty_receive_window", window)):
+            check_seconds(value, what)
+        check_seconds(external_timeout, "external_activation_timeout")
         storage = open_storage(url, **settings)
         try:
             return cls(
@@ -475,7 +480,7 @@ class Broker:
         Raises:
             CatalogError: a bad or taken name, unknown queue or contract.
         """
-        self._change(changes.create_service, name, queue, tuple(contracts))
+        self._change(changes.create_service, name, queue, contracts)
         self._after_commit(f"CREATE SERVICE {name}", self.transmission.drain)
 
     def alter_service(
@@ -680,12 +685,11 @@ class Broker:
         Raises:
             CatalogError: unknown queue. BrokerError: a bad ``top``.
         """
-        if top is not None and (isinstance(top, bool) or not isinstance(top, int) or top < 0):
-            raise BrokerError(f"peek top must be an integer >= 0 or None, got {top!r}")
+        limit = check_top(top, "peek")
         with self._storage.connection() as conn:
             snap = self._catalog.snapshot(conn)
             q = snap.queue(queue)
-            rows = conn.peek(q.queue_id, -1 if top is None else top)
+            rows = conn.peek(q.queue_id, limit)
             return to_messages(snap, rows, q.name)
 
     def peek_after(self, queue: str, after: int, *, top: int) -> list[Message]:
@@ -693,12 +697,14 @@ class Broker:
         ``top``: pages through a queue without loading it whole (the Spark reader uses it).
 
         Raises:
-            CatalogError: unknown queue.
+            CatalogError: unknown queue. BrokerError: ``after`` not a 64-bit integer, a bad ``top``.
         """
+        check_int(after, "peek_after after", minimum=-MAX_TOP - 1, maximum=MAX_TOP)
+        limit = check_int(top, "peek_after top", minimum=0, maximum=MAX_TOP)
         with self._storage.connection() as conn:
             snap = self._catalog.snapshot(conn)
             q = snap.queue(queue)
-            return to_messages(snap, conn.peek_after(q.queue_id, after, top), q.name)
+            return to_messages(snap, conn.peek_after(q.queue_id, after, limit), q.name)
 
     @property
     def queue_disabled_events(self) -> list[tuple[str, float]]:

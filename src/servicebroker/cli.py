@@ -56,6 +56,12 @@ def opened(url: str) -> Iterator[Broker]:
         raise click.ClickException(str(exc)) from exc
 
 
+def _printable(text: str) -> str:
+    """``text`` with what UTF-8 cannot print (the lone surrogates that stand for a file name's
+    undecodable bytes) written as backslash escapes."""
+    return text.encode("utf-8", "backslashreplace").decode("utf-8")
+
+
 def _body_text(body: bytes) -> str:
     try:
         return body.decode("utf-8")
@@ -120,7 +126,18 @@ class _OneLineFormatter(logging.Formatter):
         return f"servicebroker: {record.levelname.lower()}: {' '.join(message.split())}"
 
 
-@click.group()
+class _Commands(click.Group):
+    """The command group: a :class:`BrokerError` a command did not turn into a click error
+    itself still ends as one line (``Error: …``, exit 1), never a traceback."""
+
+    def invoke(self, ctx: click.Context) -> Any:
+        try:
+            return super().invoke(ctx)
+        except BrokerError as exc:
+            raise click.ClickException(str(exc)) from exc
+
+
+@click.group(cls=_Commands)
 @click.version_option(package_name="servicebroker")
 def main() -> None:
     """SQL Server Service Broker re-built in Python: dialogs, conversation groups, activation."""
@@ -144,7 +161,7 @@ def init(url_arg: str | None, url: str) -> None:
     """Create (or migrate) the broker database at URL."""
     target = url_arg or url
     with opened(target) as broker:
-        click.echo(f"broker database ready: {broker.database}")
+        click.echo(f"broker database ready: {_printable(broker.database)}")
 
 
 def _script_text(data: bytes, source: str) -> str:
@@ -205,7 +222,7 @@ def send(
         raise click.UsageError("give --conversation, or both --from-service and --to-service")
     if conversation is not None and (from_service or to_service):
         raise click.UsageError("--conversation cannot be combined with --from-service/--to-service")
-    data = body_file.read() if body_file is not None else body.encode("utf-8")
+    data = body_file.read() if body_file is not None else _body_bytes(body)
     with opened(url) as broker:
         try:
             with broker.transaction() as tx:
@@ -224,6 +241,19 @@ def send(
         except BrokerError as exc:
             raise click.ClickException(str(exc)) from exc
     click.echo(str(handle))
+
+
+def _body_bytes(body: str) -> bytes:
+    """``--body`` as UTF-8; an argument that is not valid UTF-8 (Python hands its bytes over as
+    lone surrogates) is a usage error, not a traceback."""
+    try:
+        return body.encode("utf-8")
+    except UnicodeEncodeError as exc:
+        raise click.BadParameter(
+            f"the body is not valid UTF-8 text (byte 0x{ord(body[exc.start]) & 0xFF:02X} at "
+            f"position {exc.start}); give a binary body with --body-file",
+            param_hint="--body",
+        ) from None
 
 
 def _is_uuid(text: str) -> bool:
@@ -375,7 +405,7 @@ def serve(url_arg: str | None, url: str) -> None:
     with opened(url_arg or url) as broker:
         signal.signal(signal.SIGTERM, lambda *_: stop.set())
         broker.start()
-        click.echo(f"serving {broker.database}; Ctrl-C to stop")
+        click.echo(f"serving {_printable(broker.database)}; Ctrl-C to stop")
         try:
             while not stop.wait(0.5):
                 pass
@@ -431,7 +461,8 @@ def activator(config: str, url: str | None, timeout: float, once: bool) -> None:
                 return
             signal.signal(signal.SIGTERM, lambda *_: stop.set())
             click.echo(
-                f"activator on {settings.notification_queue!r} of {broker.database}; Ctrl-C to stop"
+                f"activator on {settings.notification_queue!r} of {_printable(broker.database)}; "
+                "Ctrl-C to stop"
             )
             with suppress(KeyboardInterrupt):
                 runner.run(stop, timeout)

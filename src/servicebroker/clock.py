@@ -121,7 +121,9 @@ class ManualClock:
         return float("inf")
 
 
-def check_seconds(value: object, what: str, *, allow_zero: bool = True) -> float:
+def check_seconds(
+    value: object, what: str, *, allow_zero: bool = True, maximum: float | None = None
+) -> float:
     """``value`` as a finite number of seconds (a duration on the broker's clock: a time-out, a
     LIFETIME, a timer, a setting), as ``float``.
 
@@ -129,9 +131,11 @@ def check_seconds(value: object, what: str, *, allow_zero: bool = True) -> float
         value: the number given (``bool`` is refused).
         what: names the argument or setting in the error, e.g. ``"lock_timeout"``.
         allow_zero: whether 0 is accepted (``False``: it must be > 0, as a LIFETIME, DLG-1).
+        maximum: the largest value accepted, if any (a documented limit: docs/limits.md).
 
     Raises:
-        BrokerError: not a number, NaN, infinite, negative, or 0 where ``allow_zero`` is False.
+        BrokerError: not a number, NaN, infinite, negative, 0 where ``allow_zero`` is False,
+            or above ``maximum``.
     """
     if isinstance(value, bool) or not isinstance(value, int | float) or math.isnan(value):
         raise BrokerError(f"{what} must be a number of seconds, got {value!r}")
@@ -140,4 +144,6 @@ def check_seconds(value: object, what: str, *, allow_zero: bool = True) -> float
             f"{what} must be a finite number of seconds {'>=' if allow_zero else '>'} 0, "
             f"got {value!r}"
         )
+    if maximum is not None and value > maximum:
+        raise BrokerError(f"{what} must be at most {maximum:.12g} seconds, got {value!r}")
     return float(value)

@@ -12,7 +12,15 @@ from dataclasses import dataclass
 
 from .errors import MessageValidationError
 
-__all__ = ["VALIDATIONS", "Message", "coerce_body", "fast_uuid", "new_id", "validate_body"]
+__all__ = [
+    "MAX_XML_DEPTH",
+    "VALIDATIONS",
+    "Message",
+    "coerce_body",
+    "fast_uuid",
+    "new_id",
+    "validate_body",
+]
 
 VALIDATIONS = {"NONE": "N", "EMPTY": "E", "WELL_FORMED_XML": "X", "JSON": "J"}
 """DLG-3: message type validation names and the one-letter code a queue row shows (QUE-2)."""
@@ -104,14 +112,21 @@ def coerce_body(body: object, *, where: str) -> bytes:
 
     Raises:
         MessageValidationError: the body is None (DLG-2: may be empty, never NULL) or of
-            another type; ``where`` names the conversation in the message.
+            another type, or a str holding a lone surrogate (it has no UTF-8 form); ``where``
+            names the conversation in the message.
     """
     if isinstance(body, bytes):
         return body
     if isinstance(body, bytearray | memoryview):
         return bytes(body)
     if isinstance(body, str):
-        return body.encode("utf-8")
+        try:
+            return body.encode("utf-8")
+        except UnicodeEncodeError as exc:  # a lone surrogate: not text
+            raise MessageValidationError(
+                f"SEND on {where}: the str message body is not valid Unicode text (a lone "
+                f"surrogate U+{ord(body[exc.start]):04X} at character {exc.start}); send bytes"
+            ) from None
     if body is None:
         raise MessageValidationError(f"SEND on {where}: the message body may be empty but not None")
     raise MessageValidationError(
@@ -137,27 +152,68 @@ def validate_body(validation: str, body: bytes, *, message_type_name: str) -> No
             )
         return
     if validation == "WELL_FORMED_XML":
-        if not body:
-            return
-        parser = xml.parsers.expat.ParserCreate()
-        try:
-            parser.Parse(body, True)
-        except xml.parsers.expat.ExpatError as exc:
-            raise MessageValidationError(
-                f"message type {message_type_name!r} requires well-formed XML: {exc}"
-            ) from None
+        if body:
+            _check_xml(body, message_type_name)
         return
     if validation == "JSON":
         try:
-            json.loads(body)
+            json.loads(body, parse_constant=_not_json)
         except (ValueError, UnicodeDecodeError) as exc:
             raise MessageValidationError(
                 f"message type {message_type_name!r} requires a JSON body: {exc}"
+            ) from None
+        except RecursionError:
+            raise MessageValidationError(
+                f"message type {message_type_name!r} requires a JSON body: the body is nested "
+                f"too deeply to be checked"
             ) from None
         return
     raise MessageValidationError(
         f"message type {message_type_name!r} has unknown validation {validation!r}"
     )
+
+
+MAX_XML_DEPTH = 128
+"""The deepest element nesting a WELL_FORMED_XML body may have: SQL Server's xml type holds at
+most 128 levels (docs/limits.md)."""
+
+
+def _not_json(constant: str) -> object:
+    """``json.loads``' hook for NaN, Infinity and -Infinity, which RFC 8259 does not allow."""
+    raise ValueError(f"{constant} is not a JSON value (RFC 8259 allows only finite numbers)")
+
+
+def _check_xml(body: bytes, message_type_name: str) -> None:
+    """Parse ``body`` with expat (whose limit on entity amplification refuses a "billion
+    laughs" body), refusing elements nested deeper than :data:`MAX_XML_DEPTH`."""
+    parser = xml.parsers.expat.ParserCreate()
+    depth = [0]
+
+    def start(name: str, attributes: object) -> None:
+        depth[0] += 1
+        if depth[0] > MAX_XML_DEPTH:
+            raise _TooDeep
+
+    def end(name: str) -> None:
+        depth[0] -= 1
+
+    parser.StartElementHandler = start
+    parser.EndElementHandler = end
+    try:
+        parser.Parse(body, True)
+    except xml.parsers.expat.ExpatError as exc:
+        raise MessageValidationError(
+            f"message type {message_type_name!r} requires well-formed XML: {exc}"
+        ) from None
+    except _TooDeep:
+        raise MessageValidationError(
+            f"message type {message_type_name!r}: the XML body nests elements more than "
+            f"{MAX_XML_DEPTH} levels deep"
+        ) from None
+
+
+class _TooDeep(Exception):
+    """Raised inside expat's handler when the nesting passes :data:`MAX_XML_DEPTH`."""
 
 
 @dataclass(slots=True)

@@ -15,10 +15,11 @@ from __future__ import annotations
 
 import uuid
 
+from .arguments import check_top, check_wait
 from .catalog import CatalogSnapshot, QueueDef
 from .context import BrokerContext
 from .dialogs import State
-from .errors import BrokerError, ConversationError, LockTimeoutError, QueueDisabledError
+from .errors import ConversationError, LockTimeoutError, QueueDisabledError
 from .messages import Message, fast_uuid
 from .storage.base import StorageConnection
 from .storage.rows import EndpointRow, MessageRow
@@ -40,14 +41,6 @@ def to_handle(value: object, what: str = "conversation handle") -> uuid.UUID:
         except ValueError:
             pass
     raise ConversationError(f"{what} must be a UUID, got {value!r}")
-
-
-def _check_top(top: object) -> int:
-    if top is None:
-        return -1
-    if isinstance(top, bool) or not isinstance(top, int) or top < 0:
-        raise BrokerError(f"RECEIVE TOP must be an integer >= 0 or None, got {top!r}")
-    return top
 
 
 def to_messages(cat: CatalogSnapshot, rows: list[MessageRow], queue_name: str) -> list[Message]:
@@ -196,22 +189,17 @@ class Receiving:
 
     # -- statements ----------------------------------------------------------------------
     def _deadline(self, timeout: object, statement: str) -> float | None:
-        if timeout is None or timeout == -1:
-            return None
-        if isinstance(timeout, bool) or not isinstance(timeout, int | float) or not timeout >= 0:
-            raise BrokerError(
-                f"{statement} timeout must be seconds >= 0, -1 or None, got {timeout!r}"
-            )
-        return self.context.clock.now() + float(timeout)
+        seconds = check_wait(timeout, statement)
+        return None if seconds is None else self.context.clock.now() + seconds
 
     def _live_queue(self, name: str, statement: str, *, refresh: bool = True) -> QueueDef:
         """The queue, checked to exist and be ON (QUE-3). ``refresh`` re-reads the catalog
         version first (on every wake-up of a waiting call; the first attempt uses the
         transaction's)."""
         catalog = self.refresh_catalog() if refresh else self.catalog
-        queue = catalog.queues.get(name)
+        queue = catalog.queues.get(name) if isinstance(name, str) else None
         if queue is None:
-            if self.context.catalog.was_dropped(name):
+            if isinstance(name, str) and self.context.catalog.was_dropped(name):
                 raise QueueDisabledError(f"{statement}: queue {name!r} was dropped")
             raise QueueDisabledError(f"{statement}: queue {name!r} does not exist")
         if not queue.status:
@@ -235,7 +223,7 @@ class Receiving:
     ) -> list[Message]:
         """RECEIVE for :meth:`servicebroker.Transaction.receive` (see there for arguments and
         errors)."""
-        limit = _check_top(top)
+        limit = check_top(top, "RECEIVE")
         statement = f"RECEIVE FROM {queue_name!r}"
         if conversation_handle is not None and conversation_group_id is not None:
             raise ConversationError(

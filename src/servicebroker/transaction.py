@@ -17,7 +17,15 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import replace
 from typing import Any, Concatenate, ParamSpec, TypeVar
 
-from .catalog import SYSTEM_MESSAGE_TYPES, CatalogSnapshot, MessageTypeDef
+from .appsql import check_application_sql, driver_refusals
+from .arguments import MAX_INT, check_flag, check_int, check_xml_text, message_tuples
+from .catalog import (
+    SERVICE_STRING_LIMIT,
+    SYSTEM_MESSAGE_TYPES,
+    CatalogSnapshot,
+    MessageTypeDef,
+    check_name,
+)
 from .clock import check_seconds
 from .context import BrokerContext
 from .delivery import Applier
@@ -63,6 +71,7 @@ def statement(
         try:
             return method(self, *args, **kwargs)
         except StorageError as exc:
+            self._failure = exc
             self._end(rolled_back=True, failed=isinstance(exc, DATABASE_FAILURES))
             raise
 
@@ -92,6 +101,7 @@ class Transaction:
         self._new_groups: dict[bytes, int] = {}
         self._ops: list[tuple[Any, ...]] = []
         self._catalog_changed = False
+        self._failure: StorageError | None = None
         try:
             # the receiving side shares the working copies (plain data: no reference back
             # here, so a finished transaction is freed at once, not by the cycle collector)
@@ -107,6 +117,8 @@ class Transaction:
 
     def __exit__(self, exc_type: object, exc: object, tb: object) -> None:
         if not self._active:
+            if exc_type is None and self._failure is not None:
+                self._check_active()  # a with block that caught a failed statement: say so
             return
         if exc_type is None:
             self.commit()
@@ -114,6 +126,11 @@ class Transaction:
             self.rollback()
 
     def _check_active(self) -> None:
+        if self._failure is not None:  # as PostgreSQL's aborted transaction: nothing committed
+            raise TransactionError(
+                f"the transaction was rolled back when a statement failed ({self._failure}); "
+                f"it must be run again from the start"
+            )
         if not self._active:
             raise TransactionError("the transaction has already committed or rolled back")
 
@@ -129,7 +146,7 @@ class Transaction:
 
     def _endpoint(self, handle: object, statement: str) -> EndpointRow:
         """The working copy of a local endpoint, its group locked for this transaction."""
-        known = self._by_handle.get(handle)
+        known = self._by_handle.get(handle) if isinstance(handle, uuid.UUID) else None
         if known is not None:
             return known
         row = self._load_endpoint(handle, statement)
@@ -202,21 +219,18 @@ class Transaction:
 
         Raises:
             CatalogError: unknown FROM service or contract.
-            ConversationError: both related options given, an unknown related conversation, or
-                a related group on another queue.
-            BrokerError: a bad lifetime or TO service name.
+            ConversationError: a bad TO SERVICE (docs/limits.md), both related options, an
+                unknown related conversation, or a related group on another queue.
+            BrokerError: a lifetime that is not seconds from 0 (excluded) to 2**31-1.
         """
         cat = self._receiving.catalog
         service = cat.service(from_service)
         contract_def = cat.contract(contract)
-        if not isinstance(to_service, str) or not to_service.strip():
-            raise ConversationError(
-                f"BEGIN DIALOG: TO SERVICE must be a service name, got {to_service!r}"
-            )
+        check_name("TO SERVICE", to_service, limit=SERVICE_STRING_LIMIT, error=ConversationError)
         life = (
             DEFAULT_LIFETIME
             if lifetime is None
-            else check_seconds(lifetime, "BEGIN DIALOG LIFETIME", allow_zero=False)
+            else check_seconds(lifetime, "BEGIN DIALOG LIFETIME", allow_zero=False, maximum=MAX_INT)
         )
         if related_conversation is not None and related_conversation_group is not None:
             raise ConversationError(
@@ -285,10 +299,11 @@ class Transaction:
             MessageValidationError: the type is not in the contract for this side, is a system
                 type, or the body fails its validation (DLG-3).
         """
-        if isinstance(handle_or_handles, uuid.UUID | str):
-            handles = [handle_or_handles]
+        one = handle_or_handles
+        if isinstance(one, uuid.UUID | str) or not isinstance(one, Iterable):
+            handles: list[uuid.UUID | str] = [to_handle(one)]  # None, 5: ConversationError
         else:
-            handles = list(handle_or_handles)
+            handles = list(one)
             if not handles:
                 raise ConversationError("SEND needs at least one conversation handle")
             seen: set[bytes] = set()
@@ -322,7 +337,8 @@ class Transaction:
                 locked are released.
         """
         batch = [
-            (h, *self._sendable(message_type, body, [h])) for h, message_type, body in messages
+            (h, *self._sendable(message_type, body, [h]))
+            for h, message_type, body in message_tuples(messages, ConversationError)
         ]
         now = self._clock.now()
         rows = self._endpoints_for([h for h, _, _ in batch], "SEND")
@@ -371,6 +387,7 @@ class Transaction:
     def _endpoints_for(self, handles: list[Any], statement: str) -> list[EndpointRow]:
         """:meth:`_endpoint` of each handle; those the transaction has not used yet are read
         (and their groups locked) in one query first."""
+        handles = [h if isinstance(h, uuid.UUID) else to_handle(h) for h in handles]
         unknown = [h for h in handles if h not in self._by_handle]
         if len(unknown) > 1:
             wanted = {to_handle(h).bytes for h in unknown}
@@ -422,22 +439,18 @@ class Transaction:
         endpoint's messages from the local queue.
 
         Raises:
-            ConversationError: unknown handle, already ended, or bad ERROR/DESCRIPTION/CLEANUP
-                arguments.
+            ConversationError: unknown handle, already ended, or bad arguments (ERROR an int
+                1..2**31-1, DESCRIPTION XML text <= 3000 characters, CLEANUP a bool).
         """
+        check_flag(cleanup, "END CONVERSATION WITH CLEANUP", error=ConversationError)
         if cleanup and (error is not None or description is not None):
             raise ConversationError("END CONVERSATION WITH CLEANUP takes no ERROR or DESCRIPTION")
         if error is not None or description is not None:
-            if isinstance(error, bool) or not isinstance(error, int) or error <= 0:
-                raise ConversationError(
-                    f"END CONVERSATION WITH ERROR needs an integer code > 0, got {error!r}"
-                )
-            if not isinstance(description, str):
-                raise ConversationError("END CONVERSATION WITH ERROR needs a DESCRIPTION string")
-            if len(description) > MAX_DESCRIPTION:
-                raise ConversationError(
-                    f"END CONVERSATION DESCRIPTION is {len(description)} characters; the limit is {MAX_DESCRIPTION}"
-                )
+            what = "END CONVERSATION WITH ERROR"
+            check_int(error, f"{what} code", minimum=1, error=ConversationError)
+            check_xml_text(
+                description, f"{what} DESCRIPTION", limit=MAX_DESCRIPTION, error=ConversationError
+            )
             mode = EndMode.ERROR
         else:
             mode = EndMode.CLEANUP if cleanup else EndMode.PLAIN
@@ -455,9 +468,9 @@ class Transaction:
 
         Raises:
             ConversationError: unknown or closed conversation.
-            BrokerError: a negative or non-numeric timeout.
+            BrokerError: a timeout that is not a number of seconds from 0 to 2**31-1.
         """
-        seconds = check_seconds(timeout, "BEGIN CONVERSATION TIMER TIMEOUT")
+        seconds = check_seconds(timeout, "BEGIN CONVERSATION TIMER TIMEOUT", maximum=MAX_INT)
         row = self._endpoint(handle, "BEGIN CONVERSATION TIMER")
         if is_ended(row.state):
             raise ConversationError(
@@ -545,15 +558,24 @@ class Transaction:
 
         On SQLite the first call takes the database's single write lock until the transaction
         ends: do application writes late in the unit of work.
+
+        Raises:
+            TransactionError: a transaction-control statement (COMMIT, ROLLBACK, BEGIN, …:
+                :mod:`.appsql`); use :meth:`commit` / :meth:`rollback`. The transaction goes on.
+            BrokerError: SQL that is not text, or parameters the driver cannot take.
+            StorageError: the database refused the SQL: the transaction is rolled back.
         """
-        return self._conn.execute_app(sql, params)
+        with driver_refusals("tx.execute"):
+            return self._conn.execute_app(check_application_sql(sql), params)
 
     @statement
     def executemany(
         self, sql: str, seq_of_params: Iterable[Sequence[Any] | dict[str, Any]]
     ) -> None:
-        """Run one application statement for each parameter set, in this transaction."""
-        self._conn.executemany_app(sql, seq_of_params)
+        """Run one application statement for each parameter set, in this transaction. Raises as
+        :meth:`execute`."""
+        with driver_refusals("tx.executemany"):
+            self._conn.executemany_app(check_application_sql(sql, "tx.executemany"), seq_of_params)
 
     # -- end of the transaction ----------------------------------------------------------
     def commit(self) -> None:

@@ -84,6 +84,8 @@ def load_config(path: str) -> ActivatorConfig:
         raise ConfigError(f"activator configuration {path!r}: {exc.strerror}") from exc
     except tomllib.TOMLDecodeError as exc:
         raise ConfigError(f"activator configuration {path!r}: {exc}") from exc
+    except UnicodeDecodeError as exc:  # a binary file: TOML is UTF-8 text
+        raise ConfigError(f"activator configuration {path!r} is not UTF-8 text: {exc}") from exc
 
     def text(table: dict[str, object], key: str, where: str) -> str:
         value = table.get(key)

@@ -9,7 +9,7 @@ CONVERSATION and a passed LIFETIME take).
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 
 from ..delivery import CONTRACT_DROPPED, SERVICE_DROPPED, Applier
 from ..errors import CatalogError
@@ -19,7 +19,9 @@ from ..storage.base import StorageConnection
 from .model import (
     EVENT_NOTIFICATION_SERVICE,
     EVENT_TYPES,
+    NAME_LIMIT,
     SENT_BY,
+    SERVICE_STRING_LIMIT,
     SYSTEM_MESSAGE_TYPES,
     Activation,
     CatalogSnapshot,
@@ -210,7 +212,7 @@ def create_queue(
     now: float,
 ) -> None:
     """CREATE QUEUE (QUE-1). Raises :class:`CatalogError` on a bad or taken name or bad values."""
-    check_name("queue", name, limit=128)
+    check_name("queue", name)
     if name in snap.queues:
         raise CatalogError(f"queue {name!r} already exists")
     values = _queue_values(name, status, retention, poison_message_handling, activation)
@@ -266,19 +268,19 @@ def create_service(
     snap: CatalogSnapshot,
     name: str,
     queue: str,
-    contracts: tuple[str, ...],
+    contracts: Iterable[str],
 ) -> None:
     """CREATE SERVICE ON QUEUE (contracts). Raises :class:`CatalogError` for a bad or taken name,
     an unknown queue or contract."""
     check_name("service", name)
     if name in snap.services:
         raise CatalogError(f"service {name!r} already exists")
-    if isinstance(contracts, str):
+    if isinstance(contracts, str | bytes) or not isinstance(contracts, Iterable):
         raise CatalogError(
-            f"service {name!r}: contracts must be a list of names, not the string {contracts!r}"
+            f"service {name!r}: contracts must be a list of contract names, got {contracts!r}"
         )
     q = snap.queue(queue)
-    contract_ids = {snap.contract(c).service_contract_id for c in contracts}
+    contract_ids = {snap.contract(c).service_contract_id for c in tuple(contracts)}
     service_id = conn.catalog_write("insert_service", (name, q.queue_id))
     for c_id in sorted(contract_ids):
         conn.catalog_write("insert_service_contract", (service_id, c_id))
@@ -334,7 +336,7 @@ def create_event_notification(
         raise CatalogError(
             f"event notification {name!r}: event must be one of {', '.join(EVENT_TYPES)}, got {event!r}"
         )
-    check_name("service", to_service)
+    check_name("TO SERVICE", to_service, limit=SERVICE_STRING_LIMIT)
     if not isinstance(broker_instance, str) or broker_instance.lower() != CURRENT_DATABASE:
         raise CatalogError(
             f"event notification {name!r}: broker instance {broker_instance!r} is not served; "
@@ -360,11 +362,12 @@ def drop_event_notification(
 
 
 def _criterion(kind: str, value: object) -> str | None:
-    if value is None or value == ANY:
+    """A priority criterion: None for ANY, else the name (CONTRACT_NAME and LOCAL_SERVICE_NAME
+    are identifiers, REMOTE_SERVICE_NAME an nvarchar(256) string: CREATE BROKER PRIORITY)."""
+    if value == ANY:
         return None
-    if not isinstance(value, str) or not value.strip():
-        raise CatalogError(f"broker priority: {kind} must be a name or 'ANY', got {value!r}")
-    return value
+    limit = SERVICE_STRING_LIMIT if kind == "REMOTE_SERVICE_NAME" else NAME_LIMIT
+    return check_name(f"broker priority {kind}", value, limit=limit)
 
 
 def _named(snap: CatalogSnapshot, name: str, kind: str, value: object) -> str | None:

@@ -7,17 +7,21 @@ every other)."""
 from __future__ import annotations
 
 import importlib
+import re
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
+from ..arguments import short_repr
 from ..dialogs import DIALOG_TIMER, END_DIALOG, ERROR
-from ..errors import CatalogError
+from ..errors import BrokerError, CatalogError
 from ..messages import VALIDATIONS
 from ..priorities import DEFAULT_LEVEL, BrokerPriority, priority_level
 from ..storage.rows import CatalogRows, EventNotificationRow
 
 __all__ = [
+    "NAME_LIMIT",
+    "SERVICE_STRING_LIMIT",
     "SYSTEM_MESSAGE_TYPES",
     "Activation",
     "CatalogSnapshot",
@@ -32,7 +36,12 @@ __all__ = [
 SYSTEM_MESSAGE_TYPES = frozenset({END_DIALOG, ERROR, DIALOG_TIMER})
 SENT_BY = ("INITIATOR", "TARGET", "ANY")
 MAX_QUEUE_READERS = 32767
-_NAME_LIMIT = 256
+NAME_LIMIT = 128
+"""A catalog object's name is a sysname: up to 128 characters (CREATE MESSAGE TYPE, CREATE
+CONTRACT: "can be up to 128 characters"; CREATE SERVICE: "a valid sysname")."""
+SERVICE_STRING_LIMIT = 256
+"""BEGIN DIALOG's TO SERVICE and a priority's REMOTE_SERVICE_NAME are nvarchar(256)."""
+_BAD_NAME_CHARACTER = re.compile("[\x00-\x1f\x7f-\x9f\ud800-\udfff]")
 
 
 Procedure = Callable[[Any], object]
@@ -122,21 +131,47 @@ def resolve_procedure(name: str) -> Procedure:
     return obj  # type: ignore[no-any-return]
 
 
-def check_name(kind: str, name: object, *, limit: int = _NAME_LIMIT) -> str:
-    """Validate an object name (compared byte for byte, case-sensitively: DLG-1).
+def check_name(
+    kind: str,
+    name: object,
+    *,
+    limit: int = NAME_LIMIT,
+    error: type[BrokerError] = CatalogError,
+) -> str:
+    """The one check of every name that enters the broker: catalog object names (a sysname, up
+    to 128 characters), a TO SERVICE string and a priority's REMOTE_SERVICE_NAME (nvarchar(256),
+    ``limit=SERVICE_STRING_LIMIT``). Names are compared byte for byte, case-sensitively (DLG-1);
+    see docs/limits.md for the reference page of each limit.
+
+    Args:
+        kind: what the name names, for the message ("queue", "TO SERVICE", …); a queue name
+            beginning with ``#`` is refused (CREATE QUEUE: "queue names starting with # are
+            not valid"); message type, contract and service names may begin with ``#``.
+        name: the value given.
+        limit: the most characters allowed.
+        error: the :class:`BrokerError` subclass to raise (``ConversationError`` for BEGIN
+            DIALOG's TO SERVICE).
+
+    Returns:
+        ``name``, a ``str``.
 
     Raises:
-        CatalogError: not a string, empty or blank, longer than ``limit`` characters, or holding
-            a control character.
+        CatalogError (or ``error``): not a string, empty or blank, longer than ``limit``
+            characters, holding a control character (U+0000..U+001F, U+007F..U+009F) or a
+            lone surrogate (not encodable text), or a queue name beginning with ``#``.
     """
     if not isinstance(name, str):
-        raise CatalogError(f"{kind} name must be a string, got {type(name).__name__} {name!r}")
+        raise error(f"{kind} name must be a string, got {type(name).__name__} {short_repr(name)}")
     if not name.strip():
-        raise CatalogError(f"{kind} name must not be empty")
+        raise error(f"{kind} name must not be empty")
     if len(name) > limit:
-        raise CatalogError(f"{kind} name {name[:40]!r}… is longer than {limit} characters")
-    if any(ord(c) < 32 for c in name):
-        raise CatalogError(f"{kind} name {name!r} holds a control character")
+        raise error(f"{kind} name {name[:40]!r}… is {len(name)} characters; the limit is {limit}")
+    bad = _BAD_NAME_CHARACTER.search(name)
+    if bad is not None:
+        what = "a lone surrogate" if bad.group() >= "\ud800" else "a control character"
+        raise error(f"{kind} name {name!r} holds {what} (U+{ord(bad.group()):04X})")
+    if kind == "queue" and name.startswith("#"):
+        raise error(f"queue name {name!r} begins with '#': a queue cannot be a temporary object")
     return name
 
 

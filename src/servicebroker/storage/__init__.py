@@ -5,11 +5,47 @@ PostgreSQL; both behind the same :class:`~servicebroker.storage.base.Storage` se
 from __future__ import annotations
 
 import os
+from collections.abc import Mapping
 
-from ..errors import StorageError
+from ..clock import check_seconds
+from ..errors import BrokerError, StorageError
 from .base import Storage
 
-__all__ = ["open_storage", "sqlite_path"]
+__all__ = ["MAX_BUSY_TIMEOUT", "MAX_POLL_INTERVAL", "check_settings", "open_storage", "sqlite_path"]
+
+MAX_BUSY_TIMEOUT = 2_147_483.0
+"""The longest ``busy_timeout``, in seconds: PostgreSQL's ``lock_timeout`` is an int of
+milliseconds (2**31-1 ms); SQLite is held to the same bound."""
+MAX_POLL_INTERVAL = 3600.0
+"""The longest ``poll_interval``, in seconds: how late a change made by another process may be
+seen at worst."""
+
+
+def check_settings(options: Mapping[str, object]) -> None:
+    """Check the values of storage settings before anything is opened.
+
+    ``busy_timeout``: seconds >= 0, at most :data:`MAX_BUSY_TIMEOUT`; ``poll_interval``:
+    seconds > 0 (0 or less would make a waiting RECEIVE spin), at most
+    :data:`MAX_POLL_INTERVAL`; ``pool_size``: an integer >= 1; ``synchronous``: a string
+    (its value is checked by the SQLite backend).
+
+    Raises:
+        BrokerError: a value of the wrong type, NaN, infinite or out of range; the message
+            names the setting.
+    """
+    if "busy_timeout" in options:
+        check_seconds(options["busy_timeout"], "busy_timeout", maximum=MAX_BUSY_TIMEOUT)
+    if "poll_interval" in options:
+        check_seconds(
+            options["poll_interval"], "poll_interval", allow_zero=False, maximum=MAX_POLL_INTERVAL
+        )
+    size = options.get("pool_size", 1)
+    if isinstance(size, bool) or not isinstance(size, int) or size < 1:
+        raise BrokerError(f"pool_size must be an integer >= 1, got {size!r}")
+    if not isinstance(options.get("synchronous", ""), str):
+        raise BrokerError(
+            f"synchronous must be FULL, NORMAL, OFF or EXTRA, got {options['synchronous']!r}"
+        )
 
 
 def sqlite_path(url: str) -> str | None:
@@ -34,7 +70,12 @@ def open_storage(url: str, **options: object) -> Storage:
     Raises:
         StorageError: the URL is empty, names an unsupported scheme, the file is unusable or
             the server cannot be reached; a setting the backend does not know.
+        BrokerError: a setting's value is bad (:func:`check_settings`).
     """
+    if not isinstance(url, str) or not url.strip():
+        raise StorageError(f"a storage URL is required, got {url!r}")
+    if "\x00" in url:
+        raise StorageError(f"storage URL {url!r} holds a NUL character")
     allowed = (
         {"busy_timeout", "poll_interval", "pool_size"}
         if url.startswith(("postgresql://", "postgres://"))
@@ -46,8 +87,7 @@ def open_storage(url: str, **options: object) -> Storage:
             f"unknown storage setting(s) for {url.split('://', 1)[0] if '://' in url else 'sqlite'}: "
             f"{', '.join(sorted(unknown))}"
         )
-    if not isinstance(url, str) or not url.strip():
-        raise StorageError(f"a storage URL is required, got {url!r}")
+    check_settings(options)
     if url.startswith(("postgresql://", "postgres://")):
         from .postgres import PostgresStorage
 

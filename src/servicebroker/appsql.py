@@ -1,0 +1,199 @@
+"""The check that keeps the application's SQL (``tx.execute``, ``tx.executemany``) from ending
+the broker's transaction: transaction-control statements are refused before they reach the
+database, for the broker's transaction owns commit and rollback — a COMMIT run as application
+SQL would commit the application's rows while the message it received went back to the queue
+at the broker's rollback, or the reverse.
+
+It is a lexer-level check, not a SQL parser: the text is split into statements at semicolons
+outside string literals, quoted identifiers, comments, PostgreSQL dollar quotes and the bodies
+of CREATE FUNCTION … BEGIN ATOMIC … END / CREATE TRIGGER … BEGIN … END, and the first keyword of
+each statement is looked at. The text is read both as PostgreSQL reads it (nested ``/* */``
+comments, ``E'…'`` strings with backslash escapes, ``$tag$`` quotes) and as SQLite reads it
+(``[…]`` and backquoted identifiers), and refused if either reading finds transaction control.
+
+Limits (docs/limits.md): what runs inside the database is not looked at — a DO block or a
+procedure that commits is the application's own risk (PostgreSQL refuses COMMIT in a function
+and in a DO block or CALL run inside a transaction block anyway, and SQLite has no procedures).
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterator
+from contextlib import contextmanager
+
+from .errors import BrokerError, TransactionError
+
+__all__ = [
+    "TRANSACTION_CONTROL",
+    "check_application_sql",
+    "driver_refusals",
+    "statement_keywords",
+]
+
+TRANSACTION_CONTROL = frozenset(
+    {"BEGIN", "START", "COMMIT", "END", "ROLLBACK", "ABORT", "SAVEPOINT", "RELEASE"}
+)
+"""First keywords of a statement that begins, ends or splits a transaction (PostgreSQL and
+SQLite); PREPARE is refused when PREPARE TRANSACTION follows."""
+
+_WORD = re.compile(r"[A-Za-z_][A-Za-z0-9_$]*")
+_SURROGATE = re.compile("[\ud800-\udfff]")
+_DOLLAR = re.compile(r"\$([A-Za-z_][A-Za-z0-9_]*)?\$")
+
+
+def _skip_quoted(text: str, i: int, close: str, *, backslash: bool = False) -> int:
+    """The index after the quote that closes the one at ``i`` (a doubled quote is part of the
+    text), or the end of the text."""
+    n = len(text)
+    i += 1
+    while i < n:
+        c = text[i]
+        if backslash and c == "\\":
+            i += 2
+            continue
+        if c == close:
+            if i + 1 < n and text[i + 1] == close:
+                i += 2
+                continue
+            return i + 1
+        i += 1
+    return n
+
+
+def _skip_comment(text: str, i: int, *, nested: bool) -> int:
+    """The index after the ``/* */`` comment opening at ``i`` (nested as PostgreSQL nests
+    them when ``nested``), or the end of the text."""
+    depth = 0
+    n = len(text)
+    while i < n:
+        if text.startswith("/*", i) and (nested or depth == 0):
+            depth += 1
+            i += 2
+        elif text.startswith("*/", i):
+            depth -= 1
+            i += 2
+            if depth == 0:
+                return i
+        else:
+            i += 1
+    return n
+
+
+def _words(text: str, *, postgres: bool) -> Iterator[str]:
+    """The words of ``text`` outside literals and comments, upper-cased, with ``";"`` for each
+    statement separator."""
+    i, n = 0, len(text)
+    while i < n:
+        c = text[i]
+        if c in " \t\r\n\f\v":
+            i += 1
+        elif text.startswith("--", i):
+            end = text.find("\n", i)
+            i = n if end < 0 else end + 1
+        elif text.startswith("/*", i):
+            i = _skip_comment(text, i, nested=postgres)
+        elif c == "'":
+            i = _skip_quoted(text, i, "'")
+        elif c == '"':
+            i = _skip_quoted(text, i, '"')
+        elif not postgres and c == "[":
+            end = text.find("]", i)
+            i = n if end < 0 else end + 1
+        elif not postgres and c == "`":
+            i = _skip_quoted(text, i, "`")
+        elif postgres and c == "$" and (m := _DOLLAR.match(text, i)):
+            end = text.find(m.group(), m.end())
+            i = n if end < 0 else end + len(m.group())
+        elif c == ";":
+            yield ";"
+            i += 1
+        elif m := _WORD.match(text, i):
+            word = m.group().upper()
+            i = m.end()
+            if postgres and word == "E" and text.startswith("'", i):
+                i = _skip_quoted(text, i, "'", backslash=True)
+                continue
+            yield word
+        else:
+            i += 1
+
+
+def statement_keywords(text: str, *, postgres: bool) -> list[tuple[str, str]]:
+    """The first two keywords of each statement of ``text`` (``""`` where there is none), read
+    as PostgreSQL (``postgres``) or SQLite reads it. A CREATE statement's BEGIN ATOMIC … END
+    body (PostgreSQL) or trigger body BEGIN … END (SQLite), with the CASE … END expressions in
+    it, stays inside the statement in either reading."""
+    found: list[tuple[str, str]] = []
+    current: list[str] = []
+    depth = 0
+    for word in _words(text, postgres=postgres):
+        if word == ";" and depth == 0:
+            if current:
+                found.append((current[0], current[1] if len(current) > 1 else ""))
+            current = []
+            continue
+        if word == ";":
+            continue
+        if current and current[0] == "CREATE":
+            body = (word == "ATOMIC" and current[-1] == "BEGIN") or (
+                word == "BEGIN" and "TRIGGER" in current
+            )
+            if body or (depth and word == "CASE"):
+                depth += 1
+            elif depth and word == "END":
+                depth -= 1
+        current.append(word)
+    if current:
+        found.append((current[0], current[1] if len(current) > 1 else ""))
+    return found
+
+
+def check_application_sql(sql: object, statement: str = "tx.execute") -> str:
+    """``sql``, checked to be text with no transaction-control statement in it.
+
+    Args:
+        sql: the application's SQL text (one statement, or several where the driver runs
+            several: PostgreSQL without parameters).
+        statement: names the call in the message (``tx.execute``, ``tx.executemany``).
+
+    Raises:
+        TransactionError: a statement of the text begins with BEGIN, START [TRANSACTION],
+            COMMIT, END, ROLLBACK, ABORT, SAVEPOINT, RELEASE or PREPARE TRANSACTION, in any
+            case, after any comments: the broker's transaction owns commit and rollback.
+        BrokerError: ``sql`` is not a string, or holds a lone surrogate.
+    """
+    if not isinstance(sql, str):
+        raise BrokerError(f"{statement} needs SQL text (a str), got {type(sql).__name__}")
+    surrogate = _SURROGATE.search(sql)
+    if surrogate is not None:
+        raise BrokerError(
+            f"{statement}: the SQL text holds a lone surrogate (U+{ord(surrogate.group()):04X}) "
+            f"at character {surrogate.start()}: it is not valid Unicode text"
+        )
+    for postgres in (True, False):
+        for first, second in statement_keywords(sql, postgres=postgres):
+            if first in TRANSACTION_CONTROL or (first == "PREPARE" and second == "TRANSACTION"):
+                keyword = f"{first} {second}".strip() if first == "PREPARE" else first
+                raise TransactionError(
+                    f"{statement}: {keyword} is transaction control, which the application's "
+                    f"SQL may not run: the broker's transaction owns commit and rollback — use "
+                    f"tx.commit() or tx.rollback() (or leave the with block)"
+                )
+    return sql
+
+
+@contextmanager
+def driver_refusals(statement: str) -> Iterator[None]:
+    """Turn what the database driver raises, before anything reaches the database, for
+    parameters it cannot take — not a sequence or mapping, a value it cannot convert, a number
+    too large, a string with a lone surrogate — into a :class:`BrokerError` naming
+    ``statement``; the transaction goes on (errors of the database itself are the storage's
+    :class:`~servicebroker.errors.StorageError`).
+    """
+    try:
+        yield
+    except (TypeError, ValueError, OverflowError) as exc:  # UnicodeError is a ValueError
+        raise BrokerError(
+            f"{statement}: the database driver refused the parameters ({type(exc).__name__}: {exc})"
+        ) from exc
