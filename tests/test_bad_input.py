@@ -176,8 +176,50 @@ ACTIVATIONS = st.one_of(
     HOSTILE,
     st.builds(Activation, st.just("os:getcwd"), st.integers(0, 3)),
 )
+DDL_TEMPLATES = [
+    "CREATE MESSAGE TYPE [{0}] VALIDATION = {1}",
+    "ALTER MESSAGE TYPE [{0}] VALIDATION = {1}",
+    "DROP MESSAGE TYPE [{0}]",
+    "CREATE CONTRACT [{0}] ([{1}] SENT BY ANY)",
+    "DROP CONTRACT [{0}]",
+    "CREATE QUEUE [{0}] WITH STATUS = {1}, RETENTION = OFF",
+    "CREATE QUEUE [{0}] WITH ACTIVATION (PROCEDURE_NAME = [{1}], MAX_QUEUE_READERS = 1, EXECUTE AS SELF)",
+    "ALTER QUEUE [{0}] WITH STATUS = {1}",
+    "DROP QUEUE [{0}]",
+    "CREATE SERVICE [{0}] ON QUEUE [{1}] ([DEFAULT])",
+    "ALTER SERVICE [{0}] (ADD CONTRACT [{1}])",
+    "DROP SERVICE [{0}]",
+    "CREATE EVENT NOTIFICATION [{0}] ON QUEUE [{1}] FOR QUEUE_ACTIVATION TO SERVICE '{1}', 'current database'",
+    "ALTER DATABASE [{0}] SET {1}",
+]
+DDL_WORDS = st.one_of(
+    st.sampled_from(
+        [
+            "iq",
+            "tq",
+            "C",
+            "Req",
+            "DEFAULT",
+            "//test/Target",
+            "ON",
+            "OFF",
+            "JSON",
+            "NONE",
+            "NEW_BROKER",
+            "ENABLE_BROKER",
+            "os:getcwd",
+        ]
+    ),
+    st.sampled_from(["", "a]]b", "a'b", "x" * 129, "a\x01b", "-- c", "/*", "GO"]),
+    st.text(max_size=8),
+)
+DDL = st.builds(
+    lambda t, a, b: t.format(a, b), st.sampled_from(DDL_TEMPLATES), DDL_WORDS, DDL_WORDS
+)
+"""T-SQL DDL statements with hostile or existing names (execute_ddl and ``servicebroker ddl``)."""
 CATALOG = [
     call("create_message_type", HOSTILE_TEXT | st.text(max_size=8), validation=HOSTILE | st.sampled_from(["NONE", "JSON", "json", "VALID_XML"])),
+    call("alter_message_type", MESSAGE_TYPES, validation=HOSTILE | st.sampled_from(["NONE", "EMPTY", "JSON", "WELL_FORMED_XML"])),
     call("drop_message_type", MESSAGE_TYPES),
     call("create_contract", HOSTILE_TEXT | st.text(max_size=8), HOSTILE | st.dictionaries(MESSAGE_TYPES, st.sampled_from(["INITIATOR", "TARGET", "ANY", "any", "NOBODY"]) | HOSTILE, max_size=2)),
     call("drop_contract", CONTRACTS),
@@ -185,6 +227,7 @@ CATALOG = [
     call("alter_queue", QUEUES, status=st.none() | HOSTILE, retention=st.none() | HOSTILE, activation=ACTIVATIONS),
     call("drop_queue", QUEUES),
     call("create_service", HOSTILE_TEXT | st.text(max_size=8), queue=QUEUES, contracts=HOSTILE | st.lists(CONTRACTS, max_size=2)),
+    call("alter_service", SERVICES, queue=st.none() | QUEUES, add_contracts=HOSTILE | st.lists(CONTRACTS, max_size=2), drop_contracts=HOSTILE | st.lists(CONTRACTS, max_size=2)),
     call("drop_service", SERVICES),
     call("create_event_notification", HOSTILE_TEXT | st.text(max_size=8), queue=QUEUES, event=HOSTILE | st.sampled_from(["QUEUE_ACTIVATION", "BROKER_QUEUE_DISABLED"]), to_service=SERVICES),
     call("drop_event_notification", HOSTILE_TEXT),
@@ -195,7 +238,7 @@ CATALOG = [
     call("peek", QUEUES, top=st.none() | HOSTILE),
     call("peek_after", QUEUES, HOSTILE | st.integers(), top=HOSTILE | st.integers(0, 5)),
     call("execute", SQL),
-    call("execute_ddl", HOSTILE | st.sampled_from(["CREATE BROKER PRIORITY p FOR CONVERSATION SET (PRIORITY_LEVEL = 99)", "DROP BROKER PRIORITY [x\x00]", "GO"])),
+    call("execute_ddl", HOSTILE | DDL | st.sampled_from(["CREATE BROKER PRIORITY p FOR CONVERSATION SET (PRIORITY_LEVEL = 99)", "DROP BROKER PRIORITY [x\x00]", "GO"])),
 ]  # fmt: skip
 STATEMENTS = [
     call("begin_dialog", SERVICES, HOSTILE_TEXT | SERVICES, contract=CONTRACTS, lifetime=st.none() | SECONDS, related_conversation=st.none() | HANDLES, related_conversation_group=st.none() | HOSTILE | st.uuids()),
@@ -222,6 +265,13 @@ VIEWS = [
     "dm_broker_activated_tasks",
     "dm_broker_background_threads",
     "dm_broker_storage_sessions",
+    "services",
+    "service_contracts",
+    "service_message_types",
+    "service_contract_message_usages",
+    "service_contract_usages",
+    "service_queue_usages",
+    "event_notifications",
 ]
 SETTINGS = {
     "lock_timeout": SECONDS,
@@ -254,6 +304,7 @@ COMMANDS: list[st.SearchStrategy[list[str]]] = [
     st.tuples(st.just("peek"), CLI_TEXT, st.just("--top"), CLI_NUMBER, st.just("--json")).map(list),
     st.tuples(st.just("status"), CLI_TEXT).map(list),
     st.tuples(st.just("activator"), CLI_TEXT, st.just("--once"), st.just("--timeout"), CLI_WAIT).map(list),
+    st.tuples(st.just("ddl"), CLI_TEXT).map(list),  # a file name: mostly none such
     st.tuples(st.just("serve"), BAD_URLS).map(list),  # a good URL would serve until interrupted
     st.tuples(st.just("demo"), st.just("--limit"), st.sampled_from(["0", "-1", "abc", ""])).map(list),
 ]  # fmt: skip
