@@ -1,0 +1,365 @@
+"""The catalog statements as the Broker's methods: CREATE / ALTER / DROP MESSAGE TYPE, CONTRACT,
+QUEUE, SERVICE, EVENT NOTIFICATION and BROKER PRIORITY, ALTER DATABASE, and ``execute_ddl`` for
+their T-SQL form. :class:`CatalogStatements` is the base of :class:`~servicebroker.Broker`: each
+method runs its :mod:`~servicebroker.catalog.changes` function in a catalog transaction, then the
+reaction the committed statement calls for (deliver held messages, reset a queue's activity,
+check activation).
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable, Mapping, Sequence
+from typing import TYPE_CHECKING, Any, TypeVar
+
+from ..activation.monitor import Trigger
+from ..errors import CatalogError, StorageError
+from . import changes
+from .cache import CatalogCache
+from .model import Activation, CatalogSnapshot
+
+if TYPE_CHECKING:
+    from ..activation.service import ActivationService
+    from ..clock import Clock
+    from ..storage.base import QueueActivityStore
+
+__all__ = ["CatalogStatements"]
+
+log = logging.getLogger(__name__)
+T = TypeVar("T")
+
+
+class CatalogStatements:
+    """The catalog methods of a broker (its base class).
+
+    Args:
+        cache: the broker's catalog cache (its snapshot and the transaction a change runs in).
+        clock: the broker clock (QUE-1's modify dates, DROP SERVICE's error time).
+        activity: the database's queue activity (reset for a new queue).
+        drain_transmission: delivers what the transmission queue holds for queues and services
+            that exist now (QUE-3); called after CREATE SERVICE, ALTER SERVICE, ALTER QUEUE ON.
+        activation: the activation service (procedures registered, monitors told, ACT-4e).
+        changed: called after every committed change (wakes the broker's background thread).
+    """
+
+    def __init__(
+        self,
+        cache: CatalogCache,
+        *,
+        clock: Clock,
+        activity: QueueActivityStore,
+        drain_transmission: Callable[[], object],
+        activation: ActivationService,
+        changed: Callable[[], None],
+    ) -> None:
+        self._catalog_cache = cache
+        self._catalog_clock = clock
+        self._catalog_activity = activity
+        self._drain_transmission = drain_transmission
+        self._catalog_activation = activation
+        self._catalog_changed = changed
+
+    @property
+    def catalog(self) -> CatalogSnapshot:
+        """The current catalog (message types, contracts, queues, services), read fresh."""
+        return self._catalog_cache.current(fresh=True)
+
+    def _change(self, statement: Callable[..., T], *args: Any, **kwargs: Any) -> T:
+        result = self._catalog_cache.change(statement, *args, **kwargs)
+        self._catalog_changed()
+        return result
+
+    def _after_commit(self, statement: str, reaction: Callable[[], object]) -> None:
+        """Run the reaction to a committed catalog statement (deliver held messages, reset the
+        queue's activity, check activation). A storage failure here is logged, not raised: the
+        statement committed, and an error would say it had not (the timer's next tick does the
+        delivery and the activation check again)."""
+        try:
+            reaction()
+        except StorageError as exc:
+            log.warning("%s committed, but what follows it failed: %s", statement, exc)
+
+    def create_message_type(self, name: str, *, validation: str = "NONE") -> None:
+        """CREATE MESSAGE TYPE ``name`` VALIDATION = NONE | EMPTY | WELL_FORMED_XML | JSON (DLG-3).
+
+        Raises:
+            CatalogError: a bad or taken name, or an unknown validation.
+        """
+        self._change(changes.create_message_type, name, validation)
+
+    def alter_message_type(self, name: str, *, validation: str) -> None:
+        """ALTER MESSAGE TYPE ``name`` VALIDATION = NONE | EMPTY | WELL_FORMED_XML | JSON; queued
+        messages keep theirs. Raises :class:`CatalogError`: unknown or built-in, bad validation."""
+        self._change(changes.alter_message_type, name, validation)
+
+    def drop_message_type(self, name: str) -> None:
+        """DROP MESSAGE TYPE. Raises :class:`CatalogError` if unknown, built in or in use."""
+        self._change(changes.drop_message_type, name)
+
+    def create_contract(self, name: str, messages: Mapping[str, str]) -> None:
+        """CREATE CONTRACT ``name`` (message type SENT BY INITIATOR | TARGET | ANY, …) (DLG-2).
+
+        Raises:
+            CatalogError: a bad or taken name, unknown message types, bad SENT BY values.
+        """
+        self._change(changes.create_contract, name, messages)
+
+    def drop_contract(self, name: str) -> None:
+        """DROP CONTRACT: each endpoint of its conversations gets an Error (-8487) first on its
+        queue and goes to ER. Raises :class:`CatalogError` if unknown, DEFAULT, or a service or
+        broker priority refers to it."""
+        woken = self._change(changes.drop_contract, name, now=self._catalog_clock.now())
+        self._after_commit(f"DROP CONTRACT {name}", lambda: self._arrived(woken))
+
+    def create_queue(
+        self,
+        name: str,
+        *,
+        status: bool = True,
+        retention: bool = False,
+        poison_message_handling: bool = True,
+        activation: Activation | None = None,
+    ) -> None:
+        """CREATE QUEUE (QUE-1): STATUS, RETENTION, POISON_MESSAGE_HANDLING and ACTIVATION.
+
+        Raises:
+            CatalogError: a bad or taken name or bad settings.
+        """
+        self._change(
+            changes.create_queue,
+            name,
+            status=status,
+            retention=retention,
+            poison_message_handling=poison_message_handling,
+            activation=activation,
+            now=self._catalog_clock.now(),
+        )
+        self._register_procedure(name, activation)
+        self._after_commit(
+            f"CREATE QUEUE {name}",
+            lambda: self._catalog_activity.forget(self.catalog.queue(name).queue_id),
+        )
+
+    def alter_queue(
+        self,
+        name: str,
+        *,
+        status: bool | None = None,
+        retention: bool | None = None,
+        poison_message_handling: bool | None = None,
+        activation: Activation | None = None,
+        drop_activation: bool = False,
+    ) -> None:
+        """ALTER QUEUE: change the settings given (None keeps one); ``drop_activation`` is
+        ACTIVATION (DROP). Turning STATUS ON delivers the messages held for it in the
+        transmission queue (QUE-3); turning it OFF ends waiting RECEIVEs with
+        :class:`QueueDisabledError`.
+
+        Raises:
+            CatalogError: unknown queue or bad settings.
+        """
+        before = self._change(
+            changes.alter_queue_or_drop_activation,
+            name,
+            status=status,
+            retention=retention,
+            poison_message_handling=poison_message_handling,
+            activation=activation,
+            drop_activation=drop_activation,
+            now=self._catalog_clock.now(),
+        )
+        if drop_activation or (  # the same procedure by name keeps a callable registered here
+            activation is not None and activation.procedure != before.activation_procedure
+        ):
+            self._register_procedure(name, activation)
+
+        def react() -> None:
+            if status:
+                self._drain_transmission()
+            self._catalog_activation.altered(self.catalog.queue(name).queue_id)  # ACT-4e
+
+        self._after_commit(f"ALTER QUEUE {name}", react)
+
+    def drop_queue(self, name: str) -> None:
+        """DROP QUEUE: its messages are deleted; waiting RECEIVEs end with an error (QUE-3).
+
+        Raises:
+            CatalogError: unknown queue, or a service still uses it.
+        """
+        self._change(changes.drop_queue, name)
+        self._catalog_cache.note_dropped_queue(name)
+        self._register_procedure(name, None)
+
+    def create_service(self, name: str, *, queue: str, contracts: Sequence[str] = ()) -> None:
+        """CREATE SERVICE ``name`` ON QUEUE ``queue`` (``contracts``); a service with no
+        contracts can only initiate. Messages waiting for this service name are delivered.
+
+        Raises:
+            CatalogError: a bad or taken name, unknown queue or contract.
+        """
+        self._change(changes.create_service, name, queue, contracts)
+        self._after_commit(f"CREATE SERVICE {name}", self._drain_transmission)
+
+    def alter_service(
+        self,
+        name: str,
+        *,
+        queue: str | None = None,
+        add_contracts: Sequence[str] = (),
+        drop_contracts: Sequence[str] = (),
+    ) -> None:
+        """ALTER SERVICE ``name`` [ON QUEUE ``queue``] [(ADD CONTRACT …, DROP CONTRACT …)]: see
+        :func:`~servicebroker.catalog.changes.alter_service` (a service with open conversations
+        is not moved to another queue here). Raises :class:`CatalogError`."""
+        self._change(changes.alter_service, name, queue, add_contracts, drop_contracts)
+        self._after_commit(f"ALTER SERVICE {name}", self._drain_transmission)
+
+    def drop_service(self, name: str) -> None:
+        """DROP SERVICE: its endpoints and all their messages are deleted; the far side of each
+        conversation gets an Error (-8470, "Remote service has been dropped.") and goes to ER.
+        Raises :class:`CatalogError` if unknown, built in, or a broker priority names it."""
+        woken = self._change(changes.drop_service, name, now=self._catalog_clock.now())
+        self._after_commit(f"DROP SERVICE {name}", lambda: self._arrived(woken))
+
+    def _arrived(self, queue_ids: set[int]) -> None:
+        if queue_ids:  # messages a catalog statement put on queues: their monitors check
+            self._catalog_activation.check(queue_ids, Trigger.MESSAGE_ARRIVED)
+
+    def create_event_notification(
+        self,
+        name: str,
+        *,
+        queue: str,
+        event: str,
+        to_service: str,
+        broker_instance: str = "current database",
+    ) -> None:
+        """CREATE EVENT NOTIFICATION ``name`` ON QUEUE ``queue`` FOR ``event`` TO SERVICE
+        ``to_service``, ``broker_instance`` (EVT-1; only ``'current database'``, any case).
+        ``event`` is ``"QUEUE_ACTIVATION"`` (external activation, ACT-8: raised when activation
+        is necessary, then not again for ``external_activation_timeout`` seconds unless an
+        application RECEIVEs from the queue) or ``"BROKER_QUEUE_DISABLED"`` (raised when
+        poison-message handling turns the queue OFF, POI-1).
+
+        Raises:
+            CatalogError: a bad or taken name, an unknown queue or event, a bad service name,
+                another broker instance.
+        """
+        self._change(
+            changes.create_event_notification, name, queue, event, to_service, broker_instance
+        )
+        self._after_commit(
+            f"CREATE EVENT NOTIFICATION {name}",
+            lambda: self._catalog_activation.check(
+                {self.catalog.queue(queue).queue_id}, Trigger.QUEUE_ALTERED
+            ),
+        )
+
+    def drop_event_notification(self, name: str, *, queue: str | None = None) -> None:
+        """DROP EVENT NOTIFICATION ``name`` [ON QUEUE ``queue``]. Raises :class:`CatalogError`
+        for an unknown name, or one not on ``queue`` when it is given."""
+        self._change(changes.drop_event_notification, name, queue)
+
+    def create_broker_priority(
+        self,
+        name: str,
+        *,
+        contract_name: str = "ANY",
+        local_service_name: str = "ANY",
+        remote_service_name: str = "ANY",
+        priority_level: int = 5,
+    ) -> None:
+        """CREATE BROKER PRIORITY ``name`` FOR CONVERSATION SET (CONTRACT_NAME, LOCAL_SERVICE_NAME,
+        REMOTE_SERVICE_NAME, PRIORITY_LEVEL) (PRI-2): each criterion a name or "ANY", the level
+        1 (lowest) to 10. Applies to endpoints created from now on (PRI-5). CONTRACT_NAME and
+        LOCAL_SERVICE_NAME must name a contract and a service of this database (or be ANY),
+        which then cannot be dropped while the priority refers to them.
+
+        Raises:
+            CatalogError: a bad or taken name, a bad criterion, a contract or local service
+                that does not exist, a level outside 1..10.
+        """
+        self._change(
+            changes.create_broker_priority,
+            name,
+            contract_name=contract_name,
+            local_service_name=local_service_name,
+            remote_service_name=remote_service_name,
+            priority_level=priority_level,
+        )
+
+    def alter_broker_priority(
+        self,
+        name: str,
+        *,
+        contract_name: str | None = None,
+        local_service_name: str | None = None,
+        remote_service_name: str | None = None,
+        priority_level: int | None = None,
+    ) -> None:
+        """ALTER BROKER PRIORITY: change what is given; existing conversations keep their levels
+        (PRI-5). Raises :class:`CatalogError` for an unknown name or bad values."""
+        self._change(
+            changes.alter_broker_priority,
+            name,
+            contract_name=contract_name,
+            local_service_name=local_service_name,
+            remote_service_name=remote_service_name,
+            priority_level=priority_level,
+        )
+
+    def drop_broker_priority(self, name: str) -> None:
+        """DROP BROKER PRIORITY. Raises :class:`CatalogError` for an unknown name."""
+        self._change(changes.drop_broker_priority, name)
+
+    def alter_database(
+        self, *, honor_broker_priority: bool | None = None, enable_broker: bool | None = None
+    ) -> None:
+        """ALTER DATABASE … SET HONOR_BROKER_PRIORITY ON | OFF (PRI-16): whether messages leave
+        the transmission queue by their endpoint's level (ON) or all at level 5 (OFF, the
+        default); read back as ``broker.catalog.honor_broker_priority``. ENABLE_BROKER
+        (``enable_broker=True``) does nothing: a broker is always enabled (docs/ddl.md).
+
+        Raises:
+            CatalogError: a value that is not a bool; ``enable_broker=False`` (DISABLE_BROKER
+                is not supported).
+        """
+        if enable_broker is not None and enable_broker is not True:
+            raise CatalogError(
+                f"ENABLE_BROKER: a broker is always enabled; DISABLE_BROKER is not supported "
+                f"(enable_broker must be True or None, got {enable_broker!r})"
+            )
+        if honor_broker_priority is None:
+            return
+        if not isinstance(honor_broker_priority, bool):
+            raise CatalogError(
+                f"HONOR_BROKER_PRIORITY must be ON or OFF (True or False), "
+                f"got {honor_broker_priority!r}"
+            )
+        value = "1" if honor_broker_priority else "0"
+        self._change(
+            lambda conn, snap: conn.catalog_write("put_setting", ("honor_broker_priority", value))
+        )
+
+    def execute_ddl(self, text: str) -> int:
+        """Run a script of Service Broker DDL written as T-SQL (docs/ddl.md): CREATE / ALTER /
+        DROP MESSAGE TYPE, CONTRACT, QUEUE, SERVICE, EVENT NOTIFICATION, BROKER PRIORITY and
+        ALTER DATABASE … SET ENABLE_BROKER | HONOR_BROKER_PRIORITY, with ``USE`` and ``GO``
+        lines doing nothing. The script is parsed whole, then its statements run one after
+        another; returns how many ran.
+
+        Raises:
+            CatalogError: a syntax error or a statement that is not Service Broker DDL (with
+                line and column; nothing ran), or a statement the catalog refuses (named, with
+                its line and column; the statements before it have run).
+        """
+        from .ddl import parse_ddl
+        from .ddl_run import run_ddl
+
+        return run_ddl(self, parse_ddl(text))
+
+    def _register_procedure(self, queue: str, activation: Activation | None) -> None:
+        if activation is not None and not isinstance(activation.procedure, str):
+            self._catalog_activation.register_procedure(queue, activation.procedure)
+        else:
+            self._catalog_activation.register_procedure(queue, None)
