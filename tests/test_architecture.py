@@ -165,3 +165,13 @@ def test_the_layout_reads_as_the_architecture() -> None:
         "servicebroker.testing.faults",
         "servicebroker.activation.activator",
     }, importers
+
+
+def test_no_module_reaches_700_lines() -> None:
+    # one concept per module: a module that grows past 700 lines holds more than one
+    long = {
+        name: n
+        for name, path in _modules().items()
+        if (n := len(path.read_text(encoding="utf-8").splitlines())) >= 700
+    }
+    assert not long, f"modules of 700 lines or more: {long}"
