@@ -16,6 +16,7 @@ from __future__ import annotations
 import uuid
 
 from .catalog import CatalogSnapshot, QueueDef
+from .clock import to_datetime
 from .context import BrokerContext
 from .dialogs import State
 from .errors import BrokerError, ConversationError, LockTimeoutError, QueueDisabledError
@@ -96,6 +97,7 @@ def to_messages(cat: CatalogSnapshot, rows: list[MessageRow], queue_name: str) -
                 row.message_body,
                 fast_uuid(row.message_id),
                 queue_name,
+                to_datetime(row.message_enqueue_time),
             )
         )
     return out

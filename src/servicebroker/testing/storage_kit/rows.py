@@ -75,6 +75,7 @@ def check_endpoints(open_storage: StorageOpener) -> None:
             dialog_timer=FAR - 2,
             send_sequence=3,
             receive_sequence=4,
+            end_dialog_sequence=2,
             far_service="//not/written",  # not a changeable column
             lifetime=FAR + 5,  # neither
         )
@@ -275,6 +276,7 @@ def check_receive_order(open_storage: StorageOpener) -> None:
                 message_body=sent.message_body,
                 message_id=sent.message_id,
                 queue_id=queue_id,
+                message_enqueue_time=sent.message_enqueue_time,
             ),
             "MessageRow fields as inserted",
         )
