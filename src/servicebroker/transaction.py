@@ -127,17 +127,20 @@ class Transaction:
         """Reload the catalog if another transaction or process changed it."""
         return self._receiving.refresh_catalog()
 
-    def _endpoint(self, handle: object, statement: str) -> EndpointRow:
-        """The working copy of a local endpoint, its group locked for this transaction."""
+    def _endpoint(self, handle: object, statement: str, *, closed: bool = False) -> EndpointRow:
+        """The working copy of a local endpoint, its group locked for this transaction; a
+        stored closed (CD) one only when ``closed`` (END CONVERSATION WITH CLEANUP)."""
         known = self._by_handle.get(handle)
         if known is not None:
             return known
-        row = self._load_endpoint(handle, statement)
+        row = self._load_endpoint(handle, statement, closed=closed)
         if isinstance(handle, uuid.UUID):
             self._by_handle[handle] = row
         return row
 
-    def _load_endpoint(self, handle: object, statement: str) -> EndpointRow:
+    def _load_endpoint(
+        self, handle: object, statement: str, *, closed: bool = False
+    ) -> EndpointRow:
         h = to_handle(handle)
         known = self._endpoints.get(h.bytes)
         if known is None and h.bytes in self._receiving.unloaded:
@@ -147,7 +150,7 @@ class Transaction:
             return known
         held = self._conn.held_groups()
         row, locked = self._conn.get_endpoint_and_lock(h.bytes)
-        if row is None or row.state == State.CD:
+        if row is None or (row.state == State.CD and not closed):
             if locked and row is not None:
                 self._unlock_new([row], held)
             raise ConversationError(f"{statement}: conversation handle {h} does not exist")
@@ -463,7 +466,9 @@ class Transaction:
             mode = EndMode.ERROR
         else:
             mode = EndMode.CLEANUP if cleanup else EndMode.PLAIN
-        row = self._endpoint(handle, "END CONVERSATION")
+        # WITH CLEANUP also removes a closed endpoint the far side has not closed yet
+        # ("to remove the metadata for a conversation that has already completed")
+        row = self._endpoint(handle, "END CONVERSATION", closed=mode is EndMode.CLEANUP)
         new_state, _ = after_local_end(row.state, mode, to_handle(handle))
         row.state = new_state
         row.dialog_timer = None
