@@ -99,7 +99,7 @@ def test_catalog_is_durable_and_shared(url: str, broker: Broker) -> None:
 def test_schema_is_versioned(url: str, broker: Broker) -> None:
     import sqlite3
 
-    assert broker._storage.schema_version() == 5  # type: ignore[attr-defined]
+    assert broker._storage.schema_version() == 8  # type: ignore[attr-defined]
     with sqlite3.connect(url) as c:
         names = [r[0] for r in c.execute("SELECT name FROM schema_migrations ORDER BY version")]
     assert names == [
@@ -108,4 +108,6 @@ def test_schema_is_versioned(url: str, broker: Broker) -> None:
         "0003_conversation_priorities.sql",
         "0004_queue_groups.sql",
         "0005_transmission_levels.sql",
+        # 0006 and 0007 come with the other branches of issue 11
+        "0008_conversation_sequences.sql",
     ]

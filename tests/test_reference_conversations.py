@@ -34,6 +34,7 @@ def converse(broker: Broker, pair: Pair, requests: int = 2) -> tuple[uuid.UUID, 
 
 # -- sys.conversation_endpoints -------------------------------------------------------------
 def test_send_and_receive_sequences_count_the_messages(broker: Broker, pair: Pair) -> None:
+    # rule DLG-8
     # sys.conversation_endpoints (docs/relational-databases/system-catalog-views/
     # sys-conversation-endpoints-transact-sql.md): "send_sequence: Next message number in the
     # send sequence", "receive_sequence: Next message number expected in message receive
@@ -57,6 +58,7 @@ def test_send_and_receive_sequences_count_the_messages(broker: Broker, pair: Pai
 
 
 def test_end_dialog_sequence_is_the_number_of_the_end_message(broker: Broker, pair: Pair) -> None:
+    # rule DLG-8
     # sys.conversation_endpoints: "end_dialog_sequence: The sequence number of the End Dialog
     # message" — -1 while the dialog has not ended, on both endpoints
     h, t = converse(broker, pair, requests=2)
@@ -126,6 +128,7 @@ def test_event_notification_dialogs_are_system_dialogs(broker: Broker, pair: Pai
 def test_message_enqueue_time_is_when_the_message_entered_the_queue(
     broker: Broker, pair: Pair, clock: ManualClock
 ) -> None:
+    # rule QUE-2
     # CREATE QUEUE (docs/t-sql/statements/create-queue-transact-sql.md), the queue columns:
     # "message_enqueue_time: Time at which the message entered the queue"
     with broker.transaction() as tx:
@@ -151,6 +154,7 @@ def test_message_enqueue_time_is_when_the_message_entered_the_queue(
 
 # -- sys.conversation_groups ----------------------------------------------------------------
 def test_conversation_groups_view(broker: Broker, pair: Pair) -> None:
+    # rule DLG-8
     # sys.conversation_groups: "conversation_group_id: Identifier for the conversation group",
     # "service_id: Identifier of the service for conversations in this group"
     group = uuid.uuid4()
@@ -185,6 +189,7 @@ def test_conversation_groups_view(broker: Broker, pair: Pair) -> None:
 
 # -- BEGIN DIALOG ---------------------------------------------------------------------------
 def test_a_group_holds_conversations_of_the_from_service_only(broker: Broker, pair: Pair) -> None:
+    # rule DLG-1
     # BEGIN DIALOG CONVERSATION (docs/t-sql/statements/begin-dialog-conversation-transact-sql.md):
     # "All conversations in a conversation group must have the service specified in the FROM
     # clause as either the initiator or the target of the conversation." — here with a second
@@ -207,6 +212,7 @@ def test_a_group_holds_conversations_of_the_from_service_only(broker: Broker, pa
 
 
 def test_a_refused_related_group_is_not_kept_locked(broker: Broker, pair: Pair) -> None:
+    # rule DLG-1, rule DLG-9
     # BEGIN DIALOG CONVERSATION: "The BEGIN DIALOG CONVERSATION command locks the conversation
     # group that contains the dialog_handle returned" — a refused one returns none and keeps
     # no lock
@@ -227,6 +233,7 @@ def test_a_refused_related_group_is_not_kept_locked(broker: Broker, pair: Pair) 
 
 # -- END CONVERSATION -----------------------------------------------------------------------
 def test_cleanup_removes_a_closed_endpoint_left_behind(broker: Broker, pair: Pair) -> None:
+    # rule DLG-4
     # END CONVERSATION: "A member of the sysadmin fixed server role or a member of the db_owner
     # fixed database role may use the WITH CLEANUP to remove the metadata for a conversation
     # that has already completed." — the target ended WITH ERROR (CD) and the initiator never
@@ -245,6 +252,7 @@ def test_cleanup_removes_a_closed_endpoint_left_behind(broker: Broker, pair: Pai
 
 
 def test_a_handle_is_no_longer_valid_after_end(broker: Broker, pair: Pair) -> None:
+    # rule DLG-4
     # END CONVERSATION: "After a conversation ends, a Transact-SQL SEND statement that
     # specifies the conversation handle causes a Transact-SQL error." and "although the
     # conversation handle for the conversation is no longer valid, the endpoint for the
@@ -281,6 +289,7 @@ def test_messages_received_then_ended_in_one_transaction_are_gone(
 def test_timer_fires_while_this_side_has_not_ended(
     broker: Broker, pair: Pair, clock: ManualClock
 ) -> None:
+    # rule DLG-6
     # BEGIN CONVERSATION TIMER (docs/t-sql/statements/begin-conversation-timer-transact-sql.md):
     # "If the dialog is still open after 60 seconds, the application receives a time-out
     # message on the queue for that dialog." — open on this side: the far side's END (DI) does
@@ -306,6 +315,7 @@ def test_timer_fires_while_this_side_has_not_ended(
 def test_get_conversation_group_returns_none_when_no_group_is_available(
     broker: Broker, pair: Pair
 ) -> None:
+    # rule RCV-5
     # GET CONVERSATION GROUP (docs/t-sql/statements/get-conversation-group-transact-sql.md):
     # "If no conversation group is available, the statement returns NULL as the conversation
     # group identifier." — nor is one available while another transaction holds it
@@ -322,6 +332,7 @@ def test_get_conversation_group_returns_none_when_no_group_is_available(
 
 
 def test_move_only_between_groups_of_one_queue(broker: Broker, pair: Pair) -> None:
+    # rule DLG-7
     # MOVE CONVERSATION (docs/t-sql/statements/move-conversation-transact-sql.md): "Dialogs can
     # be only be redirected between conversation groups that are associated with the same
     # queue." — a group that does not exist is associated with no queue
@@ -335,6 +346,7 @@ def test_move_only_between_groups_of_one_queue(broker: Broker, pair: Pair) -> No
 
 # -- sys.transmission_queue -----------------------------------------------------------------
 def test_transmission_queue_columns(broker: Broker, pair: Pair, clock: ManualClock) -> None:
+    # rule QUE-3
     # sys.transmission_queue (docs/relational-databases/system-catalog-views/
     # sys-transmission-queue-transact-sql.md): "enqueue_time: Time at which the message entered
     # the queue", "to_broker_instance: Identifier of the broker that hosts the service that
