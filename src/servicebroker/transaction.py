@@ -229,28 +229,17 @@ class Transaction:
         if related_conversation is not None:
             related = self._endpoint(related_conversation, "BEGIN DIALOG WITH RELATED_CONVERSATION")
             group = related.conversation_group_id
-            if related.service_id != service.service_id:
-                # "All conversations in a conversation group must have the service specified
-                # in the FROM clause as either the initiator or the target" (DLG-1)
-                raise ConversationError(
-                    f"BEGIN DIALOG: related conversation {to_handle(related_conversation)} belongs "
-                    f"to {self._service_name(related.service_id)}, not to FROM service "
-                    f"{from_service!r}: every conversation of a group has the FROM service at one end"
-                )
+            self._receiving.check_group_service(group, service, "RELATED_CONVERSATION")
         elif related_conversation_group is not None:
             group = to_handle(related_conversation_group, "RELATED_CONVERSATION_GROUP").bytes
             held = self._conn.held_groups()
             self._receiving.lock_group(group, "BEGIN DIALOG", service.queue_id)
-            others = self._group_services(group) - {service.service_id}
-            if others:
-                if group not in held:
+            try:
+                self._receiving.check_group_service(group, service, "RELATED_CONVERSATION_GROUP")
+            except ConversationError:
+                if group not in held:  # a refused statement keeps no lock it took
                     self._conn.unlock_group(group)
-                names = ", ".join(sorted(self._service_name(s) for s in others))
-                raise ConversationError(
-                    f"BEGIN DIALOG: conversation group {uuid.UUID(bytes=group)} holds conversations "
-                    f"of {names}, not of FROM service {from_service!r}: every conversation of a "
-                    f"group has the FROM service at one end"
-                )
+                raise
             if self._receiving.group_queue(group) is None:
                 self._new_groups[group] = service.queue_id
         else:
@@ -278,19 +267,6 @@ class Transaction:
         self._endpoints[handle.bytes] = row
         self._ops.append(("begin", handle.bytes, replace(row)))
         return handle
-
-    def _group_services(self, group: bytes) -> set[int]:
-        """The services of the conversations in ``group``: those this transaction holds (its
-        working copies, new dialogs included) and those stored."""
-        services = {
-            r.service_id for r in self._endpoints.values() if r.conversation_group_id == group
-        }
-        services.update(self._conn.group_services(group))
-        return services
-
-    def _service_name(self, service_id: int) -> str:
-        service = self._receiving.catalog.services_by_id.get(service_id)
-        return f"service {service.name!r}" if service else f"service id {service_id}"
 
     @statement
     def send(
