@@ -8,7 +8,16 @@ from datetime import UTC, datetime
 
 import pytest
 
-from servicebroker import DIALOG_TIMER, Broker, ConversationError, ManualClock
+from servicebroker import (
+    DIALOG_TIMER,
+    ERROR,
+    Broker,
+    ConversationError,
+    ManualClock,
+    MessageValidationError,
+    QueueDisabledError,
+    parse_error_body,
+)
 from servicebroker.catalog import EVENT_NOTIFICATION_SERVICE, POST_EVENT_NOTIFICATION
 from servicebroker.views import ConversationEndpointRow
 
@@ -364,3 +373,114 @@ def test_transmission_queue_columns(broker: Broker, pair: Pair, clock: ManualClo
     assert row.to_broker_instance is None
     assert (row.to_service_name, row.from_service_name) == (pair.target, pair.initiator)
     assert (row.message_sequence_number, row.is_conversation_error) == (0, False)
+
+
+# -- behaviours that already matched, each named by its page --------------------------------
+def test_begin_dialog_defaults(broker: Broker, pair: Pair, clock: ManualClock) -> None:
+    # rule DLG-1
+    # BEGIN DIALOG CONVERSATION: "When this clause is omitted, the conversation follows the
+    # contract named DEFAULT." and "When no LIFETIME clause is specified, the dialog lifetime is
+    # the maximum value of the int data type." and "If the target service does not accept new
+    # conversations on the contract specified, Service Broker returns an error message on the
+    # conversation."
+    with broker.transaction() as tx:
+        h = tx.begin_dialog(pair.initiator, pair.target)
+        tx.send(h, "DEFAULT", b"")
+    row = endpoints(broker)[h]
+    assert row.service_contract_name == "DEFAULT" and row.state == "ER"
+    assert row.lifetime is not None
+    assert row.lifetime.timestamp() >= clock.now() + 2**31 - 1 or row.lifetime.year == 9999
+    (m,) = broker.peek(pair.iq)
+    assert m.message_type_name == ERROR
+    assert "does not support contract 'DEFAULT'" in parse_error_body(m.message_body)[1]
+
+
+def test_send_checks_the_contract_for_the_sending_side(broker: Broker, pair: Pair) -> None:
+    # rule DLG-2
+    # SEND (docs/t-sql/statements/send-transact-sql.md): "These contracts must allow the message
+    # type to be sent from this side of the conversation." and "If this clause is omitted, the
+    # message is of the message type DEFAULT." and "The expression cannot be NULL."
+    h, t = converse(broker, pair, requests=1)
+    with broker.transaction() as tx:
+        with pytest.raises(MessageValidationError, match="not sent by the initiator"):
+            tx.send(h, "Resp", b"")
+        with pytest.raises(MessageValidationError, match="not sent by the target"):
+            tx.send(t, "Req", b"")
+        with pytest.raises(MessageValidationError, match="'DEFAULT' is not sent"):
+            tx.send(h)
+        with pytest.raises(MessageValidationError, match="not None"):
+            tx.send(h, "Note", None)  # type: ignore[arg-type]
+        tx.send(h, "Note", b"")
+        tx.send(t, "Note", b"")
+
+
+def test_send_on_several_conversations_is_atomic(broker: Broker, pair: Pair) -> None:
+    # rule DLG-2
+    # SEND: "SEND is an atomic statement, that is, if a SEND statement sending a message on
+    # multiple conversations fails, e.g. because a conversation is in an errored state, no
+    # messages will be stored in the transmission queue or put in any target service queue."
+    h, t = converse(broker, pair, requests=1)
+    with broker.transaction() as tx:
+        tx.end_conversation(t, error=3, description="broken")  # h is now in ER
+    with broker.transaction() as tx:
+        fine = tx.begin_dialog(pair.initiator, pair.target, contract="C")
+    with broker.transaction() as tx, pytest.raises(ConversationError, match="in error"):
+        tx.send([fine, h], "Req", b"all or nothing")
+    assert [m.message_body for m in broker.peek(pair.tq)] == []
+    assert broker.views.transmission_queue() == []
+
+
+def test_receive_where_and_queue_errors(broker: Broker, pair: Pair) -> None:
+    # rule RCV-1, rule QUE-3
+    # RECEIVE (docs/t-sql/statements/receive-transact-sql.md): "If the conversation handle or
+    # conversation group identifier specified in the WHERE clause does not exist, or is not
+    # associated with the specified queue, the RECEIVE statement returns an error." and "If the
+    # queue specified in the RECEIVE statement has the queue status set to OFF, the statement
+    # fails with a Transact-SQL error."
+    h, _ = converse(broker, pair, requests=1)
+    group = endpoints(broker)[h].conversation_group_id
+    with broker.transaction() as tx:
+        with pytest.raises(ConversationError, match="not on this queue"):
+            tx.receive(pair.tq, conversation_handle=uuid.uuid4())
+        with pytest.raises(ConversationError, match="not on this queue"):
+            tx.receive(pair.tq, conversation_handle=h)  # the initiator's side is on iq
+        with pytest.raises(ConversationError, match="not on this queue"):
+            tx.receive(pair.tq, conversation_group_id=group)
+        assert tx.receive(pair.iq, conversation_handle=h) == []
+    broker.alter_queue(pair.tq, status=False)
+    with broker.transaction() as tx, pytest.raises(QueueDisabledError, match="STATUS = OFF"):
+        tx.receive(pair.tq)
+
+
+def test_receive_returns_one_group_conversation_by_conversation(broker: Broker, pair: Pair) -> None:
+    # rule RCV-1
+    # RECEIVE: "All messages that are returned by a RECEIVE statement belong the same
+    # conversation group." and "the RECEIVE statement returns all messages from one
+    # conversation before it returns messages for any other conversation" and "For a given
+    # conversation, a RECEIVE statement returns messages in ascending message_sequence_number
+    # order." and TOP: "Specifies the maximum number of messages to be returned."
+    with broker.transaction() as tx:
+        a = tx.begin_dialog(pair.initiator, pair.target, contract="C")
+        b = tx.begin_dialog(pair.initiator, pair.target, contract="C", related_conversation=a)
+        other = tx.begin_dialog(pair.initiator, pair.target, contract="C")
+        tx.send([a, b, other], "Req", b"")
+    replies = {}
+    for _ in range(3):
+        with broker.transaction() as tx:
+            (m,) = tx.receive(pair.tq)
+            replies[m.conversation_handle] = m
+    for i in range(3):  # replies interleaved across the conversations, one commit each
+        for m in replies.values():
+            with broker.transaction() as tx:
+                tx.send(m.conversation_handle, "Resp", str(i).encode())
+    group = endpoints(broker)[a].conversation_group_id
+    with broker.transaction() as tx:
+        first = tx.receive(pair.iq, top=2)
+        rest = tx.receive(pair.iq, conversation_group_id=group)
+    assert len(first) == 2
+    got = first + rest if first[0].conversation_group_id == group else rest
+    assert {m.conversation_group_id for m in got} == {group}
+    handles = [m.conversation_handle for m in got]
+    assert len(handles) == 6 and handles[:3] == [handles[0]] * 3 and handles[3:] == [handles[3]] * 3
+    assert {handles[0], handles[3]} == {a, b}
+    assert [m.message_body for m in got] == [b"0", b"1", b"2"] * 2
