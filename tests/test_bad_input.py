@@ -256,6 +256,7 @@ STATEMENTS = [
 ]  # fmt: skip
 VIEWS = [
     "conversation_endpoints",
+    "conversation_groups",
     "transmission_queue",
     "transmission_queue_count",
     "service_queues",

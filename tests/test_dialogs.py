@@ -251,7 +251,7 @@ def test_related_group_must_be_on_the_from_services_queue(broker: Broker, pair: 
         tx.begin_dialog(pair.initiator, pair.target, contract="C", related_conversation_group=group)
     broker.create_queue("other")
     broker.create_service("Other", queue="other")
-    with broker.transaction() as tx, pytest.raises(ConversationError, match="another queue"):
+    with broker.transaction() as tx, pytest.raises(ConversationError, match="not of FROM service"):
         tx.begin_dialog("Other", pair.target, contract="C", related_conversation_group=group)
 
 

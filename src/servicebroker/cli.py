@@ -82,6 +82,9 @@ def _message_dict(m: Message) -> dict[str, Any]:
         "priority": m.priority,
         "validation": m.validation,
         "message_body": _body_text(m.message_body),
+        "message_enqueue_time": (
+            None if m.message_enqueue_time is None else m.message_enqueue_time.isoformat()
+        ),
     }
 
 

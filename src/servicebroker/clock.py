@@ -9,13 +9,26 @@ import math
 import threading
 import time
 from collections.abc import Callable
+from datetime import UTC, datetime
 from typing import Protocol
 
 from .errors import BrokerError
 
-__all__ = ["Clock", "ManualClock", "SystemClock", "check_seconds"]
+__all__ = ["Clock", "ManualClock", "SystemClock", "check_seconds", "to_datetime"]
 
 Listener = Callable[[float], None]
+
+
+def to_datetime(seconds: float | None) -> datetime | None:
+    """A broker-clock time (seconds since the epoch) as a timezone-aware UTC datetime, as the
+    views and queue rows show times; None stays None, and a time beyond what ``datetime``
+    holds (a LIFETIME of 2**31-1 seconds from now, far in the future) is ``datetime.max``."""
+    if seconds is None:
+        return None
+    try:
+        return datetime.fromtimestamp(seconds, tz=UTC)
+    except (OverflowError, ValueError, OSError):
+        return datetime.max.replace(tzinfo=UTC)
 
 
 class Clock(Protocol):

@@ -224,8 +224,11 @@ class Applier:
                     out.validation,
                     out.body,
                     out.message_id,
+                    self.now,
                 )
             )
+            far.receive_sequence = out.sequence + 1
+            self.touch(far)
             return
         row = self.endpoint(handle)
         if row is None:
@@ -253,10 +256,13 @@ class Applier:
         row.dialog_timer = None
         self.touch(row)
         if action is EndAction.SEND_END_DIALOG:
-            self.deliver(row, self._system(row, END_DIALOG, b""), Arrival.END_DIALOG)
+            out = self._system(row, END_DIALOG, b"")
+            row.end_dialog_sequence = out.sequence
+            self.deliver(row, out, Arrival.END_DIALOG)
         elif action is EndAction.SEND_ERROR:
-            body = error_body(code or 0, description or "")
-            self.deliver(row, self._system(row, ERROR, body), Arrival.ERROR)
+            out = self._system(row, ERROR, error_body(code or 0, description or ""))
+            row.end_dialog_sequence = out.sequence
+            self.deliver(row, out, Arrival.ERROR)
         elif action is EndAction.ACKNOWLEDGE:
             far = self.far_of(row)
             if far is not None:
@@ -402,9 +408,12 @@ class Applier:
         new_state = on_arrival(far.state, arrival)
         if new_state is None:
             return None
-        if new_state != far.state:
-            far.state = new_state
-            self.touch(far)
+        far.state = new_state
+        if out.sequence >= 0:  # the next message expected from the sender (conversation_endpoints)
+            far.receive_sequence = max(far.receive_sequence, out.sequence + 1)
+            if arrival is not Arrival.MESSAGE:
+                far.end_dialog_sequence = out.sequence
+        self.touch(far)
         self._enqueue(far, out)
         return None
 
@@ -428,6 +437,7 @@ class Applier:
                 out.validation,
                 out.body,
                 out.message_id,
+                self.now,
             )
         )
         if status == 1 and row.queue_id not in self.woken_queues:

@@ -9,6 +9,7 @@ import time
 import uuid
 import xml.parsers.expat
 from dataclasses import dataclass
+from datetime import datetime
 
 from .errors import MessageValidationError
 
@@ -87,6 +88,8 @@ class Message:
     each message put on the queue. ``message_sequence_number``: the message's place in its
     conversation's send order. ``validation``: E, N, X or J (JSON). ``message_body``: bytes
     (possibly empty, never None). Handles and group ids are :class:`uuid.UUID`.
+    ``message_enqueue_time``: when the message entered the queue, a UTC datetime on the
+    broker's clock (None for a message queued before the column existed).
     """
 
     status: int
@@ -105,6 +108,7 @@ class Message:
     message_body: bytes
     message_id: uuid.UUID
     queue_name: str
+    message_enqueue_time: datetime | None = None
 
 
 def coerce_body(body: object, *, where: str) -> bytes:

@@ -16,7 +16,8 @@ from __future__ import annotations
 import uuid
 
 from .arguments import check_top, check_wait
-from .catalog import CatalogSnapshot, QueueDef
+from .catalog import CatalogSnapshot, QueueDef, ServiceDef
+from .clock import to_datetime
 from .context import BrokerContext
 from .dialogs import State
 from .errors import ConversationError, LockTimeoutError, QueueDisabledError
@@ -89,6 +90,7 @@ def to_messages(cat: CatalogSnapshot, rows: list[MessageRow], queue_name: str) -
                 row.message_body,
                 fast_uuid(row.message_id),
                 queue_name,
+                to_datetime(row.message_enqueue_time),
             )
         )
     return out
@@ -150,6 +152,32 @@ class Receiving:
             if row.conversation_group_id == group_id:
                 return row.queue_id
         return self.conn.group_queue(group_id)
+
+    def check_group_service(self, group_id: bytes, service: ServiceDef, what: str) -> None:
+        """BEGIN DIALOG joining group ``group_id`` FROM ``service`` (DLG-1): "All conversations
+        in a conversation group must have the service specified in the FROM clause as either
+        the initiator or the target of the conversation" — the conversations this transaction
+        holds in the group (new dialogs included) and those stored.
+
+        Raises:
+            ConversationError: a conversation of the group belongs to another service; the
+                message starts with BEGIN DIALOG ``what`` and names the services.
+        """
+        services = {
+            r.service_id for r in self._endpoints.values() if r.conversation_group_id == group_id
+        }
+        services.update(self.conn.group_services(group_id))
+        others = services - {service.service_id}
+        if others:
+            by_id = self.catalog.services_by_id
+            names = ", ".join(
+                sorted(repr(by_id[s].name) if s in by_id else f"#{s}" for s in others)
+            )
+            raise ConversationError(
+                f"BEGIN DIALOG {what}: conversation group {uuid.UUID(bytes=group_id)} holds "
+                f"conversations of service {names}, not of FROM service {service.name!r}: every "
+                f"conversation of a group has the FROM service at one end"
+            )
 
     # -- group locks (DLG-9) -------------------------------------------------------------
     def lock_group(

@@ -144,17 +144,20 @@ class Transaction:
         """Reload the catalog if another transaction or process changed it."""
         return self._receiving.refresh_catalog()
 
-    def _endpoint(self, handle: object, statement: str) -> EndpointRow:
-        """The working copy of a local endpoint, its group locked for this transaction."""
+    def _endpoint(self, handle: object, statement: str, *, closed: bool = False) -> EndpointRow:
+        """The working copy of a local endpoint, its group locked for this transaction; a
+        stored closed (CD) one only when ``closed`` (END CONVERSATION WITH CLEANUP)."""
         known = self._by_handle.get(handle) if isinstance(handle, uuid.UUID) else None
         if known is not None:
             return known
-        row = self._load_endpoint(handle, statement)
+        row = self._load_endpoint(handle, statement, closed=closed)
         if isinstance(handle, uuid.UUID):
             self._by_handle[handle] = row
         return row
 
-    def _load_endpoint(self, handle: object, statement: str) -> EndpointRow:
+    def _load_endpoint(
+        self, handle: object, statement: str, *, closed: bool = False
+    ) -> EndpointRow:
         h = to_handle(handle)
         known = self._endpoints.get(h.bytes)
         if known is None and h.bytes in self._receiving.unloaded:
@@ -164,7 +167,7 @@ class Transaction:
             return known
         held = self._conn.held_groups()
         row, locked = self._conn.get_endpoint_and_lock(h.bytes)
-        if row is None or row.state == State.CD:
+        if row is None or (row.state == State.CD and not closed):
             if locked and row is not None:
                 self._unlock_new([row], held)
             raise ConversationError(f"{statement}: conversation handle {h} does not exist")
@@ -220,7 +223,8 @@ class Transaction:
         Raises:
             CatalogError: unknown FROM service or contract.
             ConversationError: a bad TO SERVICE (docs/limits.md), both related options, an
-                unknown related conversation, or a related group on another queue.
+                unknown related conversation, or a related conversation or group whose
+                conversations are not of the FROM service (DLG-1).
             BrokerError: a lifetime that is not seconds from 0 (excluded) to 2**31-1.
         """
         cat = self._receiving.catalog
@@ -239,22 +243,19 @@ class Transaction:
         if related_conversation is not None:
             related = self._endpoint(related_conversation, "BEGIN DIALOG WITH RELATED_CONVERSATION")
             group = related.conversation_group_id
-            if related.queue_id != service.queue_id:
-                raise ConversationError(
-                    f"BEGIN DIALOG: related conversation {to_handle(related_conversation)} is on another "
-                    f"queue than service {from_service!r}"
-                )
+            self._receiving.check_group_service(group, service, "RELATED_CONVERSATION")
         elif related_conversation_group is not None:
             group = to_handle(related_conversation_group, "RELATED_CONVERSATION_GROUP").bytes
+            held = self._conn.held_groups()
             self._receiving.lock_group(group, "BEGIN DIALOG", service.queue_id)
-            queue_id = self._receiving.group_queue(group)
-            if queue_id is None:
+            try:
+                self._receiving.check_group_service(group, service, "RELATED_CONVERSATION_GROUP")
+            except ConversationError:
+                if group not in held:  # a refused statement keeps no lock it took
+                    self._conn.unlock_group(group)
+                raise
+            if self._receiving.group_queue(group) is None:
                 self._new_groups[group] = service.queue_id
-            elif queue_id != service.queue_id:
-                raise ConversationError(
-                    f"BEGIN DIALOG: conversation group {uuid.UUID(bytes=group)} belongs to another "
-                    f"queue than service {from_service!r}"
-                )
         else:
             group = new_id()
             self._new_groups[group] = service.queue_id
@@ -454,7 +455,9 @@ class Transaction:
             mode = EndMode.ERROR
         else:
             mode = EndMode.CLEANUP if cleanup else EndMode.PLAIN
-        row = self._endpoint(handle, "END CONVERSATION")
+        # WITH CLEANUP also removes a closed endpoint the far side has not closed yet
+        # ("to remove the metadata for a conversation that has already completed")
+        row = self._endpoint(handle, "END CONVERSATION", closed=mode is EndMode.CLEANUP)
         new_state, _ = after_local_end(row.state, mode, to_handle(handle))
         row.state = new_state
         row.dialog_timer = None

@@ -9,11 +9,11 @@ from __future__ import annotations
 
 import uuid
 from dataclasses import dataclass
-from datetime import UTC, datetime
+from datetime import datetime
 
 from .activation.service import ActivationService
 from .activation.tasks import TaskHandlers
-from .catalog import CatalogSnapshot
+from .catalog import EVENT_NOTIFICATION_SERVICE, POST_EVENT_NOTIFICATION, CatalogSnapshot
 from .catalog.views import (
     CatalogViews,
     ConversationPriorityRow,
@@ -25,6 +25,7 @@ from .catalog.views import (
     ServiceQueueUsageRow,
     ServiceRow,
 )
+from .clock import to_datetime
 from .context import BrokerContext
 from .dialogs import STATE_DESC
 from .storage.sessions import StorageStatistics
@@ -34,6 +35,7 @@ __all__ = [
     "ActivatedTaskRow",
     "BackgroundThreadRow",
     "ConversationEndpointRow",
+    "ConversationGroupRow",
     "ConversationPriorityRow",
     "EventNotificationRow",
     "QueueMonitorRow",
@@ -51,18 +53,21 @@ __all__ = [
 ]
 
 
-def _dt(seconds: float | None) -> datetime | None:
-    if seconds is None:
-        return None
-    try:
-        return datetime.fromtimestamp(seconds, tz=UTC)
-    except (OverflowError, ValueError, OSError):
-        return datetime.max.replace(tzinfo=UTC)
-
-
 @dataclass(frozen=True)
 class ConversationEndpointRow:
-    """A row of ``sys.conversation_endpoints`` (DLG-8)."""
+    """A row of ``sys.conversation_endpoints`` (DLG-8).
+
+    ``send_sequence``: the number the next message sent on this endpoint gets;
+    ``receive_sequence``: the number of the next message expected from the far endpoint (one
+    more than the last that arrived); ``end_dialog_sequence``: the number of the EndDialog or
+    Error message that ended the dialog, sent or received here, -1 while none has;
+    ``receive_sequence_frag``: always 0 (a message arrives whole, never in fragments);
+    ``far_broker_instance``: None, both endpoints being in this one database, which has no
+    broker GUID; ``is_system``: True for the dialogs the broker itself begins (event
+    notifications, contract ``…/PostEventNotification``). The columns of SQL Server's view that
+    concern the network transport, security and its internal transactions are left out
+    (docs/reference.md).
+    """
 
     conversation_handle: uuid.UUID
     conversation_id: uuid.UUID
@@ -81,6 +86,25 @@ class ConversationEndpointRow:
     send_sequence: int
     receive_sequence: int
     priority: int
+    end_dialog_sequence: int
+    receive_sequence_frag: int
+    far_broker_instance: str | None
+    is_system: bool
+
+
+@dataclass(frozen=True)
+class ConversationGroupRow:
+    """A row of ``sys.conversation_groups``: a conversation group, the service its
+    conversations belong to (DLG-1: the FROM service is an end of each) and whether it is a
+    system group (the broker's event-notification service); ``service_name``, ``queue_id`` and
+    ``queue_name`` are added. A group exists while a conversation endpoint is in it."""
+
+    conversation_group_id: uuid.UUID
+    service_id: int
+    is_system: bool
+    service_name: str
+    queue_id: int
+    queue_name: str
 
 
 @dataclass(frozen=True)
@@ -227,14 +251,40 @@ class Views(CatalogViews):
                     r.service_id,
                     service.name if service else "",
                     queue.name if queue else "",
-                    _dt(r.lifetime),
+                    to_datetime(r.lifetime),
                     r.state,
                     STATE_DESC.get(r.state, r.state),
                     r.far_service,
-                    _dt(r.dialog_timer),
+                    to_datetime(r.dialog_timer),
                     r.send_sequence,
                     r.receive_sequence,
                     r.priority,
+                    r.end_dialog_sequence,
+                    0,
+                    None,
+                    contract is not None and contract.name == POST_EVENT_NOTIFICATION,
+                )
+            )
+        return out
+
+    def conversation_groups(self) -> list[ConversationGroupRow]:
+        """Every conversation group of the database (``sys.conversation_groups``), in the
+        order of their first conversation."""
+        with self._context.storage.connection() as conn:
+            cat = self._context.catalog.snapshot(conn)
+            rows = conn.list_conversation_groups()
+        out = []
+        for r in rows:
+            service = cat.services_by_id.get(r.service_id)
+            queue = cat.queues_by_id.get(r.queue_id)
+            out.append(
+                ConversationGroupRow(
+                    uuid.UUID(bytes=r.conversation_group_id),
+                    r.service_id,
+                    service is not None and service.name == EVENT_NOTIFICATION_SERVICE,
+                    service.name if service else "",
+                    r.queue_id,
+                    queue.name if queue else "",
                 )
             )
         return out
@@ -255,7 +305,7 @@ class Views(CatalogViews):
                     None,
                     r.from_service_name,
                     contract.name if contract else "",
-                    _dt(r.enqueue_time),
+                    to_datetime(r.enqueue_time),
                     r.message_sequence_number,
                     mt.name if mt else "",
                     r.arrival == "error",
@@ -295,7 +345,7 @@ class Views(CatalogViews):
                 q.status,  # STATUS = OFF: "no messages can be added to the queue or removed"
                 q.retention,
                 q.poison_message_handling,
-                _dt(q.modify_date),
+                to_datetime(q.modify_date),
                 ready.get(q.queue_id, 0),
                 retained.get(q.queue_id, 0),
                 execute_as=q.execute_as,
@@ -310,8 +360,8 @@ class Views(CatalogViews):
                 m.queue_id,
                 m.queue_name,
                 m.state,
-                _dt(m.last_empty_rowset_time),
-                _dt(m.last_activated_time),
+                to_datetime(m.last_empty_rowset_time),
+                to_datetime(m.last_activated_time),
                 m.tasks_waiting,
                 m.running,
                 m.peak_running,
@@ -337,7 +387,9 @@ class Views(CatalogViews):
         """The supervised background threads of this broker: a thread that died shows its
         restarts and last error."""
         return [
-            BackgroundThreadRow(t.name, t.state, t.restarts, t.last_error, _dt(t.last_error_time))
+            BackgroundThreadRow(
+                t.name, t.state, t.restarts, t.last_error, to_datetime(t.last_error_time)
+            )
             for t in self._supervisor.statistics()
         ]
 

@@ -68,6 +68,7 @@ from typing import Any, Protocol
 
 from .rows import (
     CatalogRows,
+    ConversationGroupListRow,
     EndpointListRow,
     EndpointRow,
     MessageRow,
@@ -283,6 +284,17 @@ class StorageConnection(Protocol):
 
     def group_queue(self, group_id: bytes) -> int | None:
         """The queue id of an existing conversation group, or None when no endpoint is in it."""
+        ...
+
+    def group_services(self, group_id: bytes) -> list[int]:
+        """The service ids of the endpoints in conversation group ``group_id``, ascending
+        (empty when no endpoint is in it): DLG-1 wants one, the FROM service of a BEGIN DIALOG
+        that joins the group."""
+        ...
+
+    def list_conversation_groups(self) -> list[ConversationGroupListRow]:
+        """Every conversation group with an endpoint in it, for the ``conversation_groups``
+        view, in the order of their first endpoint."""
         ...
 
     def due_timers(self, now: float, limit: int) -> list[bytes]:

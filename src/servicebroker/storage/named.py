@@ -21,6 +21,7 @@ from .rows import (
     CatalogRows,
     ContractRow,
     ContractUsageRow,
+    ConversationGroupListRow,
     EndpointListRow,
     EndpointRow,
     EventNotificationRow,
@@ -54,6 +55,7 @@ def _endpoint_update(row: EndpointRow) -> tuple[Any, ...]:
         row.dialog_timer,
         row.send_sequence,
         row.receive_sequence,
+        row.end_dialog_sequence,
         row.endpoint_id,
     )
 
@@ -256,6 +258,7 @@ class NamedQueryConnection:
                     row.send_sequence,
                     row.receive_sequence,
                     row.priority,
+                    row.end_dialog_sequence,
                 ),
             )
         )
@@ -272,6 +275,14 @@ class NamedQueryConnection:
         """The queue of an existing conversation group, or None if no endpoint is in it."""
         value = self._one("group_queue", (group_id,))
         return None if value is None else int(value)
+
+    def group_services(self, group_id: bytes) -> list[int]:
+        """The service ids of the endpoints in conversation group ``group_id``, ascending."""
+        return [int(r[0]) for r in self._all("group_services", (group_id,))]
+
+    def list_conversation_groups(self) -> list[ConversationGroupListRow]:
+        """Rows for the ``conversation_groups`` view."""
+        return rows_of(ConversationGroupListRow, self._all("list_conversation_groups"))
 
     def due_timers(self, now: float, limit: int) -> list[bytes]:
         """Handles whose conversation timer is due at ``now`` (DLG-6)."""

@@ -124,25 +124,25 @@ WHERE queue_id = ?;
 -- name: get_endpoint
 SELECT endpoint_id, conversation_handle, conversation_id, is_initiator, service_contract_id,
        conversation_group_id, service_id, queue_id, far_service, lifetime, state, dialog_timer,
-       send_sequence, receive_sequence, priority
+       send_sequence, receive_sequence, priority, end_dialog_sequence
 FROM conversation_endpoints WHERE conversation_handle = ?;
 
 -- name: get_far_endpoint
 SELECT endpoint_id, conversation_handle, conversation_id, is_initiator, service_contract_id,
        conversation_group_id, service_id, queue_id, far_service, lifetime, state, dialog_timer,
-       send_sequence, receive_sequence, priority
+       send_sequence, receive_sequence, priority, end_dialog_sequence
 FROM conversation_endpoints WHERE conversation_id = ? AND is_initiator = ?;
 
 -- name: insert_endpoint
 INSERT INTO conversation_endpoints (conversation_handle, conversation_id, is_initiator,
     service_contract_id, conversation_group_id, service_id, queue_id, far_service, lifetime,
-    state, dialog_timer, send_sequence, receive_sequence, priority)
-VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+    state, dialog_timer, send_sequence, receive_sequence, priority, end_dialog_sequence)
+VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
 RETURNING endpoint_id;
 
 -- name: update_endpoint
 UPDATE conversation_endpoints SET conversation_group_id = ?, state = ?, dialog_timer = ?,
-    send_sequence = ?, receive_sequence = ?
+    send_sequence = ?, receive_sequence = ?, end_dialog_sequence = ?
 WHERE endpoint_id = ?;
 
 -- name: delete_endpoint
@@ -150,6 +150,14 @@ DELETE FROM conversation_endpoints WHERE endpoint_id = ?;
 
 -- name: group_queue
 SELECT queue_id FROM conversation_endpoints WHERE conversation_group_id = ? LIMIT 1;
+
+-- name: group_services
+SELECT DISTINCT service_id FROM conversation_endpoints WHERE conversation_group_id = ?
+ORDER BY service_id;
+
+-- name: list_conversation_groups
+SELECT conversation_group_id, min(service_id), min(queue_id)
+FROM conversation_endpoints GROUP BY conversation_group_id ORDER BY min(endpoint_id);
 
 -- name: due_timers
 SELECT conversation_handle FROM conversation_endpoints
@@ -168,19 +176,21 @@ SELECT min(t) FROM (
 -- name: list_endpoints
 SELECT e.conversation_handle, e.conversation_id, e.is_initiator, e.service_contract_id,
        e.conversation_group_id, e.service_id, e.far_service, e.lifetime, e.state,
-       e.dialog_timer, e.send_sequence, e.receive_sequence, e.priority, e.queue_id
+       e.dialog_timer, e.send_sequence, e.receive_sequence, e.priority, e.queue_id,
+       e.end_dialog_sequence
 FROM conversation_endpoints e ORDER BY e.endpoint_id;
 
 -- name: insert_message
 INSERT INTO queue_messages (queue_id, status, priority, conversation_group_id,
     conversation_handle, conversation_order, rank, message_sequence_number, service_id,
-    service_contract_id, message_type_id, validation, message_body, message_id)
-VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?);
+    service_contract_id, message_type_id, validation, message_body, message_id,
+    message_enqueue_time)
+VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?);
 
 -- name: group_messages
 SELECT status, priority, queuing_order, conversation_group_id, conversation_handle,
        message_sequence_number, service_id, service_contract_id, message_type_id, validation,
-       message_body, message_id, queue_id
+       message_body, message_id, queue_id, message_enqueue_time
 FROM queue_messages
 WHERE conversation_group_id = ? AND status = 1
 ORDER BY priority DESC, conversation_order, rank, message_sequence_number
@@ -189,7 +199,7 @@ LIMIT ?;
 -- name: conversation_messages
 SELECT status, priority, queuing_order, conversation_group_id, conversation_handle,
        message_sequence_number, service_id, service_contract_id, message_type_id, validation,
-       message_body, message_id, queue_id
+       message_body, message_id, queue_id, message_enqueue_time
 FROM queue_messages
 WHERE conversation_group_id = ? AND conversation_handle = ? AND status = 1
 ORDER BY rank, message_sequence_number
@@ -198,7 +208,7 @@ LIMIT ?;
 -- name: peek
 SELECT status, priority, queuing_order, conversation_group_id, conversation_handle,
        message_sequence_number, service_id, service_contract_id, message_type_id, validation,
-       message_body, message_id, queue_id
+       message_body, message_id, queue_id, message_enqueue_time
 FROM queue_messages WHERE queue_id = ?
 ORDER BY priority DESC, queuing_order
 LIMIT ?;
@@ -206,7 +216,7 @@ LIMIT ?;
 -- name: peek_after
 SELECT status, priority, queuing_order, conversation_group_id, conversation_handle,
        message_sequence_number, service_id, service_contract_id, message_type_id, validation,
-       message_body, message_id, queue_id
+       message_body, message_id, queue_id, message_enqueue_time
 FROM queue_messages WHERE queue_id = ? AND queuing_order > ?
 ORDER BY queuing_order
 LIMIT ?;

@@ -15,6 +15,7 @@ __all__ = [
     "CatalogRows",
     "ContractRow",
     "ContractUsageRow",
+    "ConversationGroupListRow",
     "EndpointListRow",
     "EndpointRow",
     "EventNotificationRow",
@@ -36,7 +37,8 @@ class MessageRow(NamedTuple):
 
     ``status``: 1 ready, 0 retained after RECEIVE, 3 retained sent message; ``queuing_order``:
     the row's number, increasing in commit order; ``validation``: the message type's validation
-    when sent."""
+    when sent; ``message_enqueue_time``: broker-clock seconds at which it entered the queue (None
+    for a message queued before schema version 8 on SQLite, 5 on PostgreSQL)."""
 
     status: int
     priority: int
@@ -51,6 +53,7 @@ class MessageRow(NamedTuple):
     message_body: bytes
     message_id: bytes
     queue_id: int
+    message_enqueue_time: float | None
 
 
 class QueueInsert(NamedTuple):
@@ -58,7 +61,8 @@ class QueueInsert(NamedTuple):
 
     ``conversation_order`` is the receiving endpoint's ``endpoint_id`` and ``rank`` the SYS-2
     order of system messages within a conversation (0 DialogTimer, 1 Error, 2 the rest); with
-    ``priority`` and ``message_sequence_number`` they give the RECEIVE order of a group."""
+    ``priority`` and ``message_sequence_number`` they give the RECEIVE order of a group.
+    ``message_enqueue_time``: broker-clock seconds at which the message enters the queue."""
 
     queue_id: int
     status: int
@@ -74,6 +78,7 @@ class QueueInsert(NamedTuple):
     validation: str
     message_body: bytes
     message_id: bytes
+    message_enqueue_time: float
 
 
 class QueueCountRow(NamedTuple):
@@ -130,7 +135,10 @@ class TransmissionListRow(NamedTuple):
 @dataclass(slots=True)
 class EndpointRow:
     """One conversation endpoint (``sys.conversation_endpoints``); ids are 16-byte values,
-    ``lifetime`` and ``dialog_timer`` absolute times in seconds on the broker's clock."""
+    ``lifetime`` and ``dialog_timer`` absolute times in seconds on the broker's clock;
+    ``send_sequence`` the number the next message sent gets, ``receive_sequence`` the number of
+    the next message expected from the far side, ``end_dialog_sequence`` the number of the
+    EndDialog or Error message that ended the dialog (sent or received), -1 while none has."""
 
     endpoint_id: int
     conversation_handle: bytes
@@ -147,6 +155,7 @@ class EndpointRow:
     send_sequence: int
     receive_sequence: int
     priority: int
+    end_dialog_sequence: int = -1
 
 
 class EndpointListRow(NamedTuple):
@@ -165,6 +174,17 @@ class EndpointListRow(NamedTuple):
     send_sequence: int
     receive_sequence: int
     priority: int
+    queue_id: int
+    end_dialog_sequence: int
+
+
+class ConversationGroupListRow(NamedTuple):
+    """A row of the ``conversation_groups`` view (:meth:`StorageConnection.list_conversation_groups`):
+    a group and the service and queue of its conversations (the lowest ids, should a MOVE
+    CONVERSATION have joined conversations of two services of one queue)."""
+
+    conversation_group_id: bytes
+    service_id: int
     queue_id: int
 
 

@@ -5,7 +5,13 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from ...storage.rows import EndpointListRow, MessageRow, QueueCountRow, QueueInsert
+from ...storage.rows import (
+    ConversationGroupListRow,
+    EndpointListRow,
+    MessageRow,
+    QueueCountRow,
+    QueueInsert,
+)
 from . import support as kit
 from .support import FAR, StorageOpener
 
@@ -67,6 +73,15 @@ def check_endpoints(open_storage: StorageOpener) -> None:
         )
         kit.equal(conn.group_queue(near.conversation_group_id), queue_id, "group_queue")
         kit.equal(conn.group_queue(kit.new_id()), None, "group_queue of an unknown group")
+        kit.equal(conn.group_services(near.conversation_group_id), [1], "group_services")
+        kit.equal(conn.group_services(kit.new_id()), [], "group_services of an unknown group")
+        groups = {r.conversation_group_id: r for r in conn.list_conversation_groups()}
+        kit.typed(list(groups.values()), ConversationGroupListRow, "list_conversation_groups")
+        kit.equal(
+            groups.get(near.conversation_group_id),
+            ConversationGroupListRow(near.conversation_group_id, 1, queue_id),
+            "list_conversation_groups (group, service, queue)",
+        )
 
         changed = replace(
             near,
@@ -75,6 +90,7 @@ def check_endpoints(open_storage: StorageOpener) -> None:
             dialog_timer=FAR - 2,
             send_sequence=3,
             receive_sequence=4,
+            end_dialog_sequence=2,
             far_service="//not/written",  # not a changeable column
             lifetime=FAR + 5,  # neither
         )
@@ -87,8 +103,11 @@ def check_endpoints(open_storage: StorageOpener) -> None:
         listed = [r for r in conn.list_endpoints() if r.queue_id == queue_id]
         kit.typed(listed, EndpointListRow, "list_endpoints")
         kit.equal(
-            [(r.conversation_handle, r.state, r.send_sequence) for r in listed],
-            [(near.conversation_handle, "DO", 3), (far.conversation_handle, "DI", 0)],
+            [
+                (r.conversation_handle, r.state, r.send_sequence, r.end_dialog_sequence)
+                for r in listed
+            ],
+            [(near.conversation_handle, "DO", 3, 2), (far.conversation_handle, "DI", 0, -1)],
             "list_endpoints (by endpoint_id)",
         )
 
@@ -275,6 +294,7 @@ def check_receive_order(open_storage: StorageOpener) -> None:
                 message_body=sent.message_body,
                 message_id=sent.message_id,
                 queue_id=queue_id,
+                message_enqueue_time=sent.message_enqueue_time,
             ),
             "MessageRow fields as inserted",
         )

@@ -211,6 +211,7 @@ def message(
         validation="N",
         message_body=body,
         message_id=new_id(),
+        message_enqueue_time=1000.0 + sequence,
     )
 
 
