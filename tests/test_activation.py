@@ -175,6 +175,10 @@ def test_one_message_on_an_idle_queue_starts_one_reader_at_once(
     sim.settle()  # no clock move: no tick
     assert sim.starts == [clock.now()]
     assert broker.views.dm_broker_activated_tasks()[0].queue_name == pair.tq
+    # sys.dm_broker_activated_tasks (docs/relational-databases/system-dynamic-management-views/
+    # sys-dm-broker-activated-tasks-transact-sql.md): execute_as, "ID of the user that this task
+    # runs as" — here the EXECUTE AS name of the queue's ACTIVATION clause (default SELF)
+    assert broker.views.dm_broker_activated_tasks()[0].execute_as == "SELF"
 
 
 def one_useless_run(broker: Broker, clock: ManualClock) -> tuple[Pair, list[float]]:

@@ -29,6 +29,13 @@ def test_read_peeks_a_queue_with_the_que2_columns(
     assert [bytes(r["message_body"]) for r in rows] == [b"m0", b"m1", b"m2"]
     assert {r["message_type_name"] for r in rows} == {"Req"}
     assert {r["service_contract_name"] for r in rows} == {"C"}
+    # CREATE QUEUE (docs/t-sql/statements/create-queue-transact-sql.md), queue columns:
+    # message_enqueue_time, "Time at which the message entered the queue."
+    peeked = {m.message_body: m.message_enqueue_time for m in broker.peek(pair.tq)}
+    assert all(r["message_enqueue_time"] is not None for r in rows)
+    assert [r["message_enqueue_time"].timestamp() for r in rows] == [
+        peeked[bytes(r["message_body"])].timestamp() for r in rows
+    ]
     assert len(broker.peek(pair.tq)) == 3  # nothing consumed
     top = (
         spark.read.format("servicebroker")

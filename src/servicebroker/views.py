@@ -377,10 +377,19 @@ class Views(CatalogViews):
         ]
 
     def dm_broker_activated_tasks(self) -> list[ActivatedTaskRow]:
-        """The activated procedures running in this process (ACT-7)."""
+        """The activated procedures running in this process (ACT-7); ``execute_as`` is the
+        EXECUTE AS of the queue's ACTIVATION clause (shown, not enforced: no principals)."""
+        tasks = self._activation.tasks()
+        queues = self._context.catalog.current().queues_by_id if tasks else {}
         return [
-            ActivatedTaskRow(t.spid, t.queue_id, t.queue_name, t.procedure_name, None)
-            for t in self._activation.tasks()
+            ActivatedTaskRow(
+                t.spid,
+                t.queue_id,
+                t.queue_name,
+                t.procedure_name,
+                q.execute_as if (q := queues.get(t.queue_id)) is not None else None,
+            )
+            for t in tasks
         ]
 
     def dm_broker_background_threads(self) -> list[BackgroundThreadRow]:

@@ -56,7 +56,7 @@ QUEUE_SCHEMA = (
     "conversation_handle string, message_sequence_number long, service_name string, "
     "service_id int, service_contract_name string, service_contract_id int, "
     "message_type_name string, message_type_id int, validation string, message_body binary, "
-    "message_id string, queue_name string"
+    "message_enqueue_time timestamp, message_id string, queue_name string"
 )
 """The DataFrame schema of a queue: the QUE-2 columns plus ``queue_name``."""
 
@@ -230,6 +230,7 @@ class _QueueReader(DataSourceReader):
                         m.message_type_id,
                         m.validation,
                         bytearray(m.message_body),
+                        m.message_enqueue_time,
                         str(m.message_id),
                         m.queue_name,
                     )
