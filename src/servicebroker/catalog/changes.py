@@ -231,9 +231,21 @@ def alter_queue(
     poison_message_handling: bool | None,
     activation: Activation | None,
     now: float,
+    drop_activation: bool = False,
 ) -> QueueDef:
-    """ALTER QUEUE (QUE-1): ``None`` keeps a setting. Returns the queue as it was before.
-    Raises :class:`CatalogError` for an unknown queue or bad values."""
+    """ALTER QUEUE (QUE-1): ``None`` keeps a setting; ``drop_activation`` is ACTIVATION (DROP),
+    which deletes the queue's activation settings (alter-queue-transact-sql.md). Returns the
+    queue as it was before.
+
+    Raises:
+        CatalogError: an unknown queue or bad values; ``drop_activation`` not a bool, or given
+            with ``activation``.
+    """
+    if not isinstance(drop_activation, bool) or (drop_activation and activation is not None):
+        raise CatalogError(
+            f"queue {name!r}: drop_activation must be True or False and not given with "
+            f"activation, got {drop_activation!r}"
+        )
     q = snap.queue(name)
     values = _queue_values(
         name,
@@ -247,6 +259,8 @@ def alter_queue(
     conn.catalog_write("update_queue", (*values, now, q.queue_id))
     if activation is not None:
         conn.catalog_write("set_queue_execute_as", (activation.execute_as, q.queue_id))
+    if drop_activation:
+        conn.catalog_write("drop_queue_activation", (now, q.queue_id))
     return q
 
 
@@ -554,51 +568,3 @@ def alter_service(
         conn.catalog_write("insert_service_contract", (service.service_id, c.service_contract_id))
     for c in drops:
         conn.catalog_write("delete_service_contract", (service.service_id, c.service_contract_id))
-
-
-def drop_queue_activation(
-    conn: StorageConnection, snap: CatalogSnapshot, name: str, *, now: float
-) -> None:
-    """ALTER QUEUE ``name`` WITH ACTIVATION (DROP): the queue's activation settings are deleted
-    (alter-queue-transact-sql.md). Raises :class:`CatalogError` for an unknown queue."""
-    q = snap.queue(name)
-    conn.catalog_write("drop_queue_activation", (now, q.queue_id))
-
-
-def alter_queue_or_drop_activation(
-    conn: StorageConnection,
-    snap: CatalogSnapshot,
-    name: str,
-    *,
-    status: bool | None,
-    retention: bool | None,
-    poison_message_handling: bool | None,
-    activation: Activation | None,
-    drop_activation: bool,
-    now: float,
-) -> QueueDef:
-    """ALTER QUEUE as :func:`alter_queue`, and with ``drop_activation`` its ACTIVATION (DROP).
-    Returns the queue as it was before.
-
-    Raises:
-        CatalogError: as :func:`alter_queue`; ``drop_activation`` not a bool, or given with
-            ``activation``.
-    """
-    if not isinstance(drop_activation, bool) or (drop_activation and activation is not None):
-        raise CatalogError(
-            f"queue {name!r}: drop_activation must be True or False and not given with "
-            f"activation, got {drop_activation!r}"
-        )
-    before = alter_queue(
-        conn,
-        snap,
-        name,
-        status=status,
-        retention=retention,
-        poison_message_handling=poison_message_handling,
-        activation=activation,
-        now=now,
-    )
-    if drop_activation:
-        drop_queue_activation(conn, snap, name, now=now)
-    return before

@@ -159,7 +159,7 @@ class CatalogStatements:
             CatalogError: unknown queue or bad settings.
         """
         before = self._change(
-            changes.alter_queue_or_drop_activation,
+            changes.alter_queue,
             name,
             status=status,
             retention=retention,
