@@ -16,8 +16,15 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
+from hypothesis import settings
 
 from servicebroker import Broker, ManualClock
+
+# CI runs the property tests derandomized: the same examples on every run, so a red build is a
+# regression, not a new draw; a developer's runs draw afresh and keep what fails in .hypothesis/
+settings.register_profile("ci", derandomize=True, print_blob=True)
+if os.environ.get("CI"):
+    settings.load_profile("ci")
 
 START = 1_700_000_000.0
 

@@ -678,6 +678,16 @@ def test_bad_bodies_are_refused(
         "/* a /* nested */ b */ COMMIT",
         "SELECT 1; COMMIT",
         "SELECT 'x;y'; COMMIT",
+        # texts a general SQL lexer (sqlparse) reads unlike PostgreSQL / SQLite do
+        "SELECT 'a\\'; COMMIT; --'",  # a backslash escapes nothing in a standard string
+        'SELECT 1 AS "a\\"; COMMIT; --"',
+        "SELECT 5 # 3; COMMIT",  # PostgreSQL's XOR, not a comment
+        "SELECT E'a\\'b'; COMMIT; SELECT 'x'",  # an E'' string takes backslash escapes
+        "/* /* */ ' */ COMMIT; SELECT ''",  # the nested comment hides the quote
+        "SELECT a ['x]' ]; COMMIT; SELECT ' ]'",  # PostgreSQL: a subscript, no [identifier]
+        "CREATE TABLE t (declare int); COMMIT",
+        "CREATE TABLE trigger (begin int); COMMIT",
+        "CREATE TRIGGER t AFTER INSERT ON x BEGIN DELETE FROM y; END; COMMIT",
     ],
 )
 def test_execute_refuses_transaction_control(broker: Broker, pair: Pair, sql: str) -> None:
@@ -704,6 +714,11 @@ def test_execute_refuses_transaction_control(broker: Broker, pair: Pair, sql: st
         "CREATE TRIGGER t AFTER INSERT ON x BEGIN SELECT CASE WHEN 1 THEN 2 END; END",
         "PREPARE q AS SELECT 1",
         "WITH x AS (SELECT 1) SELECT * FROM x",
+        "CREATE OR REPLACE FUNCTION f() RETURNS int LANGUAGE sql "
+        "BEGIN ATOMIC SELECT CASE WHEN true THEN 1 END; SELECT 2; END",
+        "CREATE TEMP TRIGGER t AFTER INSERT ON x BEGIN DELETE FROM y; END",
+        "/* a /* b */ c */ SELECT 1",
+        "SELECT $q$ ' $q$; SELECT 2",
     ],
 )
 def test_the_check_lets_other_sql_through(sql: str) -> None:

@@ -5,6 +5,7 @@ Microsoft's reference pages show them, the forms every statement accepts, and th
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import pytest
 from hypothesis import given, settings
@@ -181,9 +182,10 @@ def test_create_queue_examples(broker: Broker) -> None:
     )
 
 
-def test_create_queue_activation_needs_a_python_procedure(broker: Broker) -> None:
-    # CREATE QUEUE example C names a T-SQL stored procedure: here an activation procedure is a
-    # Python function, so the statement is refused when it runs, saying how to write it
+def test_create_queue_activation_names_a_registered_or_python_procedure(broker: Broker) -> None:
+    # CREATE QUEUE (docs/t-sql/statements/create-queue-transact-sql.md), example C names a
+    # T-SQL stored procedure: here a procedure is a Python callable registered under that name
+    # (Broker.register_procedure), or a 'package.module:function' imported at activation
     example_c = """CREATE QUEUE ExpenseQueue
     WITH STATUS=ON,
     ACTIVATION (
@@ -192,28 +194,65 @@ def test_create_queue_activation_needs_a_python_procedure(broker: Broker) -> Non
         EXECUTE AS 'ExpenseUser' ) ;"""
     with pytest.raises(
         CatalogError,
-        match=r"CREATE QUEUE at line 1, column 1 .* PROCEDURE_NAME = expense_procedure names a "
-        r"T-SQL stored procedure; .* 'package.module:function'",
+        match=r"CREATE QUEUE at line 1, column 1 .* activation procedure 'expense_procedure' is "
+        r"neither 'package.module:function' nor registered with Broker.register_procedure",
     ):
         broker.execute_ddl(example_c)
-    with pytest.raises(CatalogError, match=r"AdventureWorks2012\.dbo\.expense_procedure names a"):
-        broker.execute_ddl(
-            "CREATE QUEUE q WITH ACTIVATION (PROCEDURE_NAME = AdventureWorks2012.dbo.expense_"
-            "procedure, MAX_QUEUE_READERS = 1, EXECUTE AS SELF)"
-        )
-    # the page's syntax: PROCEDURE_NAME, MAX_QUEUE_READERS and EXECUTE AS are not optional
-    with pytest.raises(CatalogError, match=r"needs .* \(missing: EXECUTE AS\)"):
-        broker.execute_ddl(
-            "CREATE QUEUE q WITH ACTIVATION (PROCEDURE_NAME = 'tests.test_ddl:procedure', "
-            "MAX_QUEUE_READERS = 1)"
-        )
-    broker.execute_ddl(example_c.replace("expense_procedure", "N'tests.test_ddl:procedure'"))
+    broker.register_procedure("expense_procedure", procedure)
+    broker.execute_ddl(example_c)  # as written
     (row,) = queue_rows(broker)
     assert (row.activation_procedure, row.max_readers, row.execute_as) == (
-        "tests.test_ddl:procedure",
+        "expense_procedure",
         5,
         "ExpenseUser",
     )
+    # a database and schema prefix is dropped: the procedure is found by its own name
+    broker.execute_ddl(
+        "CREATE QUEUE q WITH ACTIVATION (PROCEDURE_NAME = AdventureWorks2012.dbo.expense_"
+        "procedure, MAX_QUEUE_READERS = 1, EXECUTE AS SELF)"
+    )
+    assert broker.catalog.queue("q").activation_procedure == "expense_procedure"
+    # the page's syntax: PROCEDURE_NAME, MAX_QUEUE_READERS and EXECUTE AS are not optional
+    with pytest.raises(CatalogError, match=r"needs .* \(missing: EXECUTE AS\)"):
+        broker.execute_ddl(
+            "CREATE QUEUE q2 WITH ACTIVATION (PROCEDURE_NAME = 'tests.test_ddl:procedure', "
+            "MAX_QUEUE_READERS = 1)"
+        )
+    broker.execute_ddl(
+        example_c.replace("ExpenseQueue", "q3").replace(
+            "expense_procedure", "N'tests.test_ddl:procedure'"
+        )
+    )
+    assert broker.catalog.queue("q3").activation_procedure == "tests.test_ddl:procedure"
+    for bad in ("a:b", "", "x\x00"):
+        with pytest.raises(CatalogError):
+            broker.register_procedure(bad, procedure)
+    with pytest.raises(CatalogError, match="must be callable"):
+        broker.register_procedure("p", "not callable")  # type: ignore[arg-type]
+
+
+def test_a_registered_procedure_is_activated(broker: Broker) -> None:
+    # CREATE QUEUE (docs/t-sql/statements/create-queue-transact-sql.md): PROCEDURE_NAME "Specifies
+    # the name of the stored procedure to start to process messages in this queue" — the T-SQL
+    # script as a migrating team has it, the procedure registered under its name
+    pair = make_pair(broker)
+    got: list[bytes] = []
+
+    def process_orders(context: Any) -> None:
+        with context.broker.transaction() as tx:
+            got.extend(m.message_body for m in tx.receive(context.queue_name))
+
+    broker.register_procedure("ProcessOrders", process_orders)
+    broker.execute_ddl(
+        f"ALTER QUEUE [{pair.tq}] WITH ACTIVATION (STATUS = ON, "
+        "PROCEDURE_NAME = [dbo].[ProcessOrders], MAX_QUEUE_READERS = 1, EXECUTE AS OWNER)"
+    )
+    broker.start()
+    with broker.transaction() as tx:
+        h = tx.begin_dialog(pair.initiator, pair.target, contract="C")
+        tx.send(h, "Req", b"order 1")
+    _until(lambda: got == [b"order 1"] and not broker.views.dm_broker_activated_tasks())
+    assert broker.peek(pair.tq) == []
 
 
 def test_alter_queue_examples(broker: Broker) -> None:

@@ -11,6 +11,14 @@ each statement is looked at. The text is read both as PostgreSQL reads it (neste
 comments, ``E'…'`` strings with backslash escapes, ``$tag$`` quotes) and as SQLite reads it
 (``[…]`` and backquoted identifiers), and refused if either reading finds transaction control.
 
+Why not a SQL library: sqlparse, the one well-kept Python SQL lexer, reads PostgreSQL unlike
+PostgreSQL in ways that let a COMMIT through — a backslash in a standard string taken as an
+escape (``SELECT 'a\\'; COMMIT; --'``), ``#`` (XOR) taken as a comment, nested comments not
+nested, any BEGIN or DECLARE inside CREATE taken as a block (``CREATE TABLE t (declare int);
+COMMIT`` is one statement to it) — and fixing that meant editing its lexer's rule strings, which
+a new release could silently undo. The tests hold each of those texts. A decision is remembered
+per text (an application runs a few constant texts again and again).
+
 Limits (docs/limits.md): what runs inside the database is not looked at — a DO block or a
 procedure that commits is the application's own risk (PostgreSQL refuses COMMIT in a function
 and in a DO block or CALL run inside a transaction block anyway, and SQLite has no procedures).
@@ -18,6 +26,7 @@ and in a DO block or CALL run inside a transaction block anyway, and SQLite has 
 
 from __future__ import annotations
 
+import functools
 import re
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -119,6 +128,22 @@ def _words(text: str, *, postgres: bool) -> Iterator[str]:
             i += 1
 
 
+_ROUTINE = frozenset({"FUNCTION", "PROCEDURE"})
+_TRIGGER = frozenset({"TRIGGER"})
+_CREATE_PREFIXES = frozenset({"OR", "REPLACE", "TEMP", "TEMPORARY"})
+
+
+def _creates(words: list[str], kinds: frozenset[str]) -> bool:
+    """Whether ``words`` (a statement so far, beginning with CREATE) create one of ``kinds``:
+    CREATE [OR REPLACE] [TEMP | TEMPORARY] kind … — not a table that has a column named so."""
+    for word in words[1:]:
+        if word in kinds:
+            return True
+        if word not in _CREATE_PREFIXES:
+            return False
+    return False
+
+
 def statement_keywords(text: str, *, postgres: bool) -> list[tuple[str, str]]:
     """The first two keywords of each statement of ``text`` (``""`` where there is none), read
     as PostgreSQL (``postgres``) or SQLite reads it. A CREATE statement's BEGIN ATOMIC … END
@@ -136,9 +161,9 @@ def statement_keywords(text: str, *, postgres: bool) -> list[tuple[str, str]]:
         if word == ";":
             continue
         if current and current[0] == "CREATE":
-            body = (word == "ATOMIC" and current[-1] == "BEGIN") or (
-                word == "BEGIN" and "TRIGGER" in current
-            )
+            body = (
+                word == "ATOMIC" and current[-1] == "BEGIN" and _creates(current, _ROUTINE)
+            ) or (word == "BEGIN" and _creates(current, _TRIGGER))
             if body or (depth and word == "CASE"):
                 depth += 1
             elif depth and word == "END":
@@ -171,16 +196,32 @@ def check_application_sql(sql: object, statement: str = "tx.execute") -> str:
             f"{statement}: the SQL text holds a lone surrogate (U+{ord(surrogate.group()):04X}) "
             f"at character {surrogate.start()}: it is not valid Unicode text"
         )
+    keyword = _remembered_control(sql) if len(sql) <= _MEMO_LENGTH else _find_control(sql)
+    if keyword is not None:
+        raise TransactionError(
+            f"{statement}: {keyword} is transaction control, which the application's "
+            f"SQL may not run: the broker's transaction owns commit and rollback — use "
+            f"tx.commit() or tx.rollback() (or leave the with block)"
+        )
+    return sql
+
+
+_MEMO_LENGTH = 10_000
+"""Texts up to this many characters have their decision remembered (an application's SQL is
+mostly a few constant texts, run again and again: the main job's INSERT per flight)."""
+
+
+def _find_control(sql: str) -> str | None:
+    """The transaction-control keyword a statement of ``sql`` begins with, in either reading
+    (PostgreSQL's or SQLite's), or None."""
     for postgres in (True, False):
         for first, second in statement_keywords(sql, postgres=postgres):
             if first in TRANSACTION_CONTROL or (first == "PREPARE" and second == "TRANSACTION"):
-                keyword = f"{first} {second}".strip() if first == "PREPARE" else first
-                raise TransactionError(
-                    f"{statement}: {keyword} is transaction control, which the application's "
-                    f"SQL may not run: the broker's transaction owns commit and rollback — use "
-                    f"tx.commit() or tx.rollback() (or leave the with block)"
-                )
-    return sql
+                return f"{first} {second}".strip() if first == "PREPARE" else first
+    return None
+
+
+_remembered_control = functools.lru_cache(maxsize=512)(_find_control)
 
 
 @contextmanager

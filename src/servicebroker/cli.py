@@ -35,6 +35,20 @@ F = TypeVar("F", bound=Callable[..., Any])
 console = Console()
 
 
+class InputFile(click.File):
+    """click's ``File("rb")`` that also turns a path the OS cannot take (a NUL in it) into a
+    usage error naming the parameter, as click does for a missing file."""
+
+    def __init__(self) -> None:
+        super().__init__("rb")
+
+    def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> Any:
+        try:
+            return super().convert(value, param, ctx)
+        except ValueError as exc:  # "embedded null byte"
+            self.fail(f"{value!r}: {exc}", param, ctx)
+
+
 def url_option(fn: F) -> F:
     """Add the ``--url`` option (default ``servicebroker.db``; ``$SERVICEBROKER_URL``)."""
     return click.option(
@@ -181,7 +195,7 @@ def _script_text(data: bytes, source: str) -> str:
 
 
 @main.command()
-@click.argument("script", metavar="FILE|-", type=click.File("rb"))
+@click.argument("script", metavar="FILE|-", type=InputFile())
 @url_option
 def ddl(script: Any, url: str) -> None:
     """Run a T-SQL script of Service Broker DDL (FILE, or '-' for stdin): CREATE / ALTER / DROP
@@ -204,9 +218,7 @@ def ddl(script: Any, url: str) -> None:
 )
 @click.option("--message-type", default="DEFAULT", show_default=True)
 @click.option("--body", default="", help="Message body (UTF-8 text).")
-@click.option(
-    "--body-file", type=click.File("rb"), help="Read the body from a file ('-' for stdin)."
-)
+@click.option("--body-file", type=InputFile(), help="Read the body from a file ('-' for stdin).")
 @click.option("--end", "end", is_flag=True, help="END CONVERSATION after sending.")
 def send(
     url: str,

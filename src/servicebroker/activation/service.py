@@ -17,7 +17,7 @@ from dataclasses import dataclass
 
 from ..catalog import CatalogSnapshot, Procedure, QueueDef, resolve_procedure
 from ..context import BrokerContext
-from ..errors import BrokerError
+from ..errors import BrokerError, CatalogError
 from .monitor import (
     EMPTY_RECEIVE_WINDOW,
     ActivatedTask,
@@ -98,6 +98,7 @@ class ActivationService:
         self._received: dict[int, bool] = {}
         self._threads: list[threading.Thread] = []
         self._procedures: dict[str, Procedure] = {}
+        self._named: dict[str, Procedure] = {}
         self._check_lock = threading.Lock()
         self._started = 0
         self._notifications = 0
@@ -111,6 +112,17 @@ class ActivationService:
                 self._procedures.pop(queue_name, None)
             else:
                 self._procedures[queue_name] = procedure
+
+    def register_named_procedure(self, name: str, procedure: Procedure) -> None:
+        """Run ``procedure`` in this process for every queue whose ACTIVATION names ``name``
+        (a procedure name without ``:``)."""
+        with self._lock:
+            self._named[name] = procedure
+
+    def has_named_procedure(self, name: str) -> bool:
+        """Whether :meth:`register_named_procedure` registered ``name`` in this process."""
+        with self._lock:
+            return name in self._named
 
     def _update(self, queue_id: int, change: Callable[[MonitorState], MonitorState]) -> None:
         with self._lock:
@@ -204,11 +216,18 @@ class ActivationService:
         )
 
     def _resolve(self, queue: QueueDef) -> Procedure:
+        """The queue's procedure: a callable given for it in this process, else the procedure
+        registered under its name, else its ``module:function`` imported."""
+        assert queue.activation_procedure is not None
         with self._lock:
-            proc = self._procedures.get(queue.name)
+            proc = self._procedures.get(queue.name) or self._named.get(queue.activation_procedure)
         if proc is not None:
             return proc
-        assert queue.activation_procedure is not None
+        if ":" not in queue.activation_procedure:
+            raise CatalogError(
+                f"queue {queue.name!r}: activation procedure {queue.activation_procedure!r} is "
+                f"not registered in this process (Broker.register_procedure)"
+            )
         return resolve_procedure(queue.activation_procedure)
 
     def _notify(self, queue: QueueDef) -> None:

@@ -151,8 +151,8 @@ class _Build(Transformer[Token, Any]):
         value = items[0]
         if isinstance(value, Token):  # a string literal
             value = _string(value)
-        elif ":" not in value:  # a T-SQL name: say it whole in the error that follows
-            value = ".".join(value.parts)
+        elif ":" not in value:  # a T-SQL name: its last part, registered with the broker
+            value = value.parts[-1]
         return ("procedure_name", str(value), None)
 
     def max_queue_readers(self, items: list[Token]) -> tuple[str, int, Token]:

@@ -134,12 +134,6 @@ def _activation(st: DdlStatement, given: Mapping[str, Any], old: QueueDef | None
         raise CatalogError(
             f"queue {st.name!r} has no activation procedure: ACTIVATION needs PROCEDURE_NAME"
         )
-    if ":" not in procedure:
-        raise CatalogError(
-            f"queue {st.name!r}: PROCEDURE_NAME = {procedure} names a T-SQL stored procedure; "
-            f"an activation procedure here is a Python function: PROCEDURE_NAME = "
-            f"'package.module:function' (a string or [bracketed])"
-        )
     return Activation(
         procedure,
         max_queue_readers=given.get("max_queue_readers", old.max_queue_readers if old else 1),

@@ -53,9 +53,11 @@ class Activation:
     """A queue's ACTIVATION clause (QUE-1, ACT-7).
 
     Args:
-        procedure: a ``"package.module:function"`` string, or a callable taking an
-            ``ActivationContext``. A callable is stored by its import path; a process that
-            cannot import it runs the callable object only where it was registered.
+        procedure: a ``"package.module:function"`` string, the name of a procedure registered
+            with :meth:`Broker.register_procedure` (a T-SQL procedure name such as
+            ``"ProcessOrders"``: no ``:``), or a callable taking an ``ActivationContext``. A
+            callable is stored by its import path; a process that cannot import it runs the
+            callable object only where it was registered.
         max_queue_readers: 0..32767 instances at once (0 activates nothing).
         status: activation ON (True) or OFF.
         execute_as: EXECUTE AS ``"SELF"`` (the default), ``"OWNER"`` or a user name: stored
@@ -91,11 +93,14 @@ class Activation:
                 f"got {self.max_queue_readers!r}"
             )
         if isinstance(self.procedure, str):
-            module, _, func = self.procedure.partition(":")
-            if not module or not func:
+            module, colon, func = self.procedure.partition(":")
+            if colon and (not module or not func):
                 raise CatalogError(
-                    f"activation procedure {self.procedure!r} must be 'package.module:function'"
+                    f"activation procedure {self.procedure!r} must be 'package.module:function' "
+                    f"or the name of a procedure registered with Broker.register_procedure"
                 )
+            if not colon:
+                check_name("activation procedure", self.procedure)
         elif not callable(self.procedure):
             raise CatalogError(
                 f"activation procedure must be a string or a callable, got {self.procedure!r}"

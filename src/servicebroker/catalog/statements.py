@@ -16,7 +16,7 @@ from ..activation.monitor import Trigger
 from ..errors import CatalogError, StorageError
 from . import changes
 from .cache import CatalogCache
-from .model import Activation, CatalogSnapshot
+from .model import Activation, CatalogSnapshot, check_name
 
 if TYPE_CHECKING:
     from ..activation.service import ActivationService
@@ -123,8 +123,10 @@ class CatalogStatements:
         """CREATE QUEUE (QUE-1): STATUS, RETENTION, POISON_MESSAGE_HANDLING and ACTIVATION.
 
         Raises:
-            CatalogError: a bad or taken name or bad settings.
+            CatalogError: a bad or taken name or bad settings; an activation procedure
+                named without ``:`` that is not registered (:meth:`register_procedure`).
         """
+        self._check_registered(name, activation)
         self._change(
             changes.create_queue,
             name,
@@ -156,8 +158,10 @@ class CatalogStatements:
         :class:`QueueDisabledError`.
 
         Raises:
-            CatalogError: unknown queue or bad settings.
+            CatalogError: unknown queue or bad settings; an activation procedure named
+                without ``:`` that is not registered (:meth:`register_procedure`).
         """
+        self._check_registered(name, activation)
         before = self._change(
             changes.alter_queue,
             name,
@@ -357,6 +361,43 @@ class CatalogStatements:
         from .ddl_run import run_ddl
 
         return run_ddl(self, parse_ddl(text))
+
+    def register_procedure(self, name: str, procedure: Callable[[Any], object]) -> None:
+        """Register ``procedure`` under a T-SQL procedure ``name`` (no ``:``; a database or
+        schema prefix in DDL, ``dbo.ProcessOrders``, is dropped), so that a queue whose
+        ACTIVATION names it — ``PROCEDURE_NAME = dbo.ProcessOrders`` in ``execute_ddl``, or
+        ``Activation("ProcessOrders")`` — runs it: the activation stored procedure of CREATE
+        QUEUE, as a Python callable taking an ``ActivationContext`` (ACT-7). The registration
+        lives in this process: every process that activates the queue registers it (one
+        that has not logs the failed start and retries at the next activation check).
+
+        Raises:
+            CatalogError: a name with ``:`` or that is not a valid name, or a procedure that is
+                not callable.
+        """
+        if isinstance(name, str) and ":" in name:
+            raise CatalogError(
+                f"procedure name {name!r} holds ':': a 'module:function' name is imported, "
+                f"not registered; register a plain name such as 'ProcessOrders'"
+            )
+        check_name("procedure", name)
+        if not callable(procedure):
+            raise CatalogError(f"procedure {name!r} must be callable, got {procedure!r}")
+        self._catalog_activation.register_named_procedure(name, procedure)
+
+    def _check_registered(self, queue: str, activation: Activation | None) -> None:
+        """A procedure named without ``:`` must be registered in this process (CREATE / ALTER
+        QUEUE refuse an unknown one at once, not at the first activation)."""
+        if (
+            isinstance(activation, Activation)
+            and isinstance(activation.procedure, str)
+            and ":" not in activation.procedure
+            and not self._catalog_activation.has_named_procedure(activation.procedure)
+        ):
+            raise CatalogError(
+                f"queue {queue!r}: activation procedure {activation.procedure!r} is neither "
+                f"'package.module:function' nor registered with Broker.register_procedure"
+            )
 
     def _register_procedure(self, queue: str, activation: Activation | None) -> None:
         if activation is not None and not isinstance(activation.procedure, str):
