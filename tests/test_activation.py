@@ -308,6 +308,9 @@ def test_queue_activation_notifications_are_spaced_by_the_timeout(
     started: Broker, clock: ManualClock
 ) -> None:
     # rule ACT-8, rule EVT-1, rule ACT-2 (a monitor for a queue with a QUEUE_ACTIVATION notification)
+    # sys.dm_broker_queue_monitors (docs/relational-databases/system-dynamic-management-views/
+    # sys-dm-broker-queue-monitors-transact-sql.md): "Returns a row for each queue monitor …
+    # A queue monitor manages activation for a queue"; state "INACTIVE | NOTIFIED | …"
     broker = started
     pair = make_pair(broker)
     add_activator_service(broker)

@@ -101,6 +101,24 @@ def test_level_is_fixed_when_the_endpoint_is_created(broker: Broker) -> None:
     assert by_handle[old] == 5 and by_handle[new] == 10
 
 
+def test_dropping_a_priority_leaves_its_conversations_at_their_levels(broker: Broker) -> None:
+    # rule PRI-5; DROP BROKER PRIORITY (docs/t-sql/statements/drop-broker-priority-transact-sql.md):
+    # "When you drop a conversation priority, any existing conversations continue to operate with
+    # the priority levels they were assigned from the conversation priority."
+    setup(broker)
+    broker.execute_ddl(
+        "CREATE BROKER PRIORITY p FOR CONVERSATION SET (CONTRACT_NAME = C10, PRIORITY_LEVEL = 9)"
+    )
+    with broker.transaction() as tx:
+        old = tx.begin_dialog("I", "T", contract="C10")
+    broker.execute_ddl("DROP BROKER PRIORITY p;")
+    with broker.transaction() as tx:
+        tx.send(old, "Req", b"x")
+        new = tx.begin_dialog("I", "T", contract="C10")
+    by_handle = {e.conversation_handle: e.priority for e in broker.views.conversation_endpoints()}
+    assert by_handle[old] == 9 and by_handle[new] == 5
+
+
 def test_each_endpoint_has_its_own_level_and_messages_carry_the_receivers(broker: Broker) -> None:
     # rule PRI-8, rule PRI-3, rule PRI-4, rule PRI-7: initiator at 10, target at 1
     setup(broker)
