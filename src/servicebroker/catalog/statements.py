@@ -363,13 +363,24 @@ class CatalogStatements:
         )
         if honor_broker_priority is None and not new_broker and not error_broker_conversations:
             return
-        woken = self._change(
-            alter_database,
-            honor_broker_priority=honor_broker_priority,
-            new_broker=new_broker,
-            error_broker_conversations=error_broker_conversations,
-            now=self._catalog_clock.now(),
-        )
+        try:
+            woken = self._change(
+                alter_database,
+                honor_broker_priority=honor_broker_priority,
+                new_broker=new_broker,
+                error_broker_conversations=error_broker_conversations,
+                now=self._catalog_clock.now(),
+            )
+        except StorageError as exc:
+            if type(exc) is not StorageError:
+                raise  # the database unavailable, full, failing: as it is
+            raise StorageError(
+                f"ALTER DATABASE did not run: {exc} (a catalog change waits for the write "
+                f"transactions being committed: SQLite's write lock, PostgreSQL's catalog "
+                f"lock; retry when they are done)",
+                database=exc.database,
+                outcome=exc.outcome,
+            ) from exc
         self._after_commit("ALTER DATABASE", lambda: self._arrived(woken))
 
     def execute_ddl(self, text: str) -> int:
