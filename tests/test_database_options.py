@@ -280,3 +280,32 @@ def test_error_broker_conversations_ends_each_open_endpoint_with_one_error(
     assert broker.execute_ddl("ALTER DATABASE [db] SET ERROR_BROKER_CONVERSATIONS") == 1
     assert _states(broker)[h3] == "ER"
     assert broker.service_broker_guid == guid
+
+
+def test_error_broker_conversations_drops_unsent_messages_and_spares_ended_endpoints(
+    broker: Broker, pair: Pair, clock: ManualClock
+) -> None:
+    # ERROR_BROKER_CONVERSATIONS "ends all conversations in the database with an error": an
+    # initiator whose messages still wait in the transmission queue is ended too, and what it
+    # had not sent is dropped (as an END CONVERSATION WITH ERROR drops it); an endpoint already
+    # in ER (its LIFETIME passed) has had its Error and gets no second one
+    with broker.transaction() as tx:
+        waiting = tx.begin_dialog(pair.initiator, "//not/yet", contract=pair.contract)
+        tx.send(waiting, "Req", b"held")
+        expired = tx.begin_dialog(pair.initiator, pair.target, contract=pair.contract, lifetime=5)
+        tx.send(expired, "Req", b"late")
+    clock.advance(6)
+    broker.timer.fire_dialog_timers(clock.now())
+    assert _states(broker)[expired] == "ER"
+    assert len(broker.views.transmission_queue()) == 1
+    broker.alter_database(error_broker_conversations=True)
+    assert broker.views.transmission_queue() == []
+    assert _states(broker)[waiting] == "ER"
+    with broker.transaction() as tx:
+        got_waiting = tx.receive(pair.iq, conversation_handle=waiting)
+        got_expired = tx.receive(pair.iq, conversation_handle=expired)
+    assert [parse_error_body(m.message_body) for m in got_waiting] == [ERRORED]
+    assert [m.message_type_name for m in got_expired] == [ERROR]  # the lifetime's, only
+    assert parse_error_body(got_expired[0].message_body) != ERRORED
+    broker.create_service("//not/yet", queue=pair.tq)  # nothing was left to deliver to it
+    assert b"held" not in [m.message_body for m in broker.peek(pair.tq)]
