@@ -349,8 +349,8 @@ class NamedQueryConnection:
         """Delete every endpoint, queue row and transmission row (NEW_BROKER)."""
         for name in (
             "remove_all_endpoints",
+            "remove_all_queue_groups",  # first: the messages' triggers then find no head to move
             "remove_all_queue_messages",
-            "remove_all_queue_groups",
             "remove_all_transmission",
             "forget_notification_dialogs",
         ):

@@ -308,8 +308,8 @@ DELETE FROM conversation_priorities WHERE priority_id = ?;
 SELECT DISTINCT conversation_group_id FROM queue_messages
 WHERE queuing_order > ? AND queue_id = ? AND status = 1;
 
--- ALTER DATABASE … SET NEW_BROKER: every conversation goes, without a message (the queue_groups
--- rows go with their messages; deleted again in case a row was left behind).
+-- ALTER DATABASE … SET NEW_BROKER: every conversation goes, without a message (the groups'
+-- index rows first, so the queue_messages triggers have no head to move).
 -- name: remove_all_endpoints
 DELETE FROM conversation_endpoints;
 
