@@ -234,7 +234,7 @@ CATALOG = [
     call("create_broker_priority", HOSTILE_TEXT | st.text(max_size=8), contract_name=CONTRACTS | st.just("ANY"), local_service_name=SERVICES, remote_service_name=SERVICES, priority_level=HOSTILE | st.integers(0, 11)),
     call("alter_broker_priority", HOSTILE_TEXT, contract_name=st.none() | CONTRACTS, priority_level=st.none() | HOSTILE),
     call("drop_broker_priority", HOSTILE_TEXT),
-    call("alter_database", honor_broker_priority=HOSTILE),
+    call("alter_database", honor_broker_priority=HOSTILE, new_broker=HOSTILE.filter(lambda v: v is not True), error_broker_conversations=HOSTILE.filter(lambda v: v is not True)),
     call("peek", QUEUES, top=st.none() | HOSTILE),
     call("peek_after", QUEUES, HOSTILE | st.integers(), top=HOSTILE | st.integers(0, 5)),
     call("execute", SQL),
@@ -255,6 +255,7 @@ STATEMENTS = [
     call("executemany", SQL, HOSTILE | st.lists(st.tuples(HOSTILE), max_size=2)),
 ]  # fmt: skip
 VIEWS = [
+    "databases",
     "conversation_endpoints",
     "conversation_groups",
     "transmission_queue",

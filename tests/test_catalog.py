@@ -108,7 +108,7 @@ def test_catalog_is_durable_and_shared(url: str, broker: Broker) -> None:
 def test_schema_is_versioned(url: str, broker: Broker) -> None:
     import sqlite3
 
-    assert broker._storage.schema_version() == 7  # type: ignore[attr-defined]
+    assert broker._storage.schema_version() == 8  # type: ignore[attr-defined]
     with sqlite3.connect(url) as c:
         names = [r[0] for r in c.execute("SELECT name FROM schema_migrations ORDER BY version")]
     assert names == [
@@ -119,4 +119,5 @@ def test_schema_is_versioned(url: str, broker: Broker) -> None:
         "0005_transmission_levels.sql",
         "0006_activation_execute_as.sql",
         "0007_conversation_sequences.sql",
+        "0008_service_broker_guid.sql",
     ]

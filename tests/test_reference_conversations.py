@@ -95,14 +95,14 @@ def test_end_dialog_sequence_of_an_error(broker: Broker, pair: Pair) -> None:
 def test_endpoint_columns_of_a_single_database(broker: Broker, pair: Pair) -> None:
     # sys.conversation_endpoints: "far_service: Name of the service on the remote side",
     # "far_broker_instance: The broker instance for the remote side of the conversation.
-    # NULLABLE." (None: both ends in this database), "receive_sequence_frag: Next message
+    # NULLABLE." (this database's service_broker_guid: both ends are here), "receive_sequence_frag: Next message
     # fragment number expected" (0: messages arrive whole), "is_system: 1 if this is a system
     # dialog"
     h, t = converse(broker, pair, requests=1)
     rows = endpoints(broker)
     assert (rows[h].far_service, rows[t].far_service) == (pair.target, pair.initiator)
     for row in rows.values():
-        assert row.far_broker_instance is None
+        assert row.far_broker_instance == str(broker.service_broker_guid)
         assert row.receive_sequence_frag == 0
         assert row.is_system is False
 

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import logging
 import threading
+import uuid
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any, TypeVar
@@ -28,7 +29,7 @@ from .catalog.statements import CatalogStatements
 from .clock import Clock, SystemClock, check_seconds
 from .context import BrokerContext
 from .delivery import Applier
-from .errors import BrokerError
+from .errors import BrokerError, StorageError
 from .events import Reactions
 from .messages import Message
 from .poison import PoisonMessageHandling
@@ -369,6 +370,22 @@ class Broker(CatalogStatements):
         """The database's name as SQL Server events give it (EVENT_INSTANCE's DatabaseName):
         the SQLite file's name without extension, or PostgreSQL's current_database()."""
         return self._storage.database_name
+
+    @property
+    def service_broker_guid(self) -> uuid.UUID:
+        """This broker database's instance id (sys.databases ``service_broker_guid``): made
+        with the database, kept across restarts (and in a copied file), replaced only by
+        NEW_BROKER (:meth:`alter_database`, ``servicebroker init --new-broker``). Read fresh.
+
+        Raises:
+            StorageError: the database cannot be read, or has no identifier.
+        """
+        guid = self.catalog.service_broker_guid
+        if guid is None:
+            raise StorageError(
+                f"{self.database} has no service_broker_guid", database=self.database
+            )
+        return guid
 
     @property
     def paramstyle(self) -> str:

@@ -174,11 +174,26 @@ def main() -> None:
 @main.command()
 @click.argument("url_arg", metavar="URL", required=False)
 @url_option
-def init(url_arg: str | None, url: str) -> None:
-    """Create (or migrate) the broker database at URL."""
+@click.option(
+    "--new-broker",
+    is_flag=True,
+    help="Give the database a new service_broker_guid and remove every conversation without "
+    "a message (ALTER DATABASE … SET NEW_BROKER): for a copied database file.",
+)
+def init(url_arg: str | None, url: str, new_broker: bool) -> None:
+    """Create (or migrate) the broker database at URL; prints its service_broker_guid."""
     target = url_arg or url
     with opened(target) as broker:
-        click.echo(f"broker database ready: {_printable(broker.database)}")
+        try:
+            if new_broker:
+                broker.alter_database(new_broker=True)
+            guid = broker.service_broker_guid
+        except BrokerError as exc:
+            raise click.ClickException(str(exc)) from exc
+        click.echo(
+            f"broker database ready: {_printable(broker.database)} "
+            f"(service_broker_guid {guid}{', new' if new_broker else ''})"
+        )
 
 
 def _script_text(data: bytes, source: str) -> str:
@@ -200,7 +215,8 @@ def _script_text(data: bytes, source: str) -> str:
 def ddl(script: Any, url: str) -> None:
     """Run a T-SQL script of Service Broker DDL (FILE, or '-' for stdin): CREATE / ALTER / DROP
     MESSAGE TYPE, CONTRACT, QUEUE, SERVICE, EVENT NOTIFICATION, BROKER PRIORITY, ALTER DATABASE
-    … SET ENABLE_BROKER | HONOR_BROKER_PRIORITY; USE and GO lines do nothing (docs/ddl.md).
+    … SET ENABLE_BROKER | NEW_BROKER | ERROR_BROKER_CONVERSATIONS | HONOR_BROKER_PRIORITY; USE
+    and GO lines do nothing (docs/ddl.md).
     Prints how many statements ran."""
     text = _script_text(script.read(), getattr(script, "name", "-"))
     with opened(url) as broker:

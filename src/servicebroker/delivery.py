@@ -50,6 +50,14 @@ SERVICE_DROPPED = (-8470, "Remote service has been dropped.")
 Server's message 8470, negated as the broker's own errors are)."""
 CONTRACT_DROPPED = (-8487, "The remote service contract has been dropped.")
 """DROP CONTRACT: the Error each endpoint of the contract's conversations gets (message 8487)."""
+BROKER_CONVERSATIONS_ERRORED = (
+    -8499,
+    "The conversation was ended by ALTER DATABASE SET ERROR_BROKER_CONVERSATIONS "
+    "(the database was attached, restored or copied).",
+)
+"""ALTER DATABASE … SET ERROR_BROKER_CONVERSATIONS: the Error each open endpoint gets. No
+Microsoft page gives the code or text of this Error: both are this broker's choice
+(docs/ddl.md)."""
 
 _SYSTEM = frozenset({END_DIALOG, ERROR, DIALOG_TIMER})
 

@@ -37,6 +37,7 @@ __all__ = [
     "ConversationEndpointRow",
     "ConversationGroupRow",
     "ConversationPriorityRow",
+    "DatabaseRow",
     "EventNotificationRow",
     "QueueMonitorRow",
     "ServiceContractMessageUsageRow",
@@ -62,8 +63,9 @@ class ConversationEndpointRow:
     more than the last that arrived); ``end_dialog_sequence``: the number of the EndDialog or
     Error message that ended the dialog, sent or received here, -1 while none has;
     ``receive_sequence_frag``: always 0 (a message arrives whole, never in fragments);
-    ``far_broker_instance``: None, both endpoints being in this one database, which has no
-    broker GUID; ``is_system``: True for the dialogs the broker itself begins (event
+    ``far_broker_instance``: the far side's broker instance — this database's
+    ``service_broker_guid`` as text, both endpoints being in this one database (as SQL Server
+    shows for a dialog to a service in the same database); ``is_system``: True for the dialogs the broker itself begins (event
     notifications, contract ``…/PostEventNotification``). The columns of SQL Server's view that
     concern the network transport, security and its internal transactions are left out
     (docs/reference.md).
@@ -90,6 +92,20 @@ class ConversationEndpointRow:
     receive_sequence_frag: int
     far_broker_instance: str | None
     is_system: bool
+
+
+@dataclass(frozen=True)
+class DatabaseRow:
+    """The row of ``sys.databases`` for this broker database, with the columns that have a
+    meaning here: ``name`` (:attr:`Broker.database_name`), ``service_broker_guid`` (the
+    database's Service Broker identifier, new after NEW_BROKER), ``is_broker_enabled``
+    (always True: DISABLE_BROKER is not supported) and ``is_honor_broker_priority_on``
+    (ALTER DATABASE … SET HONOR_BROKER_PRIORITY, PRI-16)."""
+
+    name: str
+    service_broker_guid: uuid.UUID | None
+    is_broker_enabled: bool
+    is_honor_broker_priority_on: bool
 
 
 @dataclass(frozen=True)
@@ -235,6 +251,7 @@ class Views(CatalogViews):
         with self._context.storage.connection() as conn:
             cat = self._context.catalog.snapshot(conn)
             rows = conn.list_endpoints()
+        far_broker = str(cat.service_broker_guid) if cat.service_broker_guid else None
         out = []
         for r in rows:
             contract = cat.contracts_by_id.get(r.service_contract_id)
@@ -261,11 +278,23 @@ class Views(CatalogViews):
                     r.priority,
                     r.end_dialog_sequence,
                     0,
-                    None,
+                    far_broker,
                     contract is not None and contract.name == POST_EVENT_NOTIFICATION,
                 )
             )
         return out
+
+    def databases(self) -> list[DatabaseRow]:
+        """``sys.databases``: one row, this broker's database (a broker is one database)."""
+        cat = self._snapshot()
+        return [
+            DatabaseRow(
+                self._context.storage.database_name,
+                cat.service_broker_guid,
+                True,
+                cat.honor_broker_priority,
+            )
+        ]
 
     def conversation_groups(self) -> list[ConversationGroupRow]:
         """Every conversation group of the database (``sys.conversation_groups``), in the

@@ -3,9 +3,9 @@ statement records that :mod:`.ddl_run` runs against the broker (docs/ddl.md).
 
 The statements: CREATE / ALTER / DROP MESSAGE TYPE, CREATE / DROP CONTRACT, CREATE / ALTER /
 DROP QUEUE, CREATE / ALTER / DROP SERVICE, CREATE / DROP EVENT NOTIFICATION, CREATE / ALTER /
-DROP BROKER PRIORITY and ALTER DATABASE … SET ENABLE_BROKER | HONOR_BROKER_PRIORITY ON | OFF
-(DISABLE_BROKER, NEW_BROKER and ERROR_BROKER_CONVERSATIONS are refused), in the forms of
-Microsoft's reference pages: keywords in any case, ``[bracketed]`` and ``"quoted"`` names,
+DROP BROKER PRIORITY and ALTER DATABASE … SET ENABLE_BROKER | NEW_BROKER |
+ERROR_BROKER_CONVERSATIONS | HONOR_BROKER_PRIORITY ON | OFF (DISABLE_BROKER is refused), in the
+forms of Microsoft's reference pages: keywords in any case, ``[bracketed]`` and ``"quoted"`` names,
 ``'…'`` and ``N'…'`` strings, ``[database.][schema.]`` prefixes on queue and procedure names,
 options in any order, ``--`` and ``/* */`` comments, ``;`` optional. ``USE database`` and ``GO``
 lines are accepted and do nothing (a broker is one database). Any other statement (CREATE TABLE,

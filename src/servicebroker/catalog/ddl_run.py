@@ -89,6 +89,8 @@ class DdlTarget(Protocol):
         *,
         honor_broker_priority: bool | None = ...,
         enable_broker: bool | None = ...,
+        new_broker: bool = ...,
+        error_broker_conversations: bool = ...,
     ) -> None: ...
 
 
@@ -228,15 +230,6 @@ _UNSUPPORTED = {
         "DISABLE_BROKER is not supported: this broker is always enabled (to stop a queue's "
         "delivery and RECEIVE, ALTER QUEUE … WITH STATUS = OFF)"
     ),
-    "new_broker": (
-        "NEW_BROKER is not supported: it would remove every conversation without end dialog "
-        "messages and give the database a new broker identity; to start afresh, open a new "
-        "database"
-    ),
-    "error_broker_conversations": (
-        "ERROR_BROKER_CONVERSATIONS is not supported: end conversations with an error through "
-        "the Python API (tx.end_conversation(handle, error=…, description=…))"
-    ),
 }
 
 
@@ -247,4 +240,6 @@ def _alter_database(target: DdlTarget, options: Mapping[str, Any]) -> None:
     target.alter_database(
         honor_broker_priority=options.get("honor_broker_priority"),
         enable_broker=options.get("enable_broker"),
+        new_broker=bool(options.get("new_broker")),
+        error_broker_conversations=bool(options.get("error_broker_conversations")),
     )

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import importlib
 import re
+import uuid
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
@@ -268,11 +269,20 @@ class CatalogSnapshot:
     priorities: dict[str, BrokerPriority] = field(default_factory=dict)
     honor_broker_priority: bool = False
     """The database option HONOR_BROKER_PRIORITY (PRI-16), OFF unless set."""
+    service_broker_guid: uuid.UUID | None = None
+    """The database's Service Broker identifier (sys.databases ``service_broker_guid``; None
+    only for a snapshot not read from a database)."""
 
     @classmethod
     def from_rows(cls, rows: CatalogRows) -> CatalogSnapshot:
         """Build the snapshot from the storage's catalog rows."""
-        snap = cls(version=rows.version, honor_broker_priority=rows.honor_broker_priority)
+        snap = cls(
+            version=rows.version,
+            honor_broker_priority=rows.honor_broker_priority,
+            service_broker_guid=(
+                uuid.UUID(rows.service_broker_guid) if rows.service_broker_guid else None
+            ),
+        )
         for m in rows.message_types:
             mt = MessageTypeDef(m.message_type_id, m.name, m.validation, bool(m.is_system))
             snap.message_types[mt.name] = mt

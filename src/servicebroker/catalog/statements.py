@@ -16,6 +16,7 @@ from ..activation.monitor import Trigger
 from ..errors import CatalogError, StorageError
 from . import changes
 from .cache import CatalogCache
+from .database import alter_database, check_database_options
 from .model import Activation, CatalogSnapshot, check_name
 
 if TYPE_CHECKING:
@@ -317,38 +318,80 @@ class CatalogStatements:
         self._change(changes.drop_broker_priority, name)
 
     def alter_database(
-        self, *, honor_broker_priority: bool | None = None, enable_broker: bool | None = None
+        self,
+        *,
+        honor_broker_priority: bool | None = None,
+        enable_broker: bool | None = None,
+        new_broker: bool = False,
+        error_broker_conversations: bool = False,
     ) -> None:
-        """ALTER DATABASE … SET HONOR_BROKER_PRIORITY ON | OFF (PRI-16): whether messages leave
-        the transmission queue by their endpoint's level (ON) or all at level 5 (OFF, the
-        default); read back as ``broker.catalog.honor_broker_priority``. ENABLE_BROKER
-        (``enable_broker=True``) does nothing: a broker is always enabled (docs/ddl.md).
+        """ALTER DATABASE … SET <service_broker_option> (alter-database-transact-sql-set-
+        options.md), the options given in one catalog transaction:
+
+        - HONOR_BROKER_PRIORITY ON | OFF (PRI-16): whether messages leave the transmission
+          queue by their endpoint's level (ON) or all at level 5 (OFF, the default); read back
+          as ``broker.catalog.honor_broker_priority``.
+        - ENABLE_BROKER (``enable_broker=True``) does nothing: a broker is always enabled.
+        - NEW_BROKER (``new_broker=True``): every conversation of the database is removed at
+          once without a message — endpoints, the messages of every queue (retained ones too),
+          the transmission queue, conversation groups, event notifications' dialogs — and the
+          database gets a new :attr:`service_broker_guid`. Queues, services, contracts,
+          message types, priorities, event notifications and the application's tables stay.
+          For a copied database (``servicebroker init --new-broker``).
+        - ERROR_BROKER_CONVERSATIONS (``error_broker_conversations=True``): each endpoint that
+          is open (SO, SI, CO, DI) gets one Error (code -8499) first on its own queue and goes
+          to ER, as DROP CONTRACT ends its conversations; the application RECEIVEs it and ENDs
+          the conversation. The ``service_broker_guid`` is kept.
+
+        Like every catalog change it runs alone: it waits for write transactions being
+        committed (up to the storage's busy time-out, then :class:`StorageError`). A
+        transaction holding conversation groups without writing yet (it RECEIVEd) is not
+        waited for: what it did to a conversation NEW_BROKER removed comes to nothing when
+        it commits (docs/ddl.md). Queues are left empty: activation finds nothing to do,
+        a waiting RECEIVE keeps waiting.
 
         Raises:
             CatalogError: a value that is not a bool; ``enable_broker=False`` (DISABLE_BROKER
-                is not supported).
+                is not supported); NEW_BROKER with ERROR_BROKER_CONVERSATIONS.
+            StorageError: the database failed, or stayed locked beyond the busy time-out.
         """
         if enable_broker is not None and enable_broker is not True:
             raise CatalogError(
                 f"ENABLE_BROKER: a broker is always enabled; DISABLE_BROKER is not supported "
                 f"(enable_broker must be True or None, got {enable_broker!r})"
             )
-        if honor_broker_priority is None:
-            return
-        if not isinstance(honor_broker_priority, bool):
-            raise CatalogError(
-                f"HONOR_BROKER_PRIORITY must be ON or OFF (True or False), "
-                f"got {honor_broker_priority!r}"
-            )
-        value = "1" if honor_broker_priority else "0"
-        self._change(
-            lambda conn, snap: conn.catalog_write("put_setting", ("honor_broker_priority", value))
+        check_database_options(
+            honor_broker_priority=honor_broker_priority,
+            new_broker=new_broker,
+            error_broker_conversations=error_broker_conversations,
         )
+        if honor_broker_priority is None and not new_broker and not error_broker_conversations:
+            return
+        try:
+            woken = self._change(
+                alter_database,
+                honor_broker_priority=honor_broker_priority,
+                new_broker=new_broker,
+                error_broker_conversations=error_broker_conversations,
+                now=self._catalog_clock.now(),
+            )
+        except StorageError as exc:
+            if type(exc) is not StorageError:
+                raise  # the database unavailable, full, failing: as it is
+            raise StorageError(
+                f"ALTER DATABASE did not run: {exc} (a catalog change waits for the write "
+                f"transactions being committed: SQLite's write lock, PostgreSQL's catalog "
+                f"lock; retry when they are done)",
+                database=exc.database,
+                outcome=exc.outcome,
+            ) from exc
+        self._after_commit("ALTER DATABASE", lambda: self._arrived(woken))
 
     def execute_ddl(self, text: str) -> int:
         """Run a script of Service Broker DDL written as T-SQL (docs/ddl.md): CREATE / ALTER /
         DROP MESSAGE TYPE, CONTRACT, QUEUE, SERVICE, EVENT NOTIFICATION, BROKER PRIORITY and
-        ALTER DATABASE … SET ENABLE_BROKER | HONOR_BROKER_PRIORITY, with ``USE`` and ``GO``
+        ALTER DATABASE … SET ENABLE_BROKER | NEW_BROKER | ERROR_BROKER_CONVERSATIONS |
+        HONOR_BROKER_PRIORITY, with ``USE`` and ``GO``
         lines doing nothing. The script is parsed whole, then its statements run one after
         another; returns how many ran.
 

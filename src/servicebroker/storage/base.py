@@ -166,8 +166,9 @@ class StorageConnection(Protocol):
         ...
 
     def load_catalog(self) -> CatalogRows:
-        """Read every catalog table, the catalog version and the HONOR_BROKER_PRIORITY option
-        (PRI-16) from one consistent snapshot (inside the write transaction: what it sees)."""
+        """Read every catalog table, the catalog version, the HONOR_BROKER_PRIORITY option
+        (PRI-16) and the database's ``service_broker_guid`` from one consistent snapshot
+        (inside the write transaction: what it sees)."""
         ...
 
     def catalog_write(self, name: str, params: Sequence[Any]) -> int:
@@ -380,6 +381,13 @@ class StorageConnection(Protocol):
 
     def delete_queue_messages(self, queue_id: int) -> None:
         """Delete every row of a queue (DROP QUEUE); in the write transaction."""
+        ...
+
+    def remove_all_conversations(self) -> None:
+        """Delete every conversation endpoint, every queue row of every status (retained ones
+        too) with the groups' index rows, and every transmission-queue row, and forget the
+        dialogs of event notifications (ALTER DATABASE … SET NEW_BROKER); in the write
+        transaction. The catalog and the application's tables are left as they are."""
         ...
 
     def move_conversation_messages(self, handle: bytes, old_group: bytes, group_id: bytes) -> None:

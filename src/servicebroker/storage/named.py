@@ -179,6 +179,7 @@ class NamedQueryConnection:
                     BrokerPriorityRow, self._all("catalog_broker_priorities")
                 ),
                 honor_broker_priority=self._one("get_setting", ("honor_broker_priority",)) == "1",
+                service_broker_guid=str(self._one("get_setting", ("service_broker_guid",)) or ""),
             )
 
     def catalog_version(self) -> int:
@@ -343,6 +344,17 @@ class NamedQueryConnection:
     def delete_queue_messages(self, queue_id: int) -> None:
         """Delete every row of a queue (DROP QUEUE)."""
         self._run("delete_queue_messages", (queue_id,))
+
+    def remove_all_conversations(self) -> None:
+        """Delete every endpoint, queue row and transmission row (NEW_BROKER)."""
+        for name in (
+            "remove_all_endpoints",
+            "remove_all_queue_groups",  # first: the messages' triggers then find no head to move
+            "remove_all_queue_messages",
+            "remove_all_transmission",
+            "forget_notification_dialogs",
+        ):
+            self._run(name)
 
     def move_conversation_messages(self, handle: bytes, old_group: bytes, group_id: bytes) -> None:
         """Move a conversation's queue rows from ``old_group`` to ``group_id`` (DLG-7)."""

@@ -307,3 +307,20 @@ DELETE FROM conversation_priorities WHERE priority_id = ?;
 -- name: groups_arrived_since
 SELECT DISTINCT conversation_group_id FROM queue_messages
 WHERE queuing_order > ? AND queue_id = ? AND status = 1;
+
+-- ALTER DATABASE … SET NEW_BROKER: every conversation goes, without a message (the groups'
+-- index rows first, so the queue_messages triggers have no head to move).
+-- name: remove_all_endpoints
+DELETE FROM conversation_endpoints;
+
+-- name: remove_all_queue_messages
+DELETE FROM queue_messages;
+
+-- name: remove_all_queue_groups
+DELETE FROM queue_groups;
+
+-- name: remove_all_transmission
+DELETE FROM transmission_queue;
+
+-- name: forget_notification_dialogs
+UPDATE event_notifications SET conversation_handle = NULL WHERE conversation_handle IS NOT NULL;

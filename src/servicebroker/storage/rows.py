@@ -284,3 +284,6 @@ class CatalogRows:
     event_notifications: Sequence[EventNotificationRow]
     broker_priorities: Sequence[BrokerPriorityRow]
     honor_broker_priority: bool = False
+    service_broker_guid: str = ""
+    """The database's Service Broker identifier (``broker_settings`` ``service_broker_guid``,
+    a UUID's text; empty only for a database no migration gave one)."""

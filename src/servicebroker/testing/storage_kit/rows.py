@@ -355,8 +355,9 @@ def check_finish_received(open_storage: StorageOpener) -> None:
 
 def check_queue_row_changes(open_storage: StorageOpener) -> None:
     """move_conversation_messages (to another group, which RECEIVE then finds),
-    delete_conversation_messages (the named endpoints' rows only, several at once) and
-    delete_queue_messages."""
+    delete_conversation_messages (the named endpoints' rows only, several at once),
+    delete_queue_messages and remove_all_conversations (every endpoint, queue row and
+    transmission row)."""
     with kit.Bench(open_storage) as bench:
         conn = bench.connect(bench.storage())
         queue_id, other_queue = kit.new_queue(conn), kit.new_queue(conn)
@@ -392,6 +393,11 @@ def check_queue_row_changes(open_storage: StorageOpener) -> None:
         kit.committed(conn, lambda: conn.delete_queue_messages(queue_id))
         kit.equal(conn.peek(queue_id, -1), [], "delete_queue_messages")
         kit.equal(kit.bodies(conn.peek(other_queue, -1)), [b"kept"], "another queue's rows stay")
+        kit.committed(conn, conn.remove_all_conversations)  # NEW_BROKER
+        kit.equal(conn.peek(other_queue, -1), [], "remove_all_conversations: every queue row")
+        kit.equal(conn.list_endpoints(), [], "remove_all_conversations: every endpoint")
+        kit.equal(conn.transmission_count(), 0, "remove_all_conversations: transmission queue")
+        kit.equal(conn.queue_has_ready(other_queue), False, "remove_all_conversations: groups")
 
 
 # -- group locks -------------------------------------------------------------------------------

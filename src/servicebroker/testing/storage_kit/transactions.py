@@ -91,7 +91,8 @@ def check_transmission_queue(open_storage: StorageOpener) -> None:
 # -- catalog -----------------------------------------------------------------------------------
 def check_catalog_rows_and_version(open_storage: StorageOpener) -> None:
     """catalog_write (ids of inserts), bump_catalog_version (+1, seen by another storage),
-    load_catalog (named rows, the built-in rows, the HONOR_BROKER_PRIORITY setting) and
+    load_catalog (named rows, the built-in rows, the HONOR_BROKER_PRIORITY setting, the
+    service_broker_guid) and
     catalog_count (endpoints using a service; queue and transmission rows carrying a message
     type)."""
     with kit.Bench(open_storage) as bench:
@@ -125,6 +126,7 @@ def check_catalog_rows_and_version(open_storage: StorageOpener) -> None:
         rows = other.load_catalog()
         kit.equal(rows.version, before + 1, "load_catalog version")
         kit.equal(rows.honor_broker_priority, True, "load_catalog honor_broker_priority")
+        kit.equal(len(str(uuid.UUID(rows.service_broker_guid))), 36, "load_catalog guid")
         kit.typed(rows.message_types, MessageTypeRow, "load_catalog message_types")
         kit.typed(rows.contracts, ContractRow, "load_catalog contracts")
         kit.typed(rows.queues, QueueRow, "load_catalog queues")
