@@ -222,6 +222,25 @@ def test_a_group_holds_conversations_of_the_from_service_only(broker: Broker, pa
     assert endpoints(broker)[joined].conversation_group_id == group
 
 
+def test_a_group_a_conversation_was_moved_into_is_checked_again(broker: Broker, pair: Pair) -> None:
+    # rule DLG-1, rule DLG-7: the check of BEGIN DIALOG's FROM service against a group is made
+    # once per group in a transaction, and again after MOVE CONVERSATION put another service's
+    # conversation in it (MOVE CONVERSATION, docs/t-sql/statements/move-conversation-
+    # transact-sql.md, asks only that both groups be on one queue)
+    broker.create_service("//test/Second", queue=pair.iq)
+    with broker.transaction() as tx:
+        first = tx.begin_dialog(pair.initiator, pair.target, contract="C")
+    group = endpoints(broker)[first].conversation_group_id
+    with broker.transaction() as tx:
+        tx.begin_dialog(pair.initiator, pair.target, contract="C", related_conversation_group=group)
+        second = tx.begin_dialog("//test/Second", pair.target, contract="C")
+        tx.move_conversation(second, group)
+        with pytest.raises(ConversationError, match=r"holds conversations of service '//test/Se"):
+            tx.begin_dialog(
+                pair.initiator, pair.target, contract="C", related_conversation_group=group
+            )
+
+
 def test_a_refused_related_group_is_not_kept_locked(broker: Broker, pair: Pair) -> None:
     # rule DLG-1, rule DLG-9
     # BEGIN DIALOG CONVERSATION: "The BEGIN DIALOG CONVERSATION command locks the conversation

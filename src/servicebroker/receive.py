@@ -137,6 +137,7 @@ class Receiving:
         self._checked: set[int] = set()
         self._locked_elsewhere: set[bytes] = set()
         self._locked_elsewhere_seen: tuple[int, int] | None = None
+        self._group_service: dict[bytes, int] = {}  # groups checked: the one service they hold
 
     def refresh_catalog(self) -> CatalogSnapshot:
         """Re-read the catalog if another transaction or process changed it."""
@@ -163,10 +164,18 @@ class Receiving:
             ConversationError: a conversation of the group belongs to another service; the
                 message starts with BEGIN DIALOG ``what`` and names the services.
         """
-        services = {
-            r.service_id for r in self._endpoints.values() if r.conversation_group_id == group_id
-        }
-        services.update(self.conn.group_services(group_id))
+        known = self._group_service.get(group_id)
+        if known == service.service_id:  # checked in this transaction: one look per group
+            return
+        if known is not None:
+            services = {known}
+        else:
+            services = {
+                r.service_id
+                for r in self._endpoints.values()
+                if r.conversation_group_id == group_id
+            }
+            services.update(self.conn.group_services(group_id))
         others = services - {service.service_id}
         if others:
             by_id = self.catalog.services_by_id
@@ -178,6 +187,11 @@ class Receiving:
                 f"conversations of service {names}, not of FROM service {service.name!r}: every "
                 f"conversation of a group has the FROM service at one end"
             )
+        self._group_service[group_id] = service.service_id
+
+    def group_moved_into(self, group_id: bytes) -> None:
+        """MOVE CONVERSATION moved a conversation into ``group_id``: check it afresh."""
+        self._group_service.pop(group_id, None)
 
     # -- group locks (DLG-9) -------------------------------------------------------------
     def lock_group(

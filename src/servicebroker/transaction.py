@@ -506,6 +506,7 @@ class Transaction:
             )
         self._receiving.lock_group(target, "MOVE CONVERSATION", row.queue_id)
         row.conversation_group_id = target
+        self._receiving.group_moved_into(target)
         self._ops.append(("move", row.conversation_handle, target))
 
     @statement
