@@ -35,6 +35,7 @@ from servicebroker.errors import (
     CatalogError,
     ConversationError,
     MessageValidationError,
+    StorageError,
     TransactionError,
 )
 
@@ -659,6 +660,16 @@ def test_bad_bodies_are_refused(
 
 
 # -- tx.execute and the transaction ---------------------------------------------------------------
+POSTGRES_READINGS = {
+    # texts only PostgreSQL reads so that the COMMIT is a statement; SQLite reads them otherwise
+    # and refuses them as syntax errors (nothing commits, the transaction is rolled back)
+    "/* a /* nested */ b */ COMMIT",
+    "SELECT E'a\\'b'; COMMIT; SELECT 'x'",  # an E'' string takes backslash escapes
+    "/* /* */ ' */ COMMIT; SELECT ''",  # the nested comment hides the quote
+    "SELECT a ['x]' ]; COMMIT; SELECT ' ]'",  # a subscript, no [identifier]
+}
+
+
 @pytest.mark.parametrize(
     "sql",
     [
@@ -676,22 +687,30 @@ def test_bad_bodies_are_refused(
         "ROLLBACK TO s",
         "-- why\nCOMMIT",
         "/* c */ COMMIT",
-        "/* a /* nested */ b */ COMMIT",
         "SELECT 1; COMMIT",
         "SELECT 'x;y'; COMMIT",
         # texts a general SQL lexer (sqlparse) reads unlike PostgreSQL / SQLite do
         "SELECT 'a\\'; COMMIT; --'",  # a backslash escapes nothing in a standard string
         'SELECT 1 AS "a\\"; COMMIT; --"',
         "SELECT 5 # 3; COMMIT",  # PostgreSQL's XOR, not a comment
-        "SELECT E'a\\'b'; COMMIT; SELECT 'x'",  # an E'' string takes backslash escapes
-        "/* /* */ ' */ COMMIT; SELECT ''",  # the nested comment hides the quote
-        "SELECT a ['x]' ]; COMMIT; SELECT ' ]'",  # PostgreSQL: a subscript, no [identifier]
         "CREATE TABLE t (declare int); COMMIT",
         "CREATE TABLE trigger (begin int); COMMIT",
         "CREATE TRIGGER t AFTER INSERT ON x BEGIN DELETE FROM y; END; COMMIT",
+        *sorted(POSTGRES_READINGS),
     ],
 )
 def test_execute_refuses_transaction_control(broker: Broker, pair: Pair, sql: str) -> None:
+    sqlite = broker.paramstyle == "qmark"
+    if sqlite and sql in POSTGRES_READINGS:
+        with (
+            pytest.raises(StorageError, match=r"syntax error|unrecognized token"),
+            broker.transaction() as tx,
+        ):
+            h = tx.begin_dialog(pair.initiator, pair.target, contract="C")
+            tx.send(h, "Req", b"x")
+            tx.execute(sql)
+        assert broker.peek(pair.tq) == []  # rolled back whole: nothing committed half
+        return
     with broker.transaction() as tx:
         h = tx.begin_dialog(pair.initiator, pair.target, contract="C")
         tx.send(h, "Req", b"x")
@@ -701,6 +720,21 @@ def test_execute_refuses_transaction_control(broker: Broker, pair: Pair, sql: st
             tx.executemany(sql, [()])
         tx.execute("SELECT 1")  # the transaction goes on
     assert len(broker.peek(pair.tq)) == 1
+
+
+def test_a_postgresql_function_body_is_one_string_to_the_check(broker: Broker) -> None:
+    # a $$ body is read as PostgreSQL reads it (one string), on SQLite as SQLite reads it
+    body = (
+        "CREATE FUNCTION f() RETURNS trigger LANGUAGE plpgsql AS "
+        "$$ BEGIN PERFORM 1; RETURN NULL; END $$"
+    )
+    if broker.paramstyle == "qmark":
+        with broker.transaction() as tx, pytest.raises(TransactionError):
+            tx.execute(body)  # SQLite has no $$ quotes: "END $$" would be a statement
+    else:
+        with broker.transaction() as tx:
+            tx.execute(body)
+    assert check_application_sql(body, postgres=True) == body
 
 
 @pytest.mark.parametrize(

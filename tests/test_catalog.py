@@ -83,7 +83,10 @@ def test_activation_validation(broker: Broker) -> None:
     with pytest.raises(CatalogError, match="MAX_QUEUE_READERS"):
         Activation("mod:fn", max_queue_readers=32768)
     with pytest.raises(CatalogError, match=r"package\.module:function"):
-        Activation("nocolon")
+        Activation("module:")
+    # a name without ':' is a procedure registered with the broker (Broker.register_procedure)
+    with pytest.raises(CatalogError, match=r"neither 'package\.module:function' nor registered"):
+        broker.create_queue("q0", activation=Activation("nocolon"))
     broker.create_queue("q", activation=Activation("json:dumps", max_queue_readers=3))
     (row,) = [r for r in broker.views.service_queues() if r.name == "q"]
     assert (

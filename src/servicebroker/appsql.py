@@ -7,9 +7,10 @@ at the broker's rollback, or the reverse.
 It is a lexer-level check, not a SQL parser: the text is split into statements at semicolons
 outside string literals, quoted identifiers, comments, PostgreSQL dollar quotes and the bodies
 of CREATE FUNCTION … BEGIN ATOMIC … END / CREATE TRIGGER … BEGIN … END, and the first keyword of
-each statement is looked at. The text is read both as PostgreSQL reads it (nested ``/* */``
-comments, ``E'…'`` strings with backslash escapes, ``$tag$`` quotes) and as SQLite reads it
-(``[…]`` and backquoted identifiers), and refused if either reading finds transaction control.
+each statement is looked at. ``tx.execute`` reads the text as its database reads it:
+PostgreSQL (nested ``/* */`` comments, ``E'…'`` strings with backslash escapes, ``$tag$``
+quotes) or SQLite (``[…]`` and backquoted identifiers); without a database named, both
+readings are made, and the text is refused if either finds transaction control.
 
 Why not a SQL library: sqlparse, the one well-kept Python SQL lexer, reads PostgreSQL unlike
 PostgreSQL in ways that let a COMMIT through — a backslash in a standard string taken as an
@@ -174,13 +175,18 @@ def statement_keywords(text: str, *, postgres: bool) -> list[tuple[str, str]]:
     return found
 
 
-def check_application_sql(sql: object, statement: str = "tx.execute") -> str:
+def check_application_sql(
+    sql: object, statement: str = "tx.execute", *, postgres: bool | None = None
+) -> str:
     """``sql``, checked to be text with no transaction-control statement in it.
 
     Args:
         sql: the application's SQL text (one statement, or several where the driver runs
             several: PostgreSQL without parameters).
         statement: names the call in the message (``tx.execute``, ``tx.executemany``).
+        postgres: read the text as PostgreSQL (True) or SQLite (False) reads it — a ``$$``
+            function body is one string to PostgreSQL and SQL to SQLite; None: both readings,
+            refused if either finds transaction control.
 
     Raises:
         TransactionError: a statement of the text begins with BEGIN, START [TRANSACTION],
@@ -196,7 +202,12 @@ def check_application_sql(sql: object, statement: str = "tx.execute") -> str:
             f"{statement}: the SQL text holds a lone surrogate (U+{ord(surrogate.group()):04X}) "
             f"at character {surrogate.start()}: it is not valid Unicode text"
         )
-    keyword = _remembered_control(sql) if len(sql) <= _MEMO_LENGTH else _find_control(sql)
+    readings = (True, False) if postgres is None else (bool(postgres),)
+    keyword = (
+        _remembered_control(sql, readings)
+        if len(sql) <= _MEMO_LENGTH
+        else _find_control(sql, readings)
+    )
     if keyword is not None:
         raise TransactionError(
             f"{statement}: {keyword} is transaction control, which the application's "
@@ -211,10 +222,10 @@ _MEMO_LENGTH = 10_000
 mostly a few constant texts, run again and again: the main job's INSERT per flight)."""
 
 
-def _find_control(sql: str) -> str | None:
-    """The transaction-control keyword a statement of ``sql`` begins with, in either reading
-    (PostgreSQL's or SQLite's), or None."""
-    for postgres in (True, False):
+def _find_control(sql: str, readings: tuple[bool, ...]) -> str | None:
+    """The transaction-control keyword a statement of ``sql`` begins with, read as PostgreSQL
+    (True) or SQLite (False) reads it, for each of ``readings``; or None."""
+    for postgres in readings:
         for first, second in statement_keywords(sql, postgres=postgres):
             if first in TRANSACTION_CONTROL or (first == "PREPARE" and second == "TRANSACTION"):
                 return f"{first} {second}".strip() if first == "PREPARE" else first

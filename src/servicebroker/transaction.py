@@ -99,6 +99,8 @@ class Transaction:
         self._by_handle: dict[object, EndpointRow] = {}
         self._locked_group_of: dict[bytes, bytes] = {}
         self._new_groups: dict[bytes, int] = {}
+        # the application's SQL is read as its database reads it (SQLite's placeholder is "?")
+        self._postgres = context.storage.paramstyle != "qmark"
         self._ops: list[tuple[Any, ...]] = []
         self._catalog_changed = False
         self._failure: StorageError | None = None
@@ -570,7 +572,8 @@ class Transaction:
             StorageError: the database refused the SQL: the transaction is rolled back.
         """
         with driver_refusals("tx.execute"):
-            return self._conn.execute_app(check_application_sql(sql), params)
+            checked = check_application_sql(sql, postgres=self._postgres)
+            return self._conn.execute_app(checked, params)
 
     @statement
     def executemany(
@@ -579,7 +582,8 @@ class Transaction:
         """Run one application statement for each parameter set, in this transaction. Raises as
         :meth:`execute`."""
         with driver_refusals("tx.executemany"):
-            self._conn.executemany_app(check_application_sql(sql, "tx.executemany"), seq_of_params)
+            checked = check_application_sql(sql, "tx.executemany", postgres=self._postgres)
+            self._conn.executemany_app(checked, seq_of_params)
 
     # -- end of the transaction ----------------------------------------------------------
     def commit(self) -> None:
