@@ -38,6 +38,8 @@ def test_all_names_the_public_surface() -> None:
         "StorageIOError",
         "Outcome",
         "TransactionError",
+        "TransportError",
+        "FramingError",
         "parse_error_body",
     }
     assert set(servicebroker.__all__) == expected

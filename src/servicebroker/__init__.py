@@ -18,6 +18,7 @@ from .errors import (
     ConversationError,
     DatabaseUnavailableError,
     DeadlockError,
+    FramingError,
     IntegrityConflict,
     LockTimeoutError,
     MessageValidationError,
@@ -27,6 +28,7 @@ from .errors import (
     StorageFullError,
     StorageIOError,
     TransactionError,
+    TransportError,
 )
 from .messages import Message
 from .transaction import Transaction
@@ -44,6 +46,7 @@ __all__ = [
     "ConversationError",
     "DatabaseUnavailableError",
     "DeadlockError",
+    "FramingError",
     "IntegrityConflict",
     "LockTimeoutError",
     "ManualClock",
@@ -57,6 +60,7 @@ __all__ = [
     "SystemClock",
     "Transaction",
     "TransactionError",
+    "TransportError",
     "parse_error_body",
 ]
 

@@ -14,6 +14,7 @@ __all__ = [
     "ConversationError",
     "DatabaseUnavailableError",
     "DeadlockError",
+    "FramingError",
     "IntegrityConflict",
     "LockTimeoutError",
     "MessageValidationError",
@@ -23,6 +24,7 @@ __all__ = [
     "StorageFullError",
     "StorageIOError",
     "TransactionError",
+    "TransportError",
 ]
 
 
@@ -139,3 +141,13 @@ class IntegrityConflict(StorageError):
     """A database constraint refused a statement (a duplicate key in the application's SQL run
     through ``tx.execute``, or a catalog row another process changed at the same time); the
     transaction must be rolled back."""
+
+
+class TransportError(BrokerError):
+    """The transport between broker instances failed: a connection, a peer, a frame."""
+
+
+class FramingError(TransportError):
+    """Bytes on a connection are not a right frame (bad magic or version, unknown type, a
+    length beyond the limit, a failed checksum, a frame cut off): the connection is closed and
+    its dialogs' messages are sent again (NET-4, NET-6)."""
