@@ -373,3 +373,31 @@ def test_event_notification_broker_instance(broker: Broker) -> None:
         broker.drop_event_notification("n1", queue="other")
     broker.drop_event_notification("n1", queue="q")
     assert broker.views.event_notifications() == []
+
+
+def test_a_transaction_using_a_dropped_service_does_not_commit_half(
+    broker: Broker, pair: Pair
+) -> None:
+    # DROP SERVICE (docs/t-sql/statements/drop-service-transact-sql.md) removes the service's
+    # conversations; a transaction that used one meanwhile — SENT on it, RECEIVED from it or
+    # began a dialog from the service — is refused at commit and rolled back whole (SQL Server's
+    # DROP would have waited on its locks): no message is lost while commit says it is done,
+    # no endpoint is left on a dropped service, the application's rows do not commit alone
+    broker.execute("CREATE TABLE app_rows (x INTEGER)")
+    h = _talk(broker, pair)
+    sending = broker.transaction()
+    sending.send(h, "Req", b"three")
+    beginning = broker.transaction()
+    new = beginning.begin_dialog(pair.initiator, pair.target, contract=pair.contract)
+    beginning.send(new, "Req", b"new")
+    broker.drop_service(pair.initiator)
+    sending.execute("INSERT INTO app_rows (x) VALUES (1)")  # (on SQLite: the write lock, now)
+    with pytest.raises(ConversationError, match=rf"conversation {h} was removed while"):
+        sending.commit()
+    with pytest.raises(ConversationError, match=r"its FROM service was dropped"):
+        beginning.commit()
+    assert broker.execute("SELECT x FROM app_rows") == []
+    assert {e.service_name for e in broker.views.conversation_endpoints()} == {pair.target}
+    # the target got the dropped service's Error, and not the SEND that was refused
+    got = [(m.message_type_name, m.message_body) for m in broker.peek(pair.tq)]
+    assert [t for t, _ in got].count(ERROR) == 1 and ("Req", b"three") not in got

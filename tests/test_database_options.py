@@ -156,8 +156,9 @@ def test_new_broker_removes_every_conversation_and_nothing_else(broker: Broker) 
 def test_new_broker_beside_a_transaction_that_holds_a_group(broker: Broker, pair: Pair) -> None:
     # NEW_BROKER: "all existing conversations in the database are immediately removed" — a
     # transaction that RECEIVEd (holding the group, writing nothing yet) is not waited for;
-    # a statement on the removed conversation fails (it does not exist), what the transaction
-    # did before comes to nothing at its commit, its own SQL commits (docs/ddl.md)
+    # a statement on the removed conversation fails (it does not exist), and its commit is
+    # refused and rolled back whole: its own SQL does not commit without the messages it
+    # received (docs/ddl.md)
     broker.execute("CREATE TABLE app_rows (x INTEGER)")
     with broker.transaction() as tx:
         h = tx.begin_dialog(pair.initiator, pair.target, contract=pair.contract)
@@ -168,10 +169,11 @@ def test_new_broker_beside_a_transaction_that_holds_a_group(broker: Broker, pair
     with pytest.raises(ConversationError, match=f"{m.conversation_handle} does not exist"):
         tx.send(m.conversation_handle, "Resp", b"too late")
     tx.execute("INSERT INTO app_rows (x) VALUES (2)")
-    tx.commit()
+    with pytest.raises(ConversationError, match=r"received from queue 'tq' were removed"):
+        tx.commit()
     assert broker.views.conversation_endpoints() == []
     assert broker.peek(pair.iq) == [] and broker.peek(pair.tq) == []
-    assert broker.execute("SELECT x FROM app_rows") == [(2,)]
+    assert broker.execute("SELECT x FROM app_rows") == []
 
 
 def test_new_broker_waits_for_a_commit_in_progress_then_says_so(

@@ -12,12 +12,13 @@ import re
 from collections.abc import Iterable, Iterator
 from typing import Any
 
-from .errors import BrokerError
+from .errors import BrokerError, ConversationError
 
 __all__ = [
     "MAX_INT",
     "MAX_TOP",
     "MAX_WAIT_SECONDS",
+    "check_end_arguments",
     "check_flag",
     "check_int",
     "check_top",
@@ -155,3 +156,19 @@ def short_repr(value: object) -> str:
     """``repr(value)`` cut to 60 characters, for an error message about a bad value."""
     text = repr(value)
     return text if len(text) <= 60 else text[:60] + "…"
+
+
+def check_end_arguments(cleanup: object, error: object, description: object) -> None:
+    """END CONVERSATION's arguments (end-conversation-transact-sql.md): WITH CLEANUP a bool and
+    alone; WITH ERROR an int from 1 to 2**31-1 with a DESCRIPTION of XML text, nvarchar(3000).
+
+    Raises:
+        ConversationError: naming the argument at fault.
+    """
+    check_flag(cleanup, "END CONVERSATION WITH CLEANUP", error=ConversationError)
+    if cleanup and (error is not None or description is not None):
+        raise ConversationError("END CONVERSATION WITH CLEANUP takes no ERROR or DESCRIPTION")
+    if error is not None or description is not None:
+        what = "END CONVERSATION WITH ERROR"
+        check_int(error, f"{what} code", minimum=1, error=ConversationError)
+        check_xml_text(description, f"{what} DESCRIPTION", limit=3000, error=ConversationError)

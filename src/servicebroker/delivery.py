@@ -41,7 +41,7 @@ from .storage.base import StorageConnection
 from .storage.rows import EndpointRow, QueueInsert
 from .transmission import TransmissionQueue
 
-__all__ = ["Applier"]
+__all__ = ["Applier", "check_begun_dialogs"]
 
 TARGET_GONE_CODE = -8493
 CONTRACT_REFUSED_CODE = -8408
@@ -116,12 +116,16 @@ class Applier:
                 queues.add(target.queue_id)
         self.conn.lock_queues(queues)
 
-    def endpoint(self, handle: bytes, locked_group: bytes | None = None) -> EndpointRow | None:
+    def endpoint(
+        self, handle: bytes, locked_group: bytes | None = None, *, must_exist: bool = False
+    ) -> EndpointRow | None:
         """The endpoint as it stands in this commit (read once, then cached).
 
         Raises:
             ConversationError: ``locked_group`` (the group the statement locked) is no longer
-                the endpoint's group: a concurrent MOVE CONVERSATION won; the commit fails.
+                the endpoint's group: a concurrent MOVE CONVERSATION won; or, ``must_exist``,
+                the endpoint was removed while the transaction used it (DROP SERVICE, DROP
+                CONTRACT, NEW_BROKER): the commit fails.
         """
         if handle not in self._rows:
             row = self.conn.get_endpoint(handle, for_update=True)
@@ -129,6 +133,12 @@ class Applier:
             if row is not None:
                 self._sides[(row.conversation_id, row.is_initiator)] = handle
         row = self._rows[handle]
+        if row is None and must_exist:
+            raise ConversationError(
+                f"conversation {uuid.UUID(bytes=handle)} was removed while this transaction "
+                f"used it (DROP SERVICE, DROP CONTRACT or ALTER DATABASE … SET NEW_BROKER); "
+                f"the transaction is rolled back"
+            )
         if (
             locked_group is not None
             and row is not None
@@ -496,3 +506,26 @@ class Applier:
         for end in (mine, far):
             if end is not None:
                 self._delete_endpoint(end)
+
+
+def check_begun_dialogs(current: CatalogSnapshot, begun: list[EndpointRow]) -> None:
+    """At commit, the FROM services and contracts of the dialogs a transaction begins still
+    exist in the ``current`` catalog: a DROP SERVICE or DROP CONTRACT committed while the
+    transaction ran refuses the commit (in the broker's own process at once; another process's
+    within the storage's poll interval), so no endpoint is left on a dropped service.
+
+    Raises:
+        ConversationError: naming the dialog; the transaction is rolled back.
+    """
+    for row in begun:
+        handle = uuid.UUID(bytes=row.conversation_handle)
+        if row.service_id not in current.services_by_id:
+            raise ConversationError(
+                f"BEGIN DIALOG {handle}: its FROM service was dropped while this transaction "
+                f"ran; the transaction is rolled back"
+            )
+        if row.service_contract_id not in current.contracts_by_id:
+            raise ConversationError(
+                f"BEGIN DIALOG {handle}: its contract was dropped while this transaction ran; "
+                f"the transaction is rolled back"
+            )

@@ -18,7 +18,7 @@ from dataclasses import replace
 from typing import Any, Concatenate, ParamSpec, TypeVar
 
 from .appsql import check_application_sql, driver_refusals
-from .arguments import MAX_INT, check_flag, check_int, check_xml_text, message_tuples
+from .arguments import MAX_INT, check_end_arguments, message_tuples
 from .catalog import (
     SERVICE_STRING_LIMIT,
     SYSTEM_MESSAGE_TYPES,
@@ -28,7 +28,7 @@ from .catalog import (
 )
 from .clock import check_seconds
 from .context import BrokerContext
-from .delivery import Applier
+from .delivery import Applier, check_begun_dialogs
 from .dialogs import INITIATOR_START, EndMode, State, after_local_end, after_send, is_ended
 from .errors import (
     ConversationError,
@@ -42,12 +42,9 @@ from .storage.failures import DATABASE_FAILURES
 from .storage.rows import EndpointRow
 from .waiting import LOCKS
 
-__all__ = ["DEFAULT_LIFETIME", "Transaction"]
+__all__ = ["Transaction"]
 
 log = logging.getLogger(__name__)
-DEFAULT_LIFETIME = 2**31 - 1
-"""DLG-1: LIFETIME defaults to the largest 32-bit integer, in seconds."""
-MAX_DESCRIPTION = 3000
 P = ParamSpec("P")
 R = TypeVar("R")
 
@@ -234,7 +231,7 @@ class Transaction:
         contract_def = cat.contract(contract)
         check_name("TO SERVICE", to_service, limit=SERVICE_STRING_LIMIT, error=ConversationError)
         life = (
-            DEFAULT_LIFETIME
+            MAX_INT  # DLG-1: LIFETIME defaults to the largest 32-bit integer, in seconds
             if lifetime is None
             else check_seconds(lifetime, "BEGIN DIALOG LIFETIME", allow_zero=False, maximum=MAX_INT)
         )
@@ -445,15 +442,8 @@ class Transaction:
             ConversationError: unknown handle, already ended, or bad arguments (ERROR an int
                 1..2**31-1, DESCRIPTION XML text <= 3000 characters, CLEANUP a bool).
         """
-        check_flag(cleanup, "END CONVERSATION WITH CLEANUP", error=ConversationError)
-        if cleanup and (error is not None or description is not None):
-            raise ConversationError("END CONVERSATION WITH CLEANUP takes no ERROR or DESCRIPTION")
+        check_end_arguments(cleanup, error, description)
         if error is not None or description is not None:
-            what = "END CONVERSATION WITH ERROR"
-            check_int(error, f"{what} code", minimum=1, error=ConversationError)
-            check_xml_text(
-                description, f"{what} DESCRIPTION", limit=MAX_DESCRIPTION, error=ConversationError
-            )
             mode = EndMode.ERROR
         else:
             mode = EndMode.CLEANUP if cleanup else EndMode.PLAIN
@@ -612,7 +602,13 @@ class Transaction:
                 applier.lock_queues(op[2] for op in self._ops if op[0] == "begin")
                 for queue_id, orders in receiving.received.items():
                     q = self._receiving.catalog.queues_by_id.get(queue_id)
-                    conn.finish_received(orders, retain=bool(q and q.retention))
+                    if conn.finish_received(orders, retain=bool(q and q.retention)) < len(orders):
+                        raise ConversationError(
+                            f"messages this transaction received from queue "
+                            f"{q.name if q else queue_id!r} were removed meanwhile (DROP SERVICE, "
+                            f"DROP QUEUE or ALTER DATABASE … SET NEW_BROKER); the transaction is "
+                            f"rolled back"
+                        )
                     conn.reset_rollbacks(queue_id)
                 self._apply(applier)
                 applier.finish()
@@ -629,10 +625,17 @@ class Transaction:
 
     def _apply(self, applier: Applier) -> None:
         for row in self._endpoints.values():
-            if row.endpoint_id:  # existing endpoints: still in the group this transaction locked?
+            if row.endpoint_id:  # existing endpoints: still there, in the group locked?
                 applier.endpoint(
-                    row.conversation_handle, self._locked_group_of[row.conversation_handle]
+                    row.conversation_handle,
+                    self._locked_group_of[row.conversation_handle],
+                    must_exist=True,
                 )
+        begun = [op[2] for op in self._ops if op[0] == "begin"]
+        if begun:  # a DROP SERVICE / CONTRACT committed meanwhile refuses the dialogs begun
+            current = self._context.catalog.snapshot(self._conn)
+            if current.version != self._receiving.catalog.version:
+                check_begun_dialogs(current, begun)
         for op in self._ops:
             kind, handle = op[0], op[1]
             if kind == "send":

@@ -367,10 +367,11 @@ class StorageConnection(Protocol):
         """How many rows of each status each queue holding rows has."""
         ...
 
-    def finish_received(self, queuing_orders: Iterable[int], *, retain: bool) -> None:
+    def finish_received(self, queuing_orders: Iterable[int], *, retain: bool) -> int:
         """End received messages (by queuing order, in RECEIVE order): delete them, or with
         ``retain`` (queue RETENTION ON, RCV-3) set their status to 0. In the write
-        transaction."""
+        transaction. Returns how many rows it ended: fewer than given when a catalog statement
+        (DROP SERVICE, DROP QUEUE, NEW_BROKER) removed some meanwhile."""
         ...
 
     def delete_conversation_messages(self, endpoints: Sequence[tuple[bytes, bytes]]) -> None:

@@ -269,11 +269,12 @@ class PostgresConnection(NamedQueryConnection):
         queues = sorted(set(columns[0]))
         self._run("insert_messages", (*columns, queues, columns[3], columns[0]))
 
-    def finish_received(self, queuing_orders: Iterable[int], *, retain: bool) -> None:
+    def finish_received(self, queuing_orders: Iterable[int], *, retain: bool) -> int:
         """Delete received messages, or mark them status 0 when the queue retains (RCV-3);
         their groups' rows in ``queue_groups`` are locked first, in (queue, group) order."""
         orders = list(queuing_orders)
-        self._run("retain_received" if retain else "delete_received", (orders, orders))
+        query = _Q["retain_received" if retain else "delete_received"]
+        return int(self._conn.execute(query, _flags((orders, orders))).rowcount)
 
     # -- transmission queue --------------------------------------------------------------
     # -- conversation-group locks --------------------------------------------------------

@@ -249,15 +249,19 @@ class SqliteConnection(NamedQueryConnection):
     def lock_queues(self, queue_ids: Collection[int]) -> None:
         """Nothing: the write transaction holds SQLite's single write lock already."""
 
-    def finish_received(self, queuing_orders: Iterable[int], *, retain: bool) -> None:
+    def finish_received(self, queuing_orders: Iterable[int], *, retain: bool) -> int:
         """Delete received messages, or mark them status 0 when the queue retains (RCV-3).
 
         ``queuing_orders`` come in RECEIVE order; rows go in reverse, so each group's head goes
         last and queue_groups looks up the group's next head once, not once per message."""
         orders = list(queuing_orders)[::-1]
         query = _Q["retain_received" if retain else "delete_received"]
+        ended = 0
         for start in range(0, len(orders), 10_000):
-            self._conn.execute(query, (json.dumps(orders[start : start + 10_000]),))
+            ended += self._conn.execute(
+                query, (json.dumps(orders[start : start + 10_000]),)
+            ).rowcount
+        return ended
 
     # -- transmission queue --------------------------------------------------------------
     # -- conversation-group locks --------------------------------------------------------

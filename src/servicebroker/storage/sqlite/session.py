@@ -151,6 +151,11 @@ class Rows:
         self._cursor = cursor
         self._session = session
 
+    @property
+    def rowcount(self) -> int:
+        """Rows the statement changed (INSERT, UPDATE, DELETE)."""
+        return int(self._cursor.rowcount)
+
     def fetchone(self) -> Any:
         """The next row, or None."""
         try:

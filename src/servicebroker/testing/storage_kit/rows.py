@@ -334,6 +334,11 @@ def check_finish_received(open_storage: StorageOpener) -> None:
         order = kit.orders(conn, queue_id)
         kit.committed(conn, lambda: conn.finish_received([order[b"0"], order[b"1"]], retain=False))
         kit.equal(
+            kit.committed(conn, lambda: conn.finish_received([order[b"0"]], retain=False)),
+            0,
+            "finish_received counts the rows it ended (none: gone already)",
+        )
+        kit.equal(
             kit.bodies(conn.peek(queue_id, -1)), [b"2", b"3"], "finish_received(retain=False)"
         )
         kit.committed(conn, lambda: conn.finish_received([order[b"2"]], retain=True))
