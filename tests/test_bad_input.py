@@ -722,6 +722,30 @@ def test_execute_refuses_transaction_control(broker: Broker, pair: Pair, sql: st
     assert len(broker.peek(pair.tq)) == 1
 
 
+@pytest.mark.parametrize(
+    "sql",
+    [
+        "SET search_path = elsewhere",
+        "set session statement_timeout = 1",
+        "SET TIME ZONE 'UTC'",
+        "RESET ALL",
+        "DISCARD ALL",
+        "SELECT 1; SET role = nobody",
+        "SET LOCAL standard_conforming_strings = off",
+        "SET backslash_quote = on",
+    ],
+)
+def test_postgresql_session_state_is_refused(sql: str) -> None:
+    # a session goes back to the broker's pool: SET without LOCAL would change every later
+    # transaction on it (a search_path sent another broker's messages to this schema), and
+    # standard_conforming_strings would let a backslash hide a COMMIT from the check
+    with pytest.raises(TransactionError, match=r"session|standard_conforming_strings"):
+        check_application_sql(sql, postgres=True)
+    check_application_sql(sql, postgres=False)  # SQLite has no SET: its own error, if any
+    for fine in ("SET LOCAL statement_timeout = 1000", "SET CONSTRAINTS ALL DEFERRED"):
+        assert check_application_sql(fine, postgres=True) == fine
+
+
 def test_a_postgresql_function_body_is_one_string_to_the_check(broker: Broker) -> None:
     # a $$ body is read as PostgreSQL reads it (one string), on SQLite as SQLite reads it
     body = (
@@ -822,3 +846,24 @@ def test_a_body_that_is_not_utf8_is_a_usage_error(tmp_path: Path) -> None:
     assert run.returncode == 2
     assert b"Traceback" not in run.stderr
     assert b"--body: the body is not valid UTF-8 text" in run.stderr
+
+
+def test_parameters_the_driver_refuses_leave_the_transaction_going(
+    broker: Broker, pair: Pair
+) -> None:
+    # docs/limits.md: parameters the driver cannot take are a BrokerError, not a failed
+    # statement: nothing ran, and the transaction (here holding a received message) goes on
+    broker.execute("CREATE TABLE app_rows (x INTEGER)")
+    mark = "?" if broker.paramstyle == "qmark" else "%s"
+    with broker.transaction() as tx:
+        h = tx.begin_dialog(pair.initiator, pair.target, contract="C")
+        tx.send(h, "Req", b"x")
+    with broker.transaction() as tx:
+        assert len(tx.receive(pair.tq)) == 1
+        for params in ([object()], [1, 2]):
+            with pytest.raises(BrokerError, match="refused the statement's parameters") as err:
+                tx.execute(f"INSERT INTO app_rows (x) VALUES ({mark})", params)
+            assert not isinstance(err.value, StorageError)
+        tx.execute(f"INSERT INTO app_rows (x) VALUES ({mark})", [7])
+    assert broker.execute("SELECT x FROM app_rows") == [(7,)]
+    assert broker.peek(pair.tq) == []  # the RECEIVE committed with the row

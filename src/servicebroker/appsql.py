@@ -145,18 +145,23 @@ def _creates(words: list[str], kinds: frozenset[str]) -> bool:
     return False
 
 
-def statement_keywords(text: str, *, postgres: bool) -> list[tuple[str, str]]:
-    """The first two keywords of each statement of ``text`` (``""`` where there is none), read
+def _first_three(words: list[str]) -> tuple[str, str, str]:
+    padded = [*words[:3], "", ""]
+    return padded[0], padded[1], padded[2]
+
+
+def statement_keywords(text: str, *, postgres: bool) -> list[tuple[str, str, str]]:
+    """The first three words of each statement of ``text`` (``""`` where there is none), read
     as PostgreSQL (``postgres``) or SQLite reads it. A CREATE statement's BEGIN ATOMIC … END
     body (PostgreSQL) or trigger body BEGIN … END (SQLite), with the CASE … END expressions in
     it, stays inside the statement in either reading."""
-    found: list[tuple[str, str]] = []
+    found: list[tuple[str, str, str]] = []
     current: list[str] = []
     depth = 0
     for word in _words(text, postgres=postgres):
         if word == ";" and depth == 0:
             if current:
-                found.append((current[0], current[1] if len(current) > 1 else ""))
+                found.append(_first_three(current))
             current = []
             continue
         if word == ";":
@@ -171,7 +176,7 @@ def statement_keywords(text: str, *, postgres: bool) -> list[tuple[str, str]]:
                 depth -= 1
         current.append(word)
     if current:
-        found.append((current[0], current[1] if len(current) > 1 else ""))
+        found.append(_first_three(current))
     return found
 
 
@@ -191,7 +196,10 @@ def check_application_sql(
     Raises:
         TransactionError: a statement of the text begins with BEGIN, START [TRANSACTION],
             COMMIT, END, ROLLBACK, ABORT, SAVEPOINT, RELEASE or PREPARE TRANSACTION, in any
-            case, after any comments: the broker's transaction owns commit and rollback.
+            case, after any comments: the broker's transaction owns commit and rollback; or,
+            read as PostgreSQL, changes the pooled session beyond the transaction (SET without
+            LOCAL, RESET, DISCARD) or how strings are read (SET [LOCAL]
+            standard_conforming_strings / backslash_quote).
         BrokerError: ``sql`` is not a string, or holds a lone surrogate.
     """
     if not isinstance(sql, str):
@@ -209,11 +217,7 @@ def check_application_sql(
         else _find_control(sql, readings)
     )
     if keyword is not None:
-        raise TransactionError(
-            f"{statement}: {keyword} is transaction control, which the application's "
-            f"SQL may not run: the broker's transaction owns commit and rollback — use "
-            f"tx.commit() or tx.rollback() (or leave the with block)"
-        )
+        raise TransactionError(f"{statement}: {keyword}")
     return sql
 
 
@@ -223,13 +227,38 @@ mostly a few constant texts, run again and again: the main job's INSERT per flig
 
 
 def _find_control(sql: str, readings: tuple[bool, ...]) -> str | None:
-    """The transaction-control keyword a statement of ``sql`` begins with, read as PostgreSQL
-    (True) or SQLite (False) reads it, for each of ``readings``; or None."""
+    """Why a statement of ``sql`` is refused, read as PostgreSQL (True) or SQLite (False)
+    reads it, for each of ``readings``; or None."""
     for postgres in readings:
-        for first, second in statement_keywords(sql, postgres=postgres):
+        for first, second, third in statement_keywords(sql, postgres=postgres):
             if first in TRANSACTION_CONTROL or (first == "PREPARE" and second == "TRANSACTION"):
-                return f"{first} {second}".strip() if first == "PREPARE" else first
+                keyword = f"{first} {second}".strip() if first == "PREPARE" else first
+                return (
+                    f"{keyword} is transaction control, which the application's SQL may not "
+                    f"run: the broker's transaction owns commit and rollback — use tx.commit() "
+                    f"or tx.rollback() (or leave the with block)"
+                )
+            if postgres and (
+                first in _SESSION_STATE or (first == "SET" and second not in _SET_IN_TRANSACTION)
+            ):
+                return (
+                    f"{first} {second}".strip()
+                    + " changes the database session beyond this transaction, and the session "
+                    "goes back to the broker's pool for other transactions: use SET LOCAL"
+                )
+            if postgres and first == "SET" and _STRING_SYNTAX & {second, third}:
+                return (
+                    "SET standard_conforming_strings changes how this check reads string "
+                    "literals: the broker's sessions keep PostgreSQL's default"
+                )
     return None
+
+
+_SESSION_STATE = frozenset({"RESET", "DISCARD"})
+"""PostgreSQL statements that change the session for every later transaction on it."""
+_SET_IN_TRANSACTION = frozenset({"LOCAL", "TRANSACTION", "CONSTRAINTS"})
+"""SET forms whose effect ends with the transaction."""
+_STRING_SYNTAX = frozenset({"STANDARD_CONFORMING_STRINGS", "BACKSLASH_QUOTE"})
 
 
 _remembered_control = functools.lru_cache(maxsize=512)(_find_control)

@@ -9,7 +9,9 @@ from collections.abc import Collection, Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from typing import Any, Protocol
 
-from ...errors import StorageError
+import psycopg
+
+from ...errors import BrokerError, StorageError
 from ..named import HeldHeads, NamedQueryConnection, held_best
 from ..queries import load_backend_queries
 from ..rows import EndpointRow, QueueInsert
@@ -147,9 +149,20 @@ class PostgresConnection(NamedQueryConnection):
             IntegrityConflict: a constraint refused the statement; the transaction must be
                 rolled back.
             StorageError: the statement failed (bad SQL, or the database underneath).
+            BrokerError: psycopg refused the parameters before sending the statement (their
+                number, a type it cannot adapt): nothing ran, the transaction goes on.
         """
         self.begin_write()
-        cur = self._conn.execute(sql, params or None)
+        try:
+            cur = self._conn.execute(sql, params or None)
+        except StorageError as exc:
+            cause = exc.__cause__
+            if isinstance(cause, psycopg.ProgrammingError) and cause.sqlstate is None:
+                raise BrokerError(
+                    f"tx.execute: the database driver refused the statement's parameters before "
+                    f"sending it ({cause})"
+                ) from None
+            raise
         return cur.fetchall() if cur.description else []
 
     def executemany_app(

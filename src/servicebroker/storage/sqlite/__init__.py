@@ -25,7 +25,7 @@ from collections.abc import Callable, Collection, Iterable, Iterator, Mapping, S
 from contextlib import contextmanager
 from typing import Any
 
-from ...errors import StorageError
+from ...errors import BrokerError, StorageError
 from ..migrations import migrate, schema_version
 from ..named import HeldHeads, NamedQueryConnection, held_best
 from ..queries import load_backend_queries, split_statements
@@ -164,9 +164,19 @@ class SqliteConnection(NamedQueryConnection):
         Raises:
             IntegrityConflict: a constraint refused the statement.
             StorageError: the statement failed (bad SQL, or the database underneath).
+            BrokerError: the driver refused the parameters before the statement ran (their
+                number, a type it cannot bind): nothing ran, the transaction goes on.
         """
         self.begin_write()
-        return self._conn.execute(sql, params).fetchall()
+        try:
+            return self._conn.execute(sql, params).fetchall()
+        except StorageError as exc:
+            if isinstance(exc.__cause__, (sqlite3.ProgrammingError, sqlite3.InterfaceError)):
+                raise BrokerError(
+                    f"tx.execute: the database driver refused the statement's parameters before "
+                    f"it ran ({exc.__cause__})"
+                ) from None
+            raise
 
     def executemany_app(
         self, sql: str, seq_of_params: Iterable[Sequence[Any] | dict[str, Any]]
