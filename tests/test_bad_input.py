@@ -819,6 +819,8 @@ def test_a_failed_statement_leaves_a_transaction_that_must_roll_back(
         {"busy_timeout": math.nan},
         {"poll_interval": -1},
         {"poll_interval": 0},
+        {"poll_interval": 1e-300},
+        {"priority_aging_interval": float("inf")},
         {"poll_interval": math.nan},
         {"pool_size": 0},
         {"pool_size": 1.5},

@@ -156,6 +156,8 @@ def test_honor_broker_priority_in_ddl_and_bad_values(broker: Broker) -> None:
     with pytest.raises(CatalogError, match="HONOR_BROKER_PRIORITY"):
         broker.alter_database(honor_broker_priority="ON")  # type: ignore[arg-type]
     with pytest.raises(
-        BrokerError, match=r"priority_aging_interval must be a number of seconds > 0 or None, got 0"
+        BrokerError, match=r"priority_aging_interval must be a finite number of seconds > 0, got 0"
     ):
         Broker.open(broker.url, priority_aging_interval=0)
+    with pytest.raises(BrokerError, match=r"priority_aging_interval must be a finite .* got inf"):
+        Broker.open(broker.url, priority_aging_interval=float("inf"))

@@ -54,12 +54,9 @@ TIMER_THREAD = "servicebroker-timer"
 
 
 def _check_aging(value: object) -> None:
-    if value is not None and not (
-        isinstance(value, (int, float)) and not isinstance(value, bool) and value > 0
-    ):
-        raise BrokerError(
-            f"priority_aging_interval must be a number of seconds > 0 or None, got {value!r}"
-        )
+    """``priority_aging_interval``: None (strict priority) or finite seconds > 0 (PRI-18)."""
+    if value is not None:
+        check_seconds(value, "priority_aging_interval", allow_zero=False)
 
 
 @dataclass(frozen=True)

@@ -16,6 +16,8 @@ __all__ = ["MAX_BUSY_TIMEOUT", "MAX_POLL_INTERVAL", "check_settings", "open_stor
 MAX_BUSY_TIMEOUT = 2_147_483.0
 """The longest ``busy_timeout``, in seconds: PostgreSQL's ``lock_timeout`` is an int of
 milliseconds (2**31-1 ms); SQLite is held to the same bound."""
+MIN_POLL_INTERVAL = 0.001
+"""The shortest ``poll_interval``, in seconds: shorter would make a waiting RECEIVE spin."""
 MAX_POLL_INTERVAL = 3600.0
 """The longest ``poll_interval``, in seconds: how late a change made by another process may be
 seen at worst."""
@@ -25,7 +27,7 @@ def check_settings(options: Mapping[str, object]) -> None:
     """Check the values of storage settings before anything is opened.
 
     ``busy_timeout``: seconds >= 0, at most :data:`MAX_BUSY_TIMEOUT`; ``poll_interval``:
-    seconds > 0 (0 or less would make a waiting RECEIVE spin), at most
+    seconds from :data:`MIN_POLL_INTERVAL` (less would make a waiting RECEIVE spin) to
     :data:`MAX_POLL_INTERVAL`; ``pool_size``: an integer >= 1; ``synchronous``: a string
     (its value is checked by the SQLite backend).
 
@@ -36,9 +38,14 @@ def check_settings(options: Mapping[str, object]) -> None:
     if "busy_timeout" in options:
         check_seconds(options["busy_timeout"], "busy_timeout", maximum=MAX_BUSY_TIMEOUT)
     if "poll_interval" in options:
-        check_seconds(
+        poll = check_seconds(
             options["poll_interval"], "poll_interval", allow_zero=False, maximum=MAX_POLL_INTERVAL
         )
+        if poll < MIN_POLL_INTERVAL:
+            raise BrokerError(
+                f"poll_interval must be at least {MIN_POLL_INTERVAL} seconds (a shorter one "
+                f"makes a waiting RECEIVE spin), got {poll!r}"
+            )
     size = options.get("pool_size", 1)
     if isinstance(size, bool) or not isinstance(size, int) or size < 1:
         raise BrokerError(f"pool_size must be an integer >= 1, got {size!r}")
