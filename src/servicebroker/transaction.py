@@ -447,8 +447,7 @@ class Transaction:
             mode = EndMode.ERROR
         else:
             mode = EndMode.CLEANUP if cleanup else EndMode.PLAIN
-        # WITH CLEANUP also removes a closed endpoint the far side has not closed yet
-        # ("to remove the metadata for a conversation that has already completed")
+        # WITH CLEANUP also removes a closed endpoint left behind ("already completed")
         row = self._endpoint(handle, "END CONVERSATION", closed=mode is EndMode.CLEANUP)
         new_state, _ = after_local_end(row.state, mode, to_handle(handle))
         row.state = new_state
@@ -603,11 +602,11 @@ class Transaction:
                 for queue_id, orders in receiving.received.items():
                     q = self._receiving.catalog.queues_by_id.get(queue_id)
                     if conn.finish_received(orders, retain=bool(q and q.retention)) < len(orders):
+                        where = q.name if q else queue_id
                         raise ConversationError(
-                            f"messages this transaction received from queue "
-                            f"{q.name if q else queue_id!r} were removed meanwhile (DROP SERVICE, "
-                            f"DROP QUEUE or ALTER DATABASE … SET NEW_BROKER); the transaction is "
-                            f"rolled back"
+                            f"messages this transaction received from queue {where!r} were "
+                            f"removed meanwhile (DROP SERVICE, DROP QUEUE or ALTER DATABASE … "
+                            f"SET NEW_BROKER); the transaction is rolled back"
                         )
                     conn.reset_rollbacks(queue_id)
                 self._apply(applier)
