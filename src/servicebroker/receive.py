@@ -238,10 +238,12 @@ class Receiving:
         """The queue, checked to exist and be ON (QUE-3). ``refresh`` re-reads the catalog
         version first (on every wake-up of a waiting call; the first attempt uses the
         transaction's)."""
+        if not isinstance(name, str):
+            raise QueueDisabledError(f"{statement}: queue {name!r} does not exist")
         catalog = self.refresh_catalog() if refresh else self.catalog
-        queue = catalog.queues.get(name) if isinstance(name, str) else None
+        queue = catalog.queues.get(name)
         if queue is None:
-            if isinstance(name, str) and self.context.catalog.was_dropped(name):
+            if self.context.catalog.was_dropped(name):
                 raise QueueDisabledError(f"{statement}: queue {name!r} was dropped")
             raise QueueDisabledError(f"{statement}: queue {name!r} does not exist")
         if not queue.status:

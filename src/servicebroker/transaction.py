@@ -390,7 +390,7 @@ class Transaction:
         handles = [h if isinstance(h, uuid.UUID) else to_handle(h) for h in handles]
         unknown = [h for h in handles if h not in self._by_handle]
         if len(unknown) > 1:
-            wanted = {to_handle(h).bytes for h in unknown}
+            wanted = {h.bytes for h in unknown}
             if not wanted.isdisjoint(self._receiving.unloaded):
                 self._load_received()
             missing = [b for b in wanted if b not in self._endpoints]
@@ -399,7 +399,7 @@ class Transaction:
                 pairs = self._conn.get_endpoints_and_lock(missing)
                 live = {row.conversation_handle for row, _ in pairs if row.state != State.CD}
                 for h in handles:  # refused before anything is waited for or adopted
-                    b = to_handle(h).bytes
+                    b = h.bytes
                     if b in wanted and b not in self._endpoints and b not in live:
                         self._unlock_new([row for row, locked in pairs if locked], held)
                         raise ConversationError(

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
 
+from ..arguments import check_flag
 from ..delivery import CONTRACT_DROPPED, SERVICE_DROPPED, Applier
 from ..errors import CatalogError
 from ..messages import VALIDATIONS
@@ -188,8 +189,7 @@ def _queue_values(
         ("RETENTION", retention),
         ("POISON_MESSAGE_HANDLING", poison),
     ):
-        if not isinstance(value, bool):
-            raise CatalogError(f"queue {name!r}: {label} must be True or False, got {value!r}")
+        check_flag(value, f"queue {name!r}: {label}", error=CatalogError)
     if activation is not None and not isinstance(activation, Activation):
         raise CatalogError(
             f"queue {name!r}: activation must be an Activation(...), got {activation!r}"

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import uuid
 
+from ..arguments import check_flag
 from ..delivery import BROKER_CONVERSATIONS_ERRORED, Applier
 from ..dialogs import State
 from ..errors import CatalogError
@@ -27,17 +28,13 @@ def check_database_options(
         CatalogError: HONOR_BROKER_PRIORITY not a bool or None; NEW_BROKER or
             ERROR_BROKER_CONVERSATIONS not a bool; both of those at once.
     """
-    if honor_broker_priority is not None and not isinstance(honor_broker_priority, bool):
-        raise CatalogError(
-            f"HONOR_BROKER_PRIORITY must be ON or OFF (True or False), "
-            f"got {honor_broker_priority!r}"
-        )
+    if honor_broker_priority is not None:
+        check_flag(honor_broker_priority, "HONOR_BROKER_PRIORITY (ON or OFF)", error=CatalogError)
     for what, value in (
         ("NEW_BROKER", new_broker),
         ("ERROR_BROKER_CONVERSATIONS", error_broker_conversations),
     ):
-        if not isinstance(value, bool):
-            raise CatalogError(f"{what} is set with True (or left out with False), got {value!r}")
+        check_flag(value, f"{what} (set with True, left out with False)", error=CatalogError)
     if new_broker and error_broker_conversations:
         raise CatalogError(
             "ALTER DATABASE: NEW_BROKER and ERROR_BROKER_CONVERSATIONS cannot be set together "
