@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import math
 import re
+import uuid
 from collections.abc import Iterable, Iterator
 from typing import Any
 
@@ -172,3 +173,28 @@ def check_end_arguments(cleanup: object, error: object, description: object) -> 
         what = "END CONVERSATION WITH ERROR"
         check_int(error, f"{what} code", minimum=1, error=ConversationError)
         check_xml_text(description, f"{what} DESCRIPTION", limit=3000, error=ConversationError)
+
+
+def check_broker_instance(value: object, own: uuid.UUID | None, statement: str) -> str | None:
+    """The ``'service_broker_guid'`` of BEGIN DIALOG … TO SERVICE 'name', 'guid' (RTE-2): a
+    :class:`uuid.UUID` or its text, or ``"CURRENT DATABASE"`` for this database's own ``own``;
+    returns the canonical text, None when ``value`` is None.
+
+    Raises:
+        ConversationError: neither, naming ``statement`` and the value.
+    """
+    if value is None:
+        return None
+    if isinstance(value, uuid.UUID):
+        return str(value)
+    if isinstance(value, str):
+        if value.strip().upper() == "CURRENT DATABASE":
+            return None if own is None else str(own)
+        try:
+            return str(uuid.UUID(value))
+        except ValueError:
+            pass
+    raise ConversationError(
+        f"{statement}: broker instance {short_repr(value)} is not a service_broker_guid "
+        f"(a GUID) or 'CURRENT DATABASE'"
+    )

@@ -87,6 +87,8 @@ class Applier:
         self._routes: dict[bytes, EndpointRow] = {}
         self.woken_queues: set[int] = set()
         self.arrived_on_empty: set[int] = set()
+        guid = catalog.service_broker_guid
+        self._own_instance = None if guid is None else str(guid)
 
     # -- rows ----------------------------------------------------------------------------
     def prefetch(self, conversation_ids: Iterable[bytes]) -> None:
@@ -151,15 +153,18 @@ class Applier:
         return row
 
     def far_of(self, row: EndpointRow) -> EndpointRow | None:
-        """The other endpoint of ``row``'s conversation, if it exists."""
-        key = (row.conversation_id, not row.is_initiator)
+        """The other endpoint of ``row``'s conversation, if it exists in this database."""
+        return self.side(row.conversation_id, not row.is_initiator)
+
+    def side(self, conversation_id: bytes, is_initiator: bool) -> EndpointRow | None:
+        """The endpoint of that side of the conversation in this database, if it exists (read
+        once, locked, then cached)."""
+        key = (conversation_id, is_initiator)
         if key not in self._sides:
-            far = self.conn.get_far_endpoint(
-                row.conversation_id, not row.is_initiator, for_update=True
-            )
-            self._sides[key] = None if far is None else far.conversation_handle
-            if far is not None:
-                self._rows[far.conversation_handle] = far
+            row = self.conn.get_far_endpoint(conversation_id, is_initiator, for_update=True)
+            self._sides[key] = None if row is None else row.conversation_handle
+            if row is not None:
+                self._rows[row.conversation_handle] = row
         handle = self._sides[key]
         return None if handle is None else self._rows.get(handle)
 
@@ -283,7 +288,12 @@ class Applier:
             self.deliver(row, out, Arrival.ERROR)
         elif action is EndAction.ACKNOWLEDGE:
             far = self.far_of(row)
-            if far is not None:
+            if far is None and self.remote_of(row) is not None:
+                # the far side is another instance: its endpoint closes when our END arrives
+                out = self._system(row, END_DIALOG, b"")
+                row.end_dialog_sequence = out.sequence
+                self.deliver(row, out, Arrival.END_DIALOG)
+            elif far is not None:
                 new_far = on_arrival(far.state, Arrival.ACKNOWLEDGE)
                 if new_far is not None:
                     far.state = new_far
@@ -358,8 +368,14 @@ class Applier:
         """Put a message from ``sender`` on its far endpoint's queue.
 
         Returns None when delivered or discarded, or the reason the message must wait in the
-        transmission queue (it is then inserted there, unless it came from there).
+        transmission queue (it is then inserted there, unless it came from there); a message
+        for another broker instance always goes there, for the transport (status "").
         """
+        remote = self.remote_of(sender)
+        if remote is not None:
+            return self.transmission.hold(
+                sender, out, arrival, "", remote=True, to_broker_instance=remote or None
+            )
         if self.transmission.blocks(sender):
             return self.transmission.hold(
                 sender, out, arrival, "waiting behind earlier messages of the conversation"
@@ -374,7 +390,14 @@ class Applier:
         first message (PRI-3); the far endpoint's state decides (DLG-4: discarded after END).
         Returns None when done, else why it cannot be delivered yet (the target service does
         not exist, or its queue is OFF: QUE-3) — the caller holds it in the transmission
-        queue. (:class:`~servicebroker.transmission.Destination`.)"""
+        queue. A message whose dialog now goes to another instance (a route created since)
+        moves to the transport's rows. (:class:`~servicebroker.transmission.Destination`.)"""
+        remote = self.remote_of(sender)
+        if remote is not None:
+            self.transmission.hold(
+                sender, out, arrival, "", remote=True, to_broker_instance=remote or None
+            )
+            return None
         far = self.far_of(sender)
         if far is None:
             if not sender.is_initiator:
@@ -433,6 +456,22 @@ class Applier:
                 far.end_dialog_sequence = out.sequence
         self.touch(far)
         self._enqueue(far, out)
+        return None
+
+    def enqueue(self, row: EndpointRow, out: Outgoing) -> None:
+        """Put ``out`` on ``row``'s queue, ready (a message from another instance, taken by
+        :func:`servicebroker.transport.arrival.take_arrival`)."""
+        self._enqueue(row, out)
+
+    def remote_of(self, sender: EndpointRow) -> str | None:
+        """Where a message from ``sender`` goes when that is another broker instance: the
+        instance's ``service_broker_guid`` (text), "" while not known yet; None when the far
+        endpoint is in this database. A dialog bound to an instance (an endpoint made by a
+        message from another instance, or pinned by its first acknowledgement, RTE-4) stays
+        with it."""
+        instance = sender.far_broker_instance
+        if instance is not None:
+            return None if instance == self._own_instance else instance
         return None
 
     def _enqueue(self, row: EndpointRow, out: Outgoing, status: int = 1) -> None:

@@ -189,6 +189,27 @@ class Receiving:
             )
         self._group_service[group_id] = service.service_id
 
+    def join_group(self, group_id: bytes, service: ServiceDef) -> None:
+        """BEGIN DIALOG … WITH RELATED_CONVERSATION_GROUP = ``group_id`` FROM ``service``
+        (DLG-1): lock the group (it may not exist yet: the dialog creates it), check that its
+        conversations are of ``service``.
+
+        Raises:
+            LockTimeoutError: the group stayed locked by another transaction.
+            ConversationError: a conversation of the group is of another service; the lock
+                taken for the statement is released.
+        """
+        held = self.conn.held_groups()
+        self.lock_group(group_id, "BEGIN DIALOG", service.queue_id)
+        try:
+            self.check_group_service(group_id, service, "RELATED_CONVERSATION_GROUP")
+        except ConversationError:
+            if group_id not in held:  # a refused statement keeps no lock it took
+                self.conn.unlock_group(group_id)
+            raise
+        if self.group_queue(group_id) is None:
+            self._new_groups[group_id] = service.queue_id
+
     def group_moved_into(self, group_id: bytes) -> None:
         """MOVE CONVERSATION moved a conversation into ``group_id``: check it afresh."""
         self._group_service.pop(group_id, None)

@@ -18,7 +18,7 @@ from dataclasses import replace
 from typing import Any, Concatenate, ParamSpec, TypeVar
 
 from .appsql import check_application_sql, driver_refusals
-from .arguments import MAX_INT, check_end_arguments, message_tuples
+from .arguments import MAX_INT, check_broker_instance, check_end_arguments, message_tuples
 from .catalog import (
     SERVICE_STRING_LIMIT,
     SYSTEM_MESSAGE_TYPES,
@@ -210,9 +210,12 @@ class Transaction:
         related_conversation: uuid.UUID | str | None = None,
         related_conversation_group: uuid.UUID | str | None = None,
         lifetime: float | None = None,
+        to_broker_instance: uuid.UUID | str | None = None,
     ) -> uuid.UUID:
-        """BEGIN DIALOG FROM SERVICE ``from_service`` TO SERVICE ``to_service`` ON CONTRACT
-        ``contract`` (DLG-1). Returns the new conversation handle.
+        """BEGIN DIALOG FROM SERVICE ``from_service`` TO SERVICE ``to_service``
+        [, ``to_broker_instance``] ON CONTRACT ``contract`` (DLG-1). Returns the new
+        conversation handle. ``to_broker_instance`` ('service_broker_guid' or 'CURRENT
+        DATABASE') names the database of the target service for the routes (RTE-2).
 
         ``related_conversation`` joins that conversation's group; ``related_conversation_group``
         joins (or creates) that group; ``lifetime`` is in seconds (default 2**31-1). Service names
@@ -230,8 +233,12 @@ class Transaction:
         service = cat.service(from_service)
         contract_def = cat.contract(contract)
         check_name("TO SERVICE", to_service, limit=SERVICE_STRING_LIMIT, error=ConversationError)
+        instance = check_broker_instance(
+            to_broker_instance, cat.service_broker_guid, "BEGIN DIALOG"
+        )
+        # DLG-1: LIFETIME defaults to the largest 32-bit integer, in seconds
         life = (
-            MAX_INT  # DLG-1: LIFETIME defaults to the largest 32-bit integer, in seconds
+            MAX_INT
             if lifetime is None
             else check_seconds(lifetime, "BEGIN DIALOG LIFETIME", allow_zero=False, maximum=MAX_INT)
         )
@@ -245,16 +252,7 @@ class Transaction:
             self._receiving.check_group_service(group, service, "RELATED_CONVERSATION")
         elif related_conversation_group is not None:
             group = to_handle(related_conversation_group, "RELATED_CONVERSATION_GROUP").bytes
-            held = self._conn.held_groups()
-            self._receiving.lock_group(group, "BEGIN DIALOG", service.queue_id)
-            try:
-                self._receiving.check_group_service(group, service, "RELATED_CONVERSATION_GROUP")
-            except ConversationError:
-                if group not in held:  # a refused statement keeps no lock it took
-                    self._conn.unlock_group(group)
-                raise
-            if self._receiving.group_queue(group) is None:
-                self._new_groups[group] = service.queue_id
+            self._receiving.join_group(group, service)
         else:
             group = new_id()
             self._new_groups[group] = service.queue_id
@@ -276,6 +274,7 @@ class Transaction:
             0,
             0,
             cat.level(contract_def.service_contract_id, service.name, to_service),  # PRI-3..6
+            far_broker_instance=instance,
         )
         self._endpoints[handle.bytes] = row
         self._ops.append(("begin", handle.bytes, replace(row)))

@@ -79,9 +79,20 @@ class TransmissionQueue:
             sender.conversation_id, sender.is_initiator
         )
 
-    def hold(self, sender: EndpointRow, out: Outgoing, arrival: Arrival, reason: str) -> str:
+    def hold(
+        self,
+        sender: EndpointRow,
+        out: Outgoing,
+        arrival: Arrival,
+        reason: str,
+        *,
+        remote: bool = False,
+        to_broker_instance: str | None = None,
+    ) -> str:
         """Keep ``out`` from ``sender`` here with ``reason`` as its ``transmission_status``, at
-        the sender endpoint's level (PRI-14); returns ``reason``."""
+        the sender endpoint's level (PRI-14); returns ``reason``. With ``remote`` the row is the
+        transport's: it leaves for another broker instance (``to_broker_instance`` when
+        known) and is deleted when that instance acknowledges it (NET-3)."""
         from_service = self.catalog.services_by_id[sender.service_id].name
         self.conn.insert_transmission(
             (
@@ -101,6 +112,8 @@ class TransmissionQueue:
                 reason,
                 sender.priority,
                 sender.lifetime,
+                int(remote),
+                to_broker_instance,
             )
         )
         self._any = True
@@ -240,7 +253,7 @@ class TransmissionService:
         total = 0
         while True:
             with self._storage.connection() as conn:
-                if not conn.transmission_exists():
+                if not conn.transmission_exists_of(remote=False):
                     return total
                 conn.begin_write()
                 work = self._committer(conn, self._catalog.snapshot(conn), self._clock.now())

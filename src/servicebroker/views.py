@@ -63,9 +63,10 @@ class ConversationEndpointRow:
     more than the last that arrived); ``end_dialog_sequence``: the number of the EndDialog or
     Error message that ended the dialog, sent or received here, -1 while none has;
     ``receive_sequence_frag``: always 0 (a message arrives whole, never in fragments);
-    ``far_broker_instance``: the far side's broker instance — this database's
-    ``service_broker_guid`` as text, both endpoints being in this one database (as SQL Server
-    shows for a dialog to a service in the same database); ``is_system``: True for the dialogs the broker itself begins (event
+    ``far_broker_instance``: the far side's broker instance (``service_broker_guid`` as text):
+    another instance's for a dialog across the transport (None until the target's first
+    acknowledgement pins an initiator to one, RTE-4), this database's own for a dialog within
+    it (as SQL Server shows for a dialog to a service in the same database); ``is_system``: True for the dialogs the broker itself begins (event
     notifications, contract ``…/PostEventNotification``). The columns of SQL Server's view that
     concern the network transport, security and its internal transactions are left out
     (docs/reference.md).
@@ -278,7 +279,7 @@ class Views(CatalogViews):
                     r.priority,
                     r.end_dialog_sequence,
                     0,
-                    far_broker,
+                    r.far_broker_instance or far_broker,
                     contract is not None and contract.name == POST_EVENT_NOTIFICATION,
                 )
             )

@@ -403,10 +403,30 @@ class StorageConnection(Protocol):
         insert order). In the write transaction."""
         ...
 
-    def transmission_pending(self, limit: int) -> list[TransmissionRow]:
+    def transmission_pending(self, limit: int, *, remote: bool = False) -> list[TransmissionRow]:
         """For each level 10 down to 1, its oldest ``limit`` rows (by ``transmission_id``):
         every row the first ``limit`` to leave can come from (PRI-14, PRI-18); the caller
-        merges them."""
+        merges them. The rows waiting for a queue of this database, or with ``remote`` the
+        rows the transport sends to other instances."""
+        ...
+
+    def transmission_exists_of(self, *, remote: bool) -> bool:
+        """True when the transmission queue holds a row waiting for a queue of this database
+        (or, ``remote``, a row for the transport)."""
+        ...
+
+    def delete_transmission_message(
+        self, conversation_id: bytes, is_initiator: bool, sequence: int
+    ) -> None:
+        """Remove the transport's row of that conversation side and ``message_sequence_number``:
+        the far instance acknowledged it (NET-3); in the write transaction."""
+        ...
+
+    def set_transmission_message_status(
+        self, conversation_id: bytes, is_initiator: bool, sequence: int, status: str
+    ) -> None:
+        """Set the ``transmission_status`` of the transport's row of that conversation side and
+        sequence: why the far instance did not take it (NET-7); in the write transaction."""
         ...
 
     def transmission_exists(self) -> bool:

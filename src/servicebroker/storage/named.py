@@ -56,6 +56,7 @@ def _endpoint_update(row: EndpointRow) -> tuple[Any, ...]:
         row.send_sequence,
         row.receive_sequence,
         row.end_dialog_sequence,
+        row.far_broker_instance,
         row.endpoint_id,
     )
 
@@ -260,6 +261,7 @@ class NamedQueryConnection:
                     row.receive_sequence,
                     row.priority,
                     row.end_dialog_sequence,
+                    row.far_broker_instance,
                 ),
             )
         )
@@ -365,15 +367,18 @@ class NamedQueryConnection:
         """Hold a message in the transmission queue (a TransmissionRow without its id)."""
         self._run("insert_transmission", row)
 
-    def transmission_pending(self, limit: int) -> list[TransmissionRow]:
+    def transmission_pending(self, limit: int, *, remote: bool = False) -> list[TransmissionRow]:
         """For each level 10..1, its oldest ``limit`` transmission-queue rows in send order
         (one index range each): every row the first ``limit`` to leave can come from, whatever
-        the levels' ages (PRI-14, PRI-18)."""
+        the levels' ages (PRI-14, PRI-18); the rows waiting for a queue of this database, or
+        with ``remote`` those the transport sends."""
         rows: list[TransmissionRow] = []
         for level in range(10, 0, -1):
             rows += rows_of(
                 TransmissionRow,
-                self._all("transmission_pending_at_level", (level, self._limit(limit))),
+                self._all(
+                    "transmission_pending_at_level", (int(remote), level, self._limit(limit))
+                ),
             )
         return rows
 
@@ -384,6 +389,27 @@ class NamedQueryConnection:
     def transmission_exists(self) -> bool:
         """True when the transmission queue holds anything."""
         return bool(self._one("transmission_exists"))
+
+    def transmission_exists_of(self, *, remote: bool) -> bool:
+        """True when the transmission queue holds a row for this database (or, ``remote``,
+        one for the transport)."""
+        return bool(self._one("transmission_exists_of", (int(remote),)))
+
+    def delete_transmission_message(
+        self, conversation_id: bytes, is_initiator: bool, sequence: int
+    ) -> None:
+        """Remove the message another instance acknowledged (NET-3): the transport's row of
+        that side of the conversation with that ``message_sequence_number``."""
+        self._run("delete_transmission_message", (conversation_id, int(is_initiator), sequence))
+
+    def set_transmission_message_status(
+        self, conversation_id: bytes, is_initiator: bool, sequence: int, status: str
+    ) -> None:
+        """Record why another instance did not take a message (NET-7)."""
+        self._run(
+            "set_transmission_message_status",
+            (status, conversation_id, int(is_initiator), sequence),
+        )
 
     def transmission_waiting(self, conversation_id: bytes, is_initiator: bool) -> bool:
         """True when a message sent by that side of the conversation waits in the transmission

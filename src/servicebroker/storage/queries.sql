@@ -124,25 +124,26 @@ WHERE queue_id = ?;
 -- name: get_endpoint
 SELECT endpoint_id, conversation_handle, conversation_id, is_initiator, service_contract_id,
        conversation_group_id, service_id, queue_id, far_service, lifetime, state, dialog_timer,
-       send_sequence, receive_sequence, priority, end_dialog_sequence
+       send_sequence, receive_sequence, priority, end_dialog_sequence, far_broker_instance
 FROM conversation_endpoints WHERE conversation_handle = ?;
 
 -- name: get_far_endpoint
 SELECT endpoint_id, conversation_handle, conversation_id, is_initiator, service_contract_id,
        conversation_group_id, service_id, queue_id, far_service, lifetime, state, dialog_timer,
-       send_sequence, receive_sequence, priority, end_dialog_sequence
+       send_sequence, receive_sequence, priority, end_dialog_sequence, far_broker_instance
 FROM conversation_endpoints WHERE conversation_id = ? AND is_initiator = ?;
 
 -- name: insert_endpoint
 INSERT INTO conversation_endpoints (conversation_handle, conversation_id, is_initiator,
     service_contract_id, conversation_group_id, service_id, queue_id, far_service, lifetime,
-    state, dialog_timer, send_sequence, receive_sequence, priority, end_dialog_sequence)
-VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+    state, dialog_timer, send_sequence, receive_sequence, priority, end_dialog_sequence,
+    far_broker_instance)
+VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
 RETURNING endpoint_id;
 
 -- name: update_endpoint
 UPDATE conversation_endpoints SET conversation_group_id = ?, state = ?, dialog_timer = ?,
-    send_sequence = ?, receive_sequence = ?, end_dialog_sequence = ?
+    send_sequence = ?, receive_sequence = ?, end_dialog_sequence = ?, far_broker_instance = ?
 WHERE endpoint_id = ?;
 
 -- name: delete_endpoint
@@ -177,7 +178,7 @@ SELECT min(t) FROM (
 SELECT e.conversation_handle, e.conversation_id, e.is_initiator, e.service_contract_id,
        e.conversation_group_id, e.service_id, e.far_service, e.lifetime, e.state,
        e.dialog_timer, e.send_sequence, e.receive_sequence, e.priority, e.queue_id,
-       e.end_dialog_sequence
+       e.end_dialog_sequence, e.far_broker_instance
 FROM conversation_endpoints e ORDER BY e.endpoint_id;
 
 -- name: insert_message
@@ -238,18 +239,29 @@ WHERE conversation_group_id = ? AND conversation_handle = ?;
 INSERT INTO transmission_queue (conversation_handle, conversation_id, is_initiator,
     to_service_name, from_service_name, service_contract_id, enqueue_time,
     message_sequence_number, message_type_id, validation, message_body, message_id, arrival,
-    transmission_status, priority, lifetime)
-VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?);
+    transmission_status, priority, lifetime, is_remote, to_broker_instance)
+VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?);
 
 -- name: transmission_pending_at_level
 SELECT transmission_id, conversation_handle, conversation_id, is_initiator, to_service_name,
        from_service_name, service_contract_id, enqueue_time, message_sequence_number,
        message_type_id, validation, message_body, message_id, arrival, transmission_status,
-       priority, lifetime
-FROM transmission_queue WHERE priority = ? ORDER BY transmission_id LIMIT ?;
+       priority, lifetime, is_remote, to_broker_instance
+FROM transmission_queue WHERE is_remote = ? AND priority = ? ORDER BY transmission_id LIMIT ?;
 
 -- name: transmission_exists
 SELECT EXISTS (SELECT 1 FROM transmission_queue);
+
+-- name: transmission_exists_of
+SELECT EXISTS (SELECT 1 FROM transmission_queue WHERE is_remote = ?);
+
+-- name: delete_transmission_message
+DELETE FROM transmission_queue
+WHERE conversation_id = ? AND is_initiator = ? AND message_sequence_number = ? AND is_remote = 1;
+
+-- name: set_transmission_message_status
+UPDATE transmission_queue SET transmission_status = ?
+WHERE conversation_id = ? AND is_initiator = ? AND message_sequence_number = ? AND is_remote = 1;
 
 -- name: transmission_conversation_waiting
 SELECT EXISTS (SELECT 1 FROM transmission_queue WHERE conversation_id = ? AND is_initiator = ?);
@@ -269,7 +281,7 @@ DELETE FROM transmission_queue WHERE conversation_id = ? AND is_initiator = ?;
 -- name: list_transmission
 SELECT conversation_handle, to_service_name, from_service_name, service_contract_id,
        enqueue_time, message_sequence_number, message_type_id, arrival, message_body,
-       transmission_status, priority
+       transmission_status, priority, to_broker_instance
 FROM transmission_queue ORDER BY priority DESC, transmission_id;
 
 -- name: transmission_count

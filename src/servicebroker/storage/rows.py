@@ -113,6 +113,8 @@ class TransmissionRow(NamedTuple):
     transmission_status: str
     priority: int
     lifetime: float
+    is_remote: int = 0
+    to_broker_instance: str | None = None
 
 
 class TransmissionListRow(NamedTuple):
@@ -129,6 +131,7 @@ class TransmissionListRow(NamedTuple):
     message_body: bytes
     transmission_status: str
     priority: int
+    to_broker_instance: str | None
 
 
 # -- endpoints ---------------------------------------------------------------------------------
@@ -138,7 +141,10 @@ class EndpointRow:
     ``lifetime`` and ``dialog_timer`` absolute times in seconds on the broker's clock;
     ``send_sequence`` the number the next message sent gets, ``receive_sequence`` the number of
     the next message expected from the far side, ``end_dialog_sequence`` the number of the
-    EndDialog or Error message that ended the dialog (sent or received), -1 while none has."""
+    EndDialog or Error message that ended the dialog (sent or received), -1 while none has;
+    ``far_broker_instance`` the far side's ``service_broker_guid`` (text) for a dialog with
+    another broker instance, None for a dialog within this database (or before the target's
+    first acknowledgement pins an initiator to an instance, RTE-4)."""
 
     endpoint_id: int
     conversation_handle: bytes
@@ -156,6 +162,7 @@ class EndpointRow:
     receive_sequence: int
     priority: int
     end_dialog_sequence: int = -1
+    far_broker_instance: str | None = None
 
 
 class EndpointListRow(NamedTuple):
@@ -176,6 +183,7 @@ class EndpointListRow(NamedTuple):
     priority: int
     queue_id: int
     end_dialog_sequence: int
+    far_broker_instance: str | None
 
 
 class ConversationGroupListRow(NamedTuple):

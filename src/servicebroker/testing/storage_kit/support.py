@@ -216,13 +216,22 @@ def message(
 
 
 def transmission(
-    conversation_id: bytes, level: int, body: bytes, message_type_id: int = 1
+    conversation_id: bytes,
+    level: int,
+    body: bytes,
+    message_type_id: int = 1,
+    *,
+    sequence: int = 0,
+    to_broker_instance: str | None = None,
 ) -> tuple[Any, ...]:
     """A transmission row to insert: TransmissionRow's fields but its id, in order (sent by the
-    initiator of ``conversation_id`` at ``level``)."""
+    initiator of ``conversation_id`` at ``level``); with ``to_broker_instance`` a row for the
+    transport (``is_remote`` 1)."""
+    remote = int(to_broker_instance is not None)
     return (
-        *(new_id(), conversation_id, 1, "//kit/to", "//kit/from", 1, NOW, 0, message_type_id),
-        *("N", body, new_id(), "message", "", level, FAR),
+        *(new_id(), conversation_id, 1, "//kit/to", "//kit/from", 1, NOW, sequence),
+        *(message_type_id, "N", body, new_id(), "message", "", level, FAR),
+        *(remote, to_broker_instance),
     )
 
 

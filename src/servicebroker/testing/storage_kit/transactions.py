@@ -36,7 +36,8 @@ def check_transmission_queue(open_storage: StorageOpener) -> None:
     """insert_transmission, transmission_pending (each level's oldest ``limit``, levels 10 down
     to 1), TransmissionRow fields, transmission_exists / _count / _waiting,
     set_transmission_status, list_transmission (priority, then id), delete_transmission and
-    delete_transmission_of_endpoint."""
+    delete_transmission_of_endpoint; the transport's rows: transmission_pending(remote=True),
+    transmission_exists_of, delete_transmission_message, set_transmission_message_status."""
     with kit.Bench(open_storage) as bench:
         conn = bench.connect(bench.storage())
         kit.expect(
@@ -86,6 +87,38 @@ def check_transmission_queue(open_storage: StorageOpener) -> None:
         kit.committed(conn, lambda: conn.delete_transmission(ids[b"d"]))
         kit.equal(conn.transmission_exists(), False, "transmission_exists when empty")
         kit.equal(conn.transmission_count(), 0, "transmission_count when empty")
+
+        # the transport's rows (NET-3, NET-7): apart from the local ones, by message
+        far = "6f9619ff-8b86-d011-b42d-00c04fc964ff"
+        remote = [
+            kit.transmission(first, 5, b"r0", sequence=0, to_broker_instance=far),
+            kit.transmission(first, 5, b"r1", sequence=1, to_broker_instance=far),
+        ]
+        local = kit.transmission(second, 5, b"l")
+        kit.committed(conn, lambda: kit.each(conn.insert_transmission, [*remote, local]))
+        kit.equal(conn.transmission_exists_of(remote=True), True, "transmission_exists_of remote")
+        kit.equal(
+            [r.message_body for r in conn.transmission_pending(10, remote=True)],
+            [b"r0", b"r1"],
+            "transmission_pending(remote=True)",
+        )
+        kit.equal(
+            [r.message_body for r in conn.transmission_pending(10)], [b"l"], "local rows only"
+        )
+        kit.committed(conn, lambda: conn.set_transmission_message_status(first, True, 1, "refused"))
+        kit.committed(conn, lambda: conn.delete_transmission_message(first, True, 0))
+        kit.committed(conn, lambda: conn.delete_transmission_message(second, True, 0))
+        kit.equal(
+            [
+                (r.message_body, r.transmission_status, r.to_broker_instance)
+                for r in conn.list_transmission()
+            ],
+            [(b"r1", "refused", far), (b"l", "", None)],
+            "delete_transmission_message / set_transmission_message_status (remote rows only)",
+        )
+        kit.committed(conn, lambda: conn.delete_transmission_of_endpoint(first, True))
+        kit.committed(conn, lambda: conn.delete_transmission_of_endpoint(second, True))
+        kit.equal(conn.transmission_exists_of(remote=False), False, "transmission_exists_of")
 
 
 # -- catalog -----------------------------------------------------------------------------------

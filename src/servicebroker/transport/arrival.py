@@ -1,0 +1,268 @@
+"""What a message from another broker instance does to this database (NET-2, NET-3, RTE-4),
+inside one write transaction of the receiving broker: the dialog protocol's storage side.
+
+:func:`take_arrival` decides a complete message's fate against the receiving endpoint as it
+stands in the commit, and puts it on its queue through the commit's
+:class:`~servicebroker.delivery.Applier` — creating the target endpoint on a dialog's first
+message (PRI-3), checking the contract, the message type, SENT BY and the validation *at the
+target*, with this database's own priorities (PRI-7). Its :class:`Outcome` tells the transport
+what to answer once the commit is durable: an acknowledgement (delivered, or a duplicate, NET-2),
+nothing yet (an out-of-order message waits for the ones before it), a refusal that keeps the
+message in the sender's transmission queue with a status (NET-7: no such service here, queue
+disabled), or an Error the broker makes for the sender (unsequenced, NET-2).
+
+:func:`take_acknowledgement` is the sending side: an acknowledged message leaves the
+transmission queue (NET-3), the dialog is pinned to the instance that acknowledged it (RTE-4),
+and the acknowledgement of a dialog's EndDialog or Error closes an endpoint waiting in DO.
+:func:`take_broker_error` applies an Error the far broker made (a refusal of the dialog).
+"""
+
+from __future__ import annotations
+
+import enum
+import uuid
+from dataclasses import dataclass
+from typing import Protocol
+
+from ..delivery import CONTRACT_REFUSED_CODE, TARGET_GONE_CODE, Applier
+from ..dialogs import END_DIALOG, ERROR, TARGET_START, Arrival, on_arrival
+from ..errors import MessageValidationError
+from ..messages import Outgoing, new_id, validate_body
+from ..storage.rows import EndpointRow
+
+__all__ = [
+    "MESSAGE_TYPE_REFUSED_CODE",
+    "SENT_BY_REFUSED_CODE",
+    "VALIDATION_REFUSED_CODE",
+    "ArrivingMessage",
+    "Outcome",
+    "Verdict",
+    "take_acknowledgement",
+    "take_arrival",
+    "take_broker_error",
+]
+
+MESSAGE_TYPE_REFUSED_CODE = -8428
+"""The target has no message type of that name in the dialog's contract (SQL Server's 8428)."""
+SENT_BY_REFUSED_CODE = -8457
+"""The message type is not one this side may send under the contract (SQL Server's 8457)."""
+VALIDATION_REFUSED_CODE = -9615
+"""The body fails the target's validation of its message type (SQL Server's 9615)."""
+
+
+class ArrivingMessage(Protocol):
+    """The header fields of a message from another instance that :func:`take_arrival` reads
+    (the transport's ``MessageHeader``)."""
+
+    @property
+    def conversation_id(self) -> bytes: ...
+    @property
+    def is_initiator(self) -> bool: ...
+    @property
+    def sequence(self) -> int: ...
+    @property
+    def message_id(self) -> bytes: ...
+    @property
+    def from_service(self) -> str: ...
+    @property
+    def to_service(self) -> str: ...
+    @property
+    def contract(self) -> str: ...
+    @property
+    def message_type(self) -> str: ...
+    @property
+    def from_broker_instance(self) -> uuid.UUID: ...
+    @property
+    def lifetime(self) -> float | None: ...
+
+
+class Verdict(enum.Enum):
+    """What the transport answers for a message once the commit that took it is durable."""
+
+    DELIVERED = "delivered"
+    """On its queue (or discarded by the endpoint's state, DLG-4): acknowledge it."""
+    DUPLICATE = "duplicate"
+    """A copy of a message already taken: acknowledge it again, drop it (NET-2)."""
+    LATER = "later"
+    """A message after one not yet taken: keep it back, do not acknowledge (NET-5)."""
+    REFUSED = "refused"
+    """Not taken now; the sender keeps it with :attr:`Outcome.status` (NET-7) and retries."""
+    ERROR = "error"
+    """Refused for good: send the sender the broker's Error :attr:`Outcome.error` (NET-2)."""
+
+
+@dataclass(frozen=True, slots=True)
+class Outcome:
+    """The fate of one arriving message: its :class:`Verdict`, the refusal's ``status`` text,
+    or the ``error`` (code, description) for the sender."""
+
+    verdict: Verdict
+    status: str = ""
+    error: tuple[int, str] | None = None
+
+
+_DELIVERED = Outcome(Verdict.DELIVERED)
+_DUPLICATE = Outcome(Verdict.DUPLICATE)
+_LATER = Outcome(Verdict.LATER)
+
+
+def take_arrival(applier: Applier, header: ArrivingMessage, body: bytes) -> Outcome:
+    """Take a complete sequenced message from another instance into this database.
+
+    Args:
+        applier: the receiving commit's delivery work (its write transaction).
+        header: the message's header (conversation, the sender's side, sequence, names).
+        body: the whole message body (bytes; its fragments joined, NET-5).
+
+    Returns:
+        The :class:`Outcome`; the caller commits, then answers the sender as it says.
+    """
+    catalog = applier.catalog
+    row = applier.side(header.conversation_id, not header.is_initiator)
+    if row is None:
+        if not header.is_initiator:
+            return _DUPLICATE  # the initiator's endpoint is gone (closed): nothing to take
+        target = catalog.services.get(header.to_service)
+        if target is None:
+            return Outcome(
+                Verdict.REFUSED,
+                f"The target service name {header.to_service!r} could not be found at broker "
+                f"instance {catalog.service_broker_guid}.",
+            )
+        queue = catalog.queues_by_id[target.queue_id]
+        if not queue.status:
+            return Outcome(Verdict.REFUSED, f"The target queue {queue.name!r} is disabled.")
+        if header.sequence != 0:
+            return Outcome(
+                Verdict.ERROR,
+                error=(TARGET_GONE_CODE, "The target conversation endpoint no longer exists."),
+            )
+        contract = catalog.contracts.get(header.contract)
+        if contract is None or contract.service_contract_id not in target.contract_ids:
+            return Outcome(
+                Verdict.ERROR,
+                error=(
+                    CONTRACT_REFUSED_CODE,
+                    f"Target service {target.name!r} does not support contract "
+                    f"{header.contract!r}.",
+                ),
+            )
+        row = applier.insert_endpoint(
+            EndpointRow(
+                0,
+                new_id(),
+                header.conversation_id,
+                False,
+                contract.service_contract_id,
+                new_id(),
+                target.service_id,
+                target.queue_id,
+                header.from_service,
+                header.lifetime if header.lifetime is not None else float("inf"),
+                TARGET_START,
+                None,
+                0,
+                0,
+                catalog.level(contract.service_contract_id, target.name, header.from_service),
+                far_broker_instance=str(header.from_broker_instance),
+            )
+        )
+    if header.sequence < row.receive_sequence:
+        return _DUPLICATE
+    if header.sequence > row.receive_sequence:
+        return _LATER
+    refusal = _check_message(applier, row, header, body)
+    if refusal is not None:
+        return refusal
+    mt = catalog.message_types[header.message_type]
+    arrival = {END_DIALOG: Arrival.END_DIALOG, ERROR: Arrival.ERROR}.get(mt.name, Arrival.MESSAGE)
+    row.receive_sequence = header.sequence + 1
+    if row.far_broker_instance is None:
+        row.far_broker_instance = str(header.from_broker_instance)
+    applier.touch(row)
+    new_state = on_arrival(row.state, arrival)
+    if new_state is None:
+        return _DELIVERED  # discarded by the endpoint's state (DLG-4), yet taken
+    row.state = new_state
+    if arrival is not Arrival.MESSAGE:
+        row.end_dialog_sequence = header.sequence
+    out = Outgoing(
+        mt.message_type_id, mt.name, mt.validation_code, body, header.message_id, header.sequence
+    )
+    applier.enqueue(row, out)
+    applier.close_if_done(row)
+    return _DELIVERED
+
+
+def _check_message(
+    applier: Applier, row: EndpointRow, header: ArrivingMessage, body: bytes
+) -> Outcome | None:
+    """The target's checks of a message it takes: the message type exists here and is in the
+    dialog's contract, sent by the right side (SENT BY), and the body passes the target's
+    validation; None when it may be taken."""
+    catalog = applier.catalog
+    mt = catalog.message_types.get(header.message_type)
+    contract = catalog.contracts_by_id.get(row.service_contract_id)
+    if mt is None or contract is None:
+        return Outcome(
+            Verdict.ERROR,
+            error=(
+                MESSAGE_TYPE_REFUSED_CODE,
+                f"The message type {header.message_type!r} is not found at the target.",
+            ),
+        )
+    if mt.name in (END_DIALOG, ERROR):
+        return None
+    if not contract.allows(mt.message_type_id, initiator=header.is_initiator):
+        side = "initiator" if header.is_initiator else "target"
+        return Outcome(
+            Verdict.ERROR,
+            error=(
+                SENT_BY_REFUSED_CODE,
+                f"The message of type {mt.name!r} was sent by the {side} of the conversation, "
+                f"which contract {contract.name!r} does not allow.",
+            ),
+        )
+    if mt.validation != "NONE":
+        try:
+            validate_body(mt.validation, body, message_type_name=mt.name)
+        except MessageValidationError as exc:
+            return Outcome(
+                Verdict.ERROR,
+                error=(
+                    VALIDATION_REFUSED_CODE,
+                    f"A message of type {mt.name!r} failed validation on the target service: {exc}",
+                ),
+            )
+    return None
+
+
+def take_acknowledgement(
+    applier: Applier,
+    conversation_id: bytes,
+    is_initiator: bool,
+    sequence: int,
+    acknowledged_by: uuid.UUID,
+) -> None:
+    """The far instance ``acknowledged_by`` has committed message ``sequence`` of this side
+    (``is_initiator``) of the conversation: the message leaves the transmission queue (NET-3)
+    and the endpoint is pinned to that instance (RTE-4). (An endpoint waiting in DO closes
+    when the far side's own END arrives, as within one database, not on this acknowledgement.)"""
+    applier.conn.delete_transmission_message(conversation_id, is_initiator, sequence)
+    row = applier.side(conversation_id, is_initiator)
+    if row is not None and row.far_broker_instance is None:
+        row.far_broker_instance = str(acknowledged_by)
+        applier.touch(row)
+
+
+def take_broker_error(
+    applier: Applier, conversation_id: bytes, is_initiator: bool, code: int, description: str
+) -> None:
+    """The far broker refused this side's dialog for good (an Error it made, unsequenced: the
+    contract, the message type, SENT BY, the validation, or the target endpoint gone): the
+    endpoint's unsent messages are dropped and it goes to ER with the Error first on its queue
+    (SYS-2), as a local refusal does."""
+    row = applier.side(conversation_id, is_initiator)
+    if row is None:
+        return
+    applier.fail(row, code, description)
