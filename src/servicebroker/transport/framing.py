@@ -69,6 +69,8 @@ class FrameType(enum.IntEnum):
     """Keeps an idle connection known to be alive."""
     CLOSE = 6
     """The sender closes the connection, saying why."""
+    REFUSAL = 7
+    """The receiver cannot take a message now (NET-7): the sender keeps it and retries."""
 
 
 _TYPES = frozenset(t.value for t in FrameType)
