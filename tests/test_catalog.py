@@ -111,7 +111,7 @@ def test_catalog_is_durable_and_shared(url: str, broker: Broker) -> None:
 def test_schema_is_versioned(url: str, broker: Broker) -> None:
     import sqlite3
 
-    assert broker._storage.schema_version() == 8  # type: ignore[attr-defined]
+    assert broker._storage.schema_version() == 9  # type: ignore[attr-defined]
     with sqlite3.connect(url) as c:
         names = [r[0] for r in c.execute("SELECT name FROM schema_migrations ORDER BY version")]
     assert names == [
@@ -123,4 +123,5 @@ def test_schema_is_versioned(url: str, broker: Broker) -> None:
         "0006_activation_execute_as.sql",
         "0007_conversation_sequences.sql",
         "0008_service_broker_guid.sql",
+        "0009_network_catalog.sql",
     ]

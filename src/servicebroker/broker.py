@@ -25,6 +25,7 @@ from .activation.service import ActivationService
 from .activation.tasks import TaskHandlers
 from .arguments import MAX_TOP, check_int, check_top
 from .catalog import CatalogCache
+from .catalog.network import NetworkStatements
 from .catalog.statements import CatalogStatements
 from .clock import Clock, SystemClock, check_seconds
 from .context import BrokerContext
@@ -67,7 +68,7 @@ class ActivationContext:
     queue_name: str
 
 
-class Broker(CatalogStatements):
+class Broker(CatalogStatements, NetworkStatements):
     """A Service Broker instance over one database. Use :meth:`open`.
 
     Settings (keyword arguments of :meth:`open`): ``lock_timeout`` seconds a statement waits for
@@ -153,6 +154,7 @@ class Broker(CatalogStatements):
             activation=self.activation,
             changed=self._wake,
         )
+        NetworkStatements.__init__(self, self._catalog, clock=clock, changed=self._wake)
         self.clock.subscribe(self._on_clock)
 
     # -- life cycle ----------------------------------------------------------------------

@@ -11,6 +11,7 @@ import enum
 __all__ = [
     "BrokerError",
     "CatalogError",
+    "CertificateError",
     "ConversationError",
     "DatabaseUnavailableError",
     "DeadlockError",
@@ -35,6 +36,12 @@ class BrokerError(Exception):
 class CatalogError(BrokerError):
     """A catalog object (message type, contract, queue, service) is missing, duplicated, in use,
     or was given a bad name or value."""
+
+
+class CertificateError(CatalogError):
+    """A certificate or private key file cannot be read, is not PEM, does not parse, or the key
+    does not match the certificate (CREATE CERTIFICATE, CREATE ENDPOINT); the message names
+    the file or the certificate at fault."""
 
 
 class ConversationError(BrokerError):

@@ -18,7 +18,14 @@ from ..dialogs import DIALOG_TIMER, END_DIALOG, ERROR
 from ..errors import BrokerError, CatalogError
 from ..messages import VALIDATIONS
 from ..priorities import DEFAULT_LEVEL, BrokerPriority, priority_level
-from ..storage.rows import CatalogRows, EventNotificationRow
+from ..storage.rows import (
+    CatalogRows,
+    CertificateRow,
+    EventNotificationRow,
+    LoginRow,
+    RouteRow,
+    ServiceBrokerEndpointRow,
+)
 
 __all__ = [
     "NAME_LIMIT",
@@ -272,6 +279,17 @@ class CatalogSnapshot:
     service_broker_guid: uuid.UUID | None = None
     """The database's Service Broker identifier (sys.databases ``service_broker_guid``; None
     only for a snapshot not read from a database)."""
+    certificates: dict[str, CertificateRow] = field(default_factory=dict)
+    """CREATE CERTIFICATE: by name (the transport's authentication, SEC-1)."""
+    certificates_by_id: dict[int, CertificateRow] = field(default_factory=dict)
+    service_broker_endpoint: ServiceBrokerEndpointRow | None = None
+    """The one Service Broker endpoint (CREATE ENDPOINT … FOR SERVICE_BROKER), or None."""
+    logins: dict[str, LoginRow] = field(default_factory=dict)
+    """CREATE LOGIN … FROM CERTIFICATE: by name."""
+    endpoint_grants: frozenset[int] = frozenset()
+    """The ``login_id`` of each login granted CONNECT on the endpoint (SEC-1)."""
+    routes: dict[str, RouteRow] = field(default_factory=dict)
+    """The routing table (RTE-1), by name; expired routes included (they are never removed)."""
 
     @classmethod
     def from_rows(cls, rows: CatalogRows) -> CatalogSnapshot:
@@ -323,6 +341,21 @@ class CatalogSnapshot:
             snap.event_notifications[en.name] = en
         for bp in rows.broker_priorities:
             snap.priorities[bp.name] = bp
+        for cert in rows.certificates:
+            snap.certificates[cert.name] = cert
+            snap.certificates_by_id[cert.certificate_id] = cert
+        for login in rows.logins:
+            snap.logins[login.name] = login
+        for route in rows.routes:
+            snap.routes[route.name] = route
+        endpoint = rows.service_broker_endpoints[0] if rows.service_broker_endpoints else None
+        grants = frozenset(
+            g.login_id
+            for g in rows.endpoint_grants
+            if endpoint is not None and g.endpoint_id == endpoint.endpoint_id
+        )
+        object.__setattr__(snap, "service_broker_endpoint", endpoint)
+        object.__setattr__(snap, "endpoint_grants", grants)
         return snap
 
     def level(self, contract_id: int, local_service: str, remote_service: str) -> int:
@@ -355,6 +388,18 @@ class CatalogSnapshot:
     def service(self, name: object) -> ServiceDef:
         """The service called ``name``; raises :class:`CatalogError` if there is none."""
         return _find(self.services, "service", name)
+
+    def certificate(self, name: object) -> CertificateRow:
+        """The certificate called ``name``; raises :class:`CatalogError` if there is none."""
+        return _find(self.certificates, "certificate", name)
+
+    def login(self, name: object) -> LoginRow:
+        """The login called ``name``; raises :class:`CatalogError` if there is none."""
+        return _find(self.logins, "login", name)
+
+    def route(self, name: object) -> RouteRow:
+        """The route called ``name``; raises :class:`CatalogError` if there is none."""
+        return _find(self.routes, "route", name)
 
 
 _Def = TypeVar("_Def")

@@ -19,17 +19,22 @@ from ..errors import IntegrityConflict
 from .rows import (
     BrokerPriorityRow,
     CatalogRows,
+    CertificateRow,
     ContractRow,
     ContractUsageRow,
     ConversationGroupListRow,
+    EndpointGrantRow,
     EndpointListRow,
     EndpointRow,
     EventNotificationRow,
+    LoginRow,
     MessageRow,
     MessageTypeRow,
     QueueCountRow,
     QueueInsert,
     QueueRow,
+    RouteRow,
+    ServiceBrokerEndpointRow,
     ServiceContractRow,
     ServiceRow,
     TransmissionListRow,
@@ -181,6 +186,13 @@ class NamedQueryConnection:
                 ),
                 honor_broker_priority=self._one("get_setting", ("honor_broker_priority",)) == "1",
                 service_broker_guid=str(self._one("get_setting", ("service_broker_guid",)) or ""),
+                certificates=rows_of(CertificateRow, self._all("catalog_certificates")),
+                service_broker_endpoints=rows_of(
+                    ServiceBrokerEndpointRow, self._all("catalog_service_broker_endpoints")
+                ),
+                logins=rows_of(LoginRow, self._all("catalog_logins")),
+                endpoint_grants=rows_of(EndpointGrantRow, self._all("catalog_endpoint_grants")),
+                routes=rows_of(RouteRow, self._all("catalog_routes")),
             )
 
     def catalog_version(self) -> int:

@@ -336,3 +336,71 @@ DELETE FROM transmission_queue;
 
 -- name: forget_notification_dialogs
 UPDATE event_notifications SET conversation_handle = NULL WHERE conversation_handle IS NOT NULL;
+
+-- The transport's catalog (issue 12): certificates, the Service Broker endpoint, logins,
+-- CONNECT grants and routes.
+-- name: catalog_certificates
+SELECT certificate_id, name, certificate_pem, private_key_file, subject, issuer, thumbprint,
+       cert_serial_number, start_date, expiry_date
+FROM certificates ORDER BY certificate_id;
+
+-- name: insert_certificate
+INSERT INTO certificates (name, certificate_pem, private_key_file, subject, issuer, thumbprint,
+    cert_serial_number, start_date, expiry_date)
+VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?) RETURNING certificate_id;
+
+-- name: delete_certificate
+DELETE FROM certificates WHERE certificate_id = ?;
+
+-- name: catalog_service_broker_endpoints
+SELECT endpoint_id, name, state, listener_ip, listener_port, certificate_id, encryption,
+       algorithm, message_forwarding, message_forward_size
+FROM service_broker_endpoints ORDER BY endpoint_id;
+
+-- name: insert_service_broker_endpoint
+INSERT INTO service_broker_endpoints (endpoint_id, name, state, listener_ip, listener_port,
+    certificate_id, encryption, algorithm, message_forwarding, message_forward_size)
+VALUES (1, ?, ?, ?, ?, ?, ?, ?, ?, ?) RETURNING endpoint_id;
+
+-- name: update_service_broker_endpoint
+UPDATE service_broker_endpoints SET state = ?, listener_ip = ?, listener_port = ?,
+    certificate_id = ?, encryption = ?, algorithm = ?, message_forwarding = ?,
+    message_forward_size = ?
+WHERE endpoint_id = ?;
+
+-- name: delete_service_broker_endpoint
+DELETE FROM service_broker_endpoints WHERE endpoint_id = ?;
+
+-- name: catalog_logins
+SELECT login_id, name, certificate_id FROM logins ORDER BY login_id;
+
+-- name: insert_login
+INSERT INTO logins (name, certificate_id) VALUES (?, ?) RETURNING login_id;
+
+-- name: delete_login
+DELETE FROM logins WHERE login_id = ?;
+
+-- name: catalog_endpoint_grants
+SELECT endpoint_id, login_id FROM endpoint_grants ORDER BY endpoint_id, login_id;
+
+-- name: insert_endpoint_grant
+INSERT INTO endpoint_grants (endpoint_id, login_id) VALUES (?, ?) RETURNING login_id;
+
+-- name: delete_endpoint_grants
+DELETE FROM endpoint_grants WHERE endpoint_id = ?;
+
+-- name: catalog_routes
+SELECT route_id, name, service_name, broker_instance, address, mirror_address, expiry
+FROM routes ORDER BY route_id;
+
+-- name: insert_route
+INSERT INTO routes (name, service_name, broker_instance, address, mirror_address, expiry)
+VALUES (?, ?, ?, ?, ?, ?) RETURNING route_id;
+
+-- name: update_route
+UPDATE routes SET service_name = ?, broker_instance = ?, address = ?, mirror_address = ?,
+    expiry = ?
+WHERE route_id = ?;
+
+-- name: delete_route
+DELETE FROM routes WHERE route_id = ?;

@@ -13,17 +13,22 @@ from typing import NamedTuple
 __all__ = [
     "BrokerPriorityRow",
     "CatalogRows",
+    "CertificateRow",
     "ContractRow",
     "ContractUsageRow",
     "ConversationGroupListRow",
+    "EndpointGrantRow",
     "EndpointListRow",
     "EndpointRow",
     "EventNotificationRow",
+    "LoginRow",
     "MessageRow",
     "MessageTypeRow",
     "QueueCountRow",
     "QueueInsert",
     "QueueRow",
+    "RouteRow",
+    "ServiceBrokerEndpointRow",
     "ServiceContractRow",
     "ServiceRow",
     "TransmissionListRow",
@@ -277,6 +282,70 @@ class BrokerPriorityRow(NamedTuple):
     priority: int
 
 
+class CertificateRow(NamedTuple):
+    """A certificate (``certificates``, CREATE CERTIFICATE … FROM FILE): its PEM as read at
+    CREATE, the private key's file (None: no key), subject and issuer (RFC 4514 text), the
+    SHA-1 ``thumbprint`` of the DER (hex), the serial number (hex) and the validity as seconds
+    since the epoch."""
+
+    certificate_id: int
+    name: str
+    certificate_pem: str
+    private_key_file: str | None
+    subject: str
+    issuer: str
+    thumbprint: str
+    cert_serial_number: str
+    start_date: float
+    expiry_date: float
+
+
+class ServiceBrokerEndpointRow(NamedTuple):
+    """The Service Broker endpoint (``service_broker_endpoints``, at most one): ``state``
+    STARTED, STOPPED or DISABLED; ``encryption`` DISABLED, SUPPORTED or REQUIRED;
+    ``message_forwarding`` 0/1; ``message_forward_size`` megabytes."""
+
+    endpoint_id: int
+    name: str
+    state: str
+    listener_ip: str
+    listener_port: int
+    certificate_id: int
+    encryption: str
+    algorithm: str
+    message_forwarding: int
+    message_forward_size: int
+
+
+class LoginRow(NamedTuple):
+    """A login mapped to a certificate (``logins``, CREATE LOGIN … FROM CERTIFICATE)."""
+
+    login_id: int
+    name: str
+    certificate_id: int
+
+
+class EndpointGrantRow(NamedTuple):
+    """GRANT CONNECT ON ENDPOINT to a login (``endpoint_grants``, SEC-1)."""
+
+    endpoint_id: int
+    login_id: int
+
+
+class RouteRow(NamedTuple):
+    """A route (``routes``, RTE-1): None ``service_name`` / ``broker_instance`` match any;
+    ``address`` ``TCP://host:port``, ``LOCAL`` or ``TRANSPORT``; ``expiry`` the broker-clock
+    time the route stops being considered (None: never)."""
+
+    route_id: int
+    name: str
+    service_name: str | None
+    broker_instance: str | None
+    address: str
+    mirror_address: str | None
+    expiry: float | None
+
+
 @dataclass(frozen=True, slots=True)
 class CatalogRows:
     """The whole catalog as rows, read from one snapshot (the engine caches it per catalog
@@ -295,3 +364,8 @@ class CatalogRows:
     service_broker_guid: str = ""
     """The database's Service Broker identifier (``broker_settings`` ``service_broker_guid``,
     a UUID's text; empty only for a database no migration gave one)."""
+    certificates: Sequence[CertificateRow] = ()
+    service_broker_endpoints: Sequence[ServiceBrokerEndpointRow] = ()
+    logins: Sequence[LoginRow] = ()
+    endpoint_grants: Sequence[EndpointGrantRow] = ()
+    routes: Sequence[RouteRow] = ()
