@@ -41,6 +41,7 @@ from .supervisor import Supervisor
 from .timer import TICK_SECONDS, BrokerTimer
 from .transaction import Transaction
 from .transmission import TransmissionService
+from .transport.service import TransportService
 from .views import Views
 from .waiting import Notifier, Waiting
 
@@ -139,6 +140,17 @@ class Broker(CatalogStatements, NetworkStatements):
         self.timer.tasks.register("task handlers", 1, self.tasks.restart_failed)  # TICK-2b
         self.timer.tasks.register("activation", 1, lambda now: self.activation.check())  # TICK-2a
         self.timer.tasks.register("transmission", 1, self.transmission.retry)  # QUE-3
+        self.transport = TransportService(
+            self._context,
+            lambda woken, arrived: reactions.committed(woken, set(), arrived),
+            self._supervisor.start,
+        )
+        tasks = self.timer.tasks
+        tasks.register("message dispatcher", 1, self.transport.dispatcher_cleanup)  # TICK-2c
+        tasks.register("transport connections", 2, self.transport.connect_pending)  # TICK-3a
+        tasks.register("transmitter", 2, self.transport.reclassify)  # TICK-3b
+        tasks.register("idle connections", 5, self.transport.close_idle)  # TICK-4a
+        tasks.register("broker start", 5, self.transport.retry_start)  # TICK-4c
         self.views = Views(
             self._context,
             activation=self.activation,
@@ -283,6 +295,7 @@ class Broker(CatalogStatements, NetworkStatements):
             raise
         self._running = True
         self.activation.check()
+        self.transport.start()
 
     def stop(self, timeout: float = 10.0) -> None:
         """Stop background work. RECEIVEs waiting in activated procedures return empty so the
@@ -290,6 +303,7 @@ class Broker(CatalogStatements, NetworkStatements):
         not affected."""
         self._stopping = True
         self.activation.enabled = False
+        self.transport.stop()
         self._wake()
         if self._running:
             self._supervisor.join(TIMER_THREAD, timeout)

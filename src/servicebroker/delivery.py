@@ -40,6 +40,7 @@ from .messages import Outgoing, new_id
 from .storage.base import StorageConnection
 from .storage.rows import EndpointRow, QueueInsert
 from .transmission import TransmissionQueue
+from .transport.routing import choose_route
 
 __all__ = ["Applier", "check_begun_dialogs"]
 
@@ -89,6 +90,12 @@ class Applier:
         self.arrived_on_empty: set[int] = set()
         guid = catalog.service_broker_guid
         self._own_instance = None if guid is None else str(guid)
+        self._route_cache: dict[str, str | None] = {}
+        routes = catalog.routes.values()
+        # RTE-2: with no route to another instance every dialog stays here (no lookup)
+        self._network_routes = (
+            list(routes) if any(r.address.upper() != "LOCAL" for r in routes) else []
+        )
 
     # -- rows ----------------------------------------------------------------------------
     def prefetch(self, conversation_ids: Iterable[bytes]) -> None:
@@ -472,7 +479,21 @@ class Applier:
         instance = sender.far_broker_instance
         if instance is not None:
             return None if instance == self._own_instance else instance
-        return None
+        if not sender.is_initiator or not self._network_routes:
+            return None
+        key = sender.far_service
+        if key not in self._route_cache:
+            choice = choose_route(
+                self._network_routes,
+                service_name=key,
+                broker_instance=None,
+                local_services=self.catalog.services,
+                now=self.now,
+            )
+            self._route_cache[key] = (
+                None if choice is None or choice.is_local else choice.broker_instance or ""
+            )
+        return self._route_cache[key]
 
     def _enqueue(self, row: EndpointRow, out: Outgoing, status: int = 1) -> None:
         if row.conversation_handle in self._purges:

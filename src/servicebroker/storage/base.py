@@ -415,6 +415,11 @@ class StorageConnection(Protocol):
         (or, ``remote``, a row for the transport)."""
         ...
 
+    def transmission_remote_mark(self) -> int | None:
+        """The highest ``transmission_id`` among the transport's rows, None when there are
+        none: the transport reads its rows again when it changes."""
+        ...
+
     def delete_transmission_message(
         self, conversation_id: bytes, is_initiator: bool, sequence: int
     ) -> None:

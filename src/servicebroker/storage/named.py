@@ -407,6 +407,11 @@ class NamedQueryConnection:
         one for the transport)."""
         return bool(self._one("transmission_exists_of", (int(remote),)))
 
+    def transmission_remote_mark(self) -> int | None:
+        """The highest ``transmission_id`` of the transport's rows (None: none)."""
+        value = self._one("transmission_remote_mark")
+        return None if value is None else int(value)
+
     def delete_transmission_message(
         self, conversation_id: bytes, is_initiator: bool, sequence: int
     ) -> None:

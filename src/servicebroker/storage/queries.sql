@@ -255,6 +255,9 @@ SELECT EXISTS (SELECT 1 FROM transmission_queue);
 -- name: transmission_exists_of
 SELECT EXISTS (SELECT 1 FROM transmission_queue WHERE is_remote = ?);
 
+-- name: transmission_remote_mark
+SELECT max(transmission_id) FROM transmission_queue WHERE is_remote = 1;
+
 -- name: delete_transmission_message
 DELETE FROM transmission_queue
 WHERE conversation_id = ? AND is_initiator = ? AND message_sequence_number = ? AND is_remote = 1;

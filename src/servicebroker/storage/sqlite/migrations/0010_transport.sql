@@ -11,5 +11,6 @@ ALTER TABLE transmission_queue ADD COLUMN is_remote INTEGER NOT NULL DEFAULT 0;
 ALTER TABLE transmission_queue ADD COLUMN to_broker_instance TEXT;
 DROP INDEX transmission_queue_level;
 CREATE INDEX transmission_queue_level ON transmission_queue (is_remote, priority, transmission_id);
+CREATE INDEX transmission_queue_remote ON transmission_queue (is_remote, transmission_id);
 CREATE INDEX transmission_queue_message ON transmission_queue
     (conversation_id, is_initiator, message_sequence_number);

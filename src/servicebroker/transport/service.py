@@ -1,0 +1,665 @@
+"""The transport of one broker: its Service Broker endpoint's listener, the connections to other
+instances, and the transmitter that sends the transport's rows of the transmission queue
+(NET-1..8, RTE-2/4, SEC-1, TICK-2c, TICK-3a/b, TICK-4a/c) — the thin threaded shell around the
+pure protocol (:mod:`.outbound`, :mod:`.inbound`, :mod:`.adjacent`, :mod:`.destinations`) and
+the storage side (:mod:`.arrival`).
+
+Threads (supervised by the broker): the listener accepts connections (each gets a reader
+thread); the transmitter reads the transport's rows, chooses each one's route, offers it to the
+:class:`~.outbound.Outbound` of its address and writes the fragments due, connecting when a
+destination has messages and is not suppressed. A reader thread takes a connection's events:
+complete messages are committed to their queues in one write transaction per batch and
+acknowledged only after the commit (NET-3); acknowledgements delete the acknowledged rows.
+Every time read is the broker clock's.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import socket
+import threading
+import uuid
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from functools import partial
+
+from ..catalog import CatalogSnapshot
+from ..context import BrokerContext
+from ..delivery import Applier
+from ..dialogs import ERROR, error_body, parse_error_body
+from ..errors import ConversationError, TransportError
+from ..priorities import transmission_order
+from ..storage.rows import TransmissionRow
+from .adjacent import (
+    AckReceived,
+    AdjacentConnection,
+    ConnectionClosed,
+    Event,
+    FragmentReceived,
+    RefusalReceived,
+)
+from .arrival import Outcome, Verdict, take_acknowledgement, take_arrival, take_broker_error
+from .destinations import Destinations
+from .inbound import Completed, Inbound
+from .outbound import Outbound
+from .peer import PeerConnection, accept, connect
+from .routing import choose_route, format_tcp_address
+from .settings import TransportSettings
+from .tls import EndpointSecurity, security_from_catalog
+from .wire import Ack, Fragment, MessageHeader, Refusal
+
+__all__ = ["TransportService", "TransportStatistics"]
+
+log = logging.getLogger(__name__)
+
+MessageKey = tuple[bytes, bool, int]
+_POLL = 0.05  # real seconds between looks at the transmission queue for new rows
+_BATCH = 2000  # rows read per level per look
+_FRAME_BYTES = 1024 * 1024  # fragment bytes written per destination per pass
+
+
+@dataclass(frozen=True)
+class TransportStatistics:
+    """What the transport has done in this process.
+
+    Attributes:
+        running: the listener and transmitter run.
+        start_status: why the last start failed (TICK-4c retries it), or None.
+        listener_address: ``TCP://ip:port`` listened on, or None.
+        messages_received: messages committed from other instances.
+        duplicates: copies of messages already taken, acknowledged again (NET-2).
+        refused: messages refused (NET-7) or answered with an Error.
+        acknowledged: own messages acknowledged by other instances (NET-3).
+        connections_accepted / connections_refused / connection_failures: counts.
+    """
+
+    running: bool
+    start_status: str | None
+    listener_address: str | None
+    messages_received: int
+    duplicates: int
+    refused: int
+    acknowledged: int
+    connections_accepted: int
+    connections_refused: int
+    connection_failures: int
+
+
+@dataclass
+class _Counters:
+    received: int = 0
+    duplicates: int = 0
+    refused: int = 0
+    acknowledged: int = 0
+    accepted: int = 0
+    refused_logins: int = 0
+    failures: int = 0
+
+
+@dataclass
+class _State:
+    """What the threads share, under :attr:`TransportService._lock`."""
+
+    outbound: dict[str, Outbound] = field(default_factory=dict)
+    offered: dict[MessageKey, str] = field(default_factory=dict)  # key -> address
+    outgoing: dict[str, PeerConnection] = field(default_factory=dict)
+    connecting: set[str] = field(default_factory=set)
+    accepted: list[PeerConnection] = field(default_factory=list)
+    statuses: dict[MessageKey, str] = field(default_factory=dict)
+
+
+class TransportService:
+    """The transport of one broker (see the module).
+
+    Args:
+        context: the broker's shared parts (storage, clock, catalog).
+        committed: called after a commit that put messages on queues, with (queues that got
+            messages, queues where a message arrived on an empty queue), to wake waiters and
+            monitors.
+        start_thread: starts a supervised thread ``(name, target)``.
+        settings: the transport's settings (:class:`TransportSettings`).
+    """
+
+    def __init__(
+        self,
+        context: BrokerContext,
+        committed: Callable[[set[int], frozenset[int]], None],
+        start_thread: Callable[[str, Callable[[], None]], None],
+        settings: TransportSettings | None = None,
+    ) -> None:
+        self._context = context
+        self._committed = committed
+        self._start_thread = start_thread
+        self.settings = settings or TransportSettings()
+        self._lock = threading.RLock()
+        self._cond = threading.Condition(self._lock)
+        self._state = _State()
+        self._inbound = Inbound(self.settings)
+        self._destinations = Destinations(self.settings)
+        self._counters = _Counters()
+        self._security: EndpointSecurity | None = None
+        self._listener: socket.socket | None = None
+        self._listener_address: str | None = None
+        self._instance: uuid.UUID | None = None
+        self._running = False
+        self._stopping = False
+        self._start_status: str | None = None
+        self._wanted = False
+        self._mark: object = None
+        self._full_fill = True
+
+    # -- life cycle ------------------------------------------------------------------------
+    def start(self) -> bool:
+        """Start the listener and the transmitter when the broker has a STARTED Service Broker
+        endpoint; returns whether the transport runs. A start that fails (the private key
+        cannot be read, the port is taken) is logged, kept as :attr:`start_status` and
+        retried by TICK-4c (:meth:`retry_start`)."""
+        with self._lock:
+            self._wanted = True
+            if self._running:
+                return True
+            self._stopping = False
+        with self._context.storage.connection() as conn:
+            catalog = self._context.catalog.snapshot(conn, fresh=True)
+        endpoint = catalog.service_broker_endpoint
+        if endpoint is None or endpoint.state != "STARTED":
+            return False
+        try:
+            security = security_from_catalog(catalog)
+            listener = socket.create_server(
+                (endpoint.listener_ip, endpoint.listener_port), reuse_port=False
+            )
+        except (TransportError, OSError) as exc:
+            self._start_status = f"the endpoint {endpoint.name!r} did not start: {exc}"
+            log.error("%s (retried every 25 s, TICK-4c)", self._start_status)
+            return False
+        with self._lock:
+            self._security = security
+            self._instance = catalog.service_broker_guid
+            self._listener = listener
+            host, port = listener.getsockname()[:2]
+            self._listener_address = format_tcp_address(host, port)
+            self._running = True
+            self._start_status = None
+            self._full_fill = True
+        self._start_thread("transport listener", self._listen)
+        self._start_thread("transport transmitter", self._transmit)
+        return True
+
+    def stop(self) -> None:
+        """Close the listener and every connection; the threads end."""
+        with self._lock:
+            self._wanted = False
+            self._stopping = True
+            self._running = False
+            listener, self._listener = self._listener, None
+            connections = [*self._state.outgoing.values(), *self._state.accepted]
+            self._state.outgoing.clear()
+            self._state.accepted.clear()
+            self._cond.notify_all()
+        if listener is not None:
+            with contextlib.suppress(OSError):
+                listener.shutdown(socket.SHUT_RDWR)
+            listener.close()
+        for conn in connections:
+            conn.close("the broker is stopping")
+
+    @property
+    def running(self) -> bool:
+        """True while the listener and transmitter run."""
+        return self._running
+
+    @property
+    def listener_address(self) -> str | None:
+        """``TCP://ip:port`` the endpoint listens on (the real port when 0 was asked)."""
+        return self._listener_address
+
+    def wake(self) -> None:
+        """Look at the transmission queue now (a commit held messages for the transport)."""
+        with self._lock:
+            self._full_fill = True
+            self._cond.notify_all()
+
+    # -- periodic tasks (each a plain step taking the broker clock's now) ----------------
+    def dispatcher_cleanup(self, now: float) -> None:
+        """TICK-2c: drop out-of-order and stale (10 s) buffered messages."""
+        with self._lock:
+            dropped = self._inbound.cleanup(now)
+        if dropped:
+            log.info("message dispatcher dropped %d buffered messages (TICK-2c)", dropped)
+
+    def connect_pending(self, now: float) -> None:
+        """TICK-3a: connect to each destination with pending messages, not suppressed."""
+        self.wake()
+
+    def reclassify(self, now: float) -> None:
+        """TICK-3b: reclassify every dialog — forget the routes chosen, so route and metadata
+        changes (and expired routes) take effect at the next pass."""
+        with self._lock:
+            for ob_key, address in list(self._state.offered.items()):
+                outbound = self._state.outbound.get(address)
+                if outbound is None or ob_key not in outbound:
+                    del self._state.offered[ob_key]
+            self._full_fill = True
+            self._cond.notify_all()
+
+    def close_idle(self, now: float) -> None:
+        """TICK-4a: close connections idle for 90 s."""
+        with self._lock:
+            idle = [
+                c
+                for c in [*self._state.outgoing.values(), *self._state.accepted]
+                if c.adjacent.is_idle(now)
+            ]
+        for conn in idle:
+            conn.close("idle")
+
+    def retry_start(self, now: float) -> None:
+        """TICK-4c: start the transport again if its start failed (or an endpoint was
+        created since the broker started)."""
+        if self._wanted and not self._running:
+            self.start()
+
+    # -- views -----------------------------------------------------------------------------
+    def connections(self) -> list[PeerConnection]:
+        """The open connections (dm_broker_connections)."""
+        with self._lock:
+            return [*self._state.outgoing.values(), *self._state.accepted]
+
+    def statistics(self) -> TransportStatistics:
+        """A snapshot of the counters (:class:`TransportStatistics`)."""
+        c = self._counters
+        return TransportStatistics(
+            self._running,
+            self._start_status,
+            self._listener_address,
+            c.received,
+            c.duplicates,
+            c.refused,
+            c.acknowledged,
+            c.accepted,
+            c.refused_logins,
+            c.failures,
+        )
+
+    # -- listener --------------------------------------------------------------------------
+    def _listen(self) -> None:
+        listener = self._listener
+        while listener is not None and not self._stopping:
+            try:
+                raw, peer = listener.accept()
+            except OSError:
+                return
+            address = format_tcp_address(peer[0], peer[1])
+            threading.Thread(
+                target=self._accept, args=(raw, address), name="transport accept", daemon=True
+            ).start()
+
+    def _accept(self, raw: socket.socket, address: str) -> None:
+        security, instance = self._security, self._instance
+        if security is None or instance is None:
+            raw.close()
+            return
+        conn = accept(raw, address, instance, security, self.settings, self._context.clock)
+        with self._lock:
+            if conn is None:
+                self._counters.refused_logins += 1
+                return
+            self._counters.accepted += 1
+            self._state.accepted.append(conn)
+        conn.read(self._on_events)
+
+    # -- transmitter ---------------------------------------------------------------------
+    def _transmit(self) -> None:
+        clock = self._context.clock
+        while not self._stopping:
+            now = clock.now()
+            self._fill(now)
+            self._send_due(now)
+            with self._lock:
+                if self._stopping:
+                    return
+                due = [ob.next_due(now) for ob in self._state.outbound.values()]
+                times = [t for t in due if t is not None]
+                wait = _POLL
+                if times:
+                    wait = min(wait, clock.max_real_wait(max(min(times) - now, 0.0)))
+                self._cond.wait(max(wait, 0.001))
+
+    def _fill(self, now: float) -> None:
+        """Offer the transport's new rows to the Outbound of their route's address (RTE-2,
+        PRI-14); rows with no route get the status saying so (NET-7)."""
+        storage = self._context.storage
+        with storage.connection() as conn:
+            mark = conn.transmission_remote_mark()
+            with self._lock:
+                if mark is None or (mark == self._mark and not self._full_fill):
+                    return
+                self._mark, self._full_fill = mark, False
+            rows = conn.transmission_pending(_BATCH, remote=True)
+            catalog = self._context.catalog.snapshot(conn)
+        by_id = {r.transmission_id: r for r in rows}
+        order = transmission_order(
+            ((r.transmission_id, r.priority, r.enqueue_time) for r in rows),
+            now,
+            honor=catalog.honor_broker_priority,
+            aging_interval=self._context.priority_aging_interval,
+        )
+        unrouted: list[tuple[MessageKey, str]] = []
+        with self._lock:
+            for tid in order:
+                row = by_id[tid]
+                key = (row.conversation_id, bool(row.is_initiator), row.message_sequence_number)
+                if key in self._state.offered:
+                    continue
+                choice = choose_route(
+                    catalog.routes.values(),
+                    service_name=row.to_service_name,
+                    broker_instance=row.to_broker_instance,
+                    local_services=catalog.services,
+                    now=now,
+                )
+                if choice is None or choice.is_local:
+                    status = (
+                        f"No route matches service {row.to_service_name!r}"
+                        + (
+                            f" at broker instance {row.to_broker_instance}"
+                            if row.to_broker_instance
+                            else ""
+                        )
+                        + " (RTE-2); the message waits for one."
+                    )
+                    if row.transmission_status != status:
+                        unrouted.append((key, status))
+                    continue
+                outbound = self._state.outbound.setdefault(choice.address, Outbound(self.settings))
+                if outbound.pending_bytes >= self.settings.window_bytes:
+                    continue
+                outbound.offer(self._header(row, catalog), row.message_body, now)
+                self._state.offered[key] = choice.address
+                self._destinations.add(choice.address)
+        if unrouted:
+            self._set_statuses(unrouted)
+
+    def _header(self, row: TransmissionRow, catalog: CatalogSnapshot) -> MessageHeader:
+        contract = catalog.contracts_by_id.get(row.service_contract_id)
+        mt = catalog.message_types_by_id[row.message_type_id]
+        assert self._instance is not None
+        return MessageHeader(
+            conversation_id=row.conversation_id,
+            is_initiator=bool(row.is_initiator),
+            sequence=row.message_sequence_number,
+            message_id=row.message_id,
+            from_service=row.from_service_name,
+            to_service=row.to_service_name,
+            contract=contract.name if contract is not None else "",
+            message_type=mt.name,
+            validation=row.validation,
+            from_broker_instance=self._instance,
+            to_broker_instance=(
+                uuid.UUID(row.to_broker_instance) if row.to_broker_instance else None
+            ),
+            priority=row.priority,
+            lifetime=row.lifetime,
+            message_size=len(row.message_body),
+            fragment_count=1,
+        )
+
+    def _send_due(self, now: float) -> None:
+        with self._lock:
+            work = []
+            for address, outbound in self._state.outbound.items():
+                if not outbound.pending_count:
+                    continue
+                conn = self._state.outgoing.get(address)
+                if conn is None or not conn.open:
+                    if address not in self._state.connecting and self._destinations.should_connect(
+                        address, now
+                    ):
+                        self._state.connecting.add(address)
+                        self._destinations.on_connecting(address, now)
+                        threading.Thread(
+                            target=self._connect,
+                            args=(address,),
+                            name="transport connect",
+                            daemon=True,
+                        ).start()
+                    continue
+                frames = outbound.frames_due(now, _FRAME_BYTES)
+                if frames:
+                    work.append((conn, frames))
+            conns = [*self._state.outgoing.values(), *self._state.accepted]
+        for conn, frames in work:
+            for frame in frames:
+                if not conn.send(partial(_send_fragment, frame)):
+                    break
+        for conn in conns:
+            if conn.adjacent.pending_acks:
+                conn.send(lambda a, n: a.flush_acks(n))
+
+    def _connect(self, address: str) -> None:
+        clock = self._context.clock
+        security, instance = self._security, self._instance
+        if security is None or instance is None:
+            return
+        try:
+            conn = connect(address, instance, security, self.settings, clock)
+        except TransportError as exc:
+            status = str(exc)
+            log.warning("transport: %s", status)
+            with self._lock:
+                self._state.connecting.discard(address)
+                self._destinations.on_failed(address, clock.now(), status)
+                self._counters.failures += 1
+                keys = [k for k, a in self._state.offered.items() if a == address]
+            self._set_statuses([(k, status) for k in keys])
+            return
+        with self._lock:
+            self._state.connecting.discard(address)
+            if self._stopping:
+                conn.close("the broker is stopping")
+                return
+            self._state.outgoing[address] = conn
+            self._destinations.on_connected(address, clock.now())
+            self._cond.notify_all()
+        conn.read(self._on_events)
+
+    # -- events from a connection ------------------------------------------------------
+    def _on_events(self, conn: PeerConnection, events: list[Event]) -> None:
+        now = self._context.clock.now()
+        completed: list[Completed] = []
+        acks: list[Ack] = []
+        refusals: list[Refusal] = []
+        closed: str | None = None
+        with self._lock:
+            for event in events:
+                if isinstance(event, FragmentReceived):
+                    for item in self._inbound.on_fragment(event.fragment, now):
+                        if isinstance(item, Completed):
+                            completed.append(item)
+                        elif isinstance(item, Ack):
+                            conn.adjacent.queue_ack(item)
+                elif isinstance(event, AckReceived):
+                    acks.append(event.ack)
+                elif isinstance(event, RefusalReceived):
+                    refusals.append(event.refusal)
+                elif isinstance(event, ConnectionClosed):
+                    closed = event.status
+        if completed:
+            self._take_messages(conn, completed, now)
+        if acks:
+            self._take_acks(conn, acks, now)
+        if refusals:
+            self._take_refusals(refusals, now)
+        if closed is not None:
+            self._closed(conn, closed, now)
+        with self._lock:
+            self._cond.notify_all()
+
+    def _take_messages(self, conn: PeerConnection, completed: list[Completed], now: float) -> None:
+        """Commit complete messages (and the held ones they release) in one write
+        transaction, then answer each (NET-2, NET-3, NET-7)."""
+        storage = self._context.storage
+        answers: list[tuple[Completed, Outcome]] = []
+        errors: list[tuple[MessageHeader, bytes]] = []
+        with storage.connection() as db:
+            db.begin_write()
+            applier = Applier(db, self._context.catalog.snapshot(db), now)
+            work = list(completed)
+            while work:
+                item = work.pop(0)
+                h = item.header
+                if h.sequence < 0:
+                    if h.message_type == ERROR:
+                        code, text = _error_of(item.body)
+                        take_broker_error(
+                            applier, h.conversation_id, not h.is_initiator, code, text
+                        )
+                    continue
+                outcome = take_arrival(applier, h, item.body)
+                answers.append((item, outcome))
+                if outcome.verdict is Verdict.DELIVERED:
+                    with self._lock:
+                        later = self._inbound.release(
+                            h.conversation_id, h.is_initiator, h.sequence + 1
+                        )
+                    if later is not None:
+                        work.insert(0, later)
+            applier.finish()
+            db.commit()
+        self._committed(applier.woken_queues, frozenset(applier.arrived_on_empty))
+        for item, outcome in answers:
+            h = item.header
+            verdict = outcome.verdict
+            if verdict in (Verdict.DELIVERED, Verdict.DUPLICATE):
+                self._counters.received += verdict is Verdict.DELIVERED
+                self._counters.duplicates += verdict is Verdict.DUPLICATE
+                self._ack_back(conn, Ack(h.conversation_id, h.is_initiator, h.sequence, None))
+            elif verdict is Verdict.LATER:
+                with self._lock:
+                    self._inbound.hold(item, now)
+            elif verdict is Verdict.REFUSED:
+                self._counters.refused += 1
+                refusal = Refusal(h.conversation_id, h.is_initiator, h.sequence, outcome.status)
+                conn.send(partial(_send_refusal, refusal))
+            else:
+                self._counters.refused += 1
+                assert outcome.error is not None
+                errors.append((h, error_body(*outcome.error)))
+        for h, body in errors:
+            self._error_back(conn, h, body)
+
+    def _ack_back(self, conn: PeerConnection, ack: Ack) -> None:
+        """Queue an acknowledgement to ride on the next fragment to the peer (NET-3): on the
+        connection this broker sends to it on, else the one the message came on."""
+        with self._lock:
+            target = conn
+            peer = conn.peer_instance
+            for out in self._state.outgoing.values():
+                if out.open and out.peer_instance == peer:
+                    target = out
+                    break
+            target.adjacent.queue_ack(ack)
+
+    def _error_back(self, conn: PeerConnection, h: MessageHeader, body: bytes) -> None:
+        """Send the sender the broker's Error for its dialog (unsequenced, NET-2)."""
+        assert self._instance is not None
+        header = MessageHeader(
+            conversation_id=h.conversation_id,
+            is_initiator=not h.is_initiator,
+            sequence=-1,
+            message_id=uuid.uuid4().bytes,
+            from_service=h.to_service,
+            to_service=h.from_service,
+            contract=h.contract,
+            message_type=ERROR,
+            validation="X",
+            from_broker_instance=self._instance,
+            to_broker_instance=h.from_broker_instance,
+            priority=h.priority,
+            lifetime=h.lifetime,
+            message_size=len(body),
+            fragment_count=1,
+        )
+        fragment = Fragment(header, 0, body)
+        conn.send(partial(_send_fragment, fragment))
+
+    def _take_acks(self, conn: PeerConnection, acks: list[Ack], now: float) -> None:
+        done: list[MessageKey] = []
+        with self._lock:
+            for ack in acks:
+                key = (ack.conversation_id, ack.is_initiator, ack.sequence)
+                address = self._state.offered.get(key)
+                outbound = self._state.outbound.get(address) if address else None
+                if outbound is not None:
+                    for finished in outbound.on_ack(ack, now):
+                        self._state.offered.pop(finished, None)
+                        done.append(finished)
+                elif ack.fragment is None:
+                    done.append(key)  # acknowledged again after a restart: delete it too
+        if not done:
+            return
+        peer = conn.peer_instance or uuid.UUID(int=0)
+        storage = self._context.storage
+        with storage.connection() as db:
+            db.begin_write()
+            applier = Applier(db, self._context.catalog.snapshot(db), now)
+            for conversation_id, is_initiator, sequence in done:
+                take_acknowledgement(applier, conversation_id, is_initiator, sequence, peer)
+            applier.finish()
+            db.commit()
+        self._counters.acknowledged += len(done)
+
+    def _take_refusals(self, refusals: list[Refusal], now: float) -> None:
+        updates = []
+        with self._lock:
+            for refusal in refusals:
+                key = (refusal.conversation_id, refusal.is_initiator, refusal.sequence)
+                address = self._state.offered.get(key)
+                outbound = self._state.outbound.get(address) if address else None
+                if outbound is not None:
+                    outbound.on_refusal(refusal, now)
+                updates.append((key, refusal.status))
+        self._set_statuses(updates)
+
+    def _set_statuses(self, updates: list[tuple[MessageKey, str]]) -> None:
+        """Record why messages wait (NET-7), writing only changes."""
+        with self._lock:
+            changed = [(k, s) for k, s in updates if self._state.statuses.get(k) != s]
+            for k, s in changed:
+                self._state.statuses[k] = s
+        if not changed:
+            return
+        with self._context.storage.connection() as db:
+            db.begin_write()
+            for (conversation_id, is_initiator, sequence), status in changed:
+                db.set_transmission_message_status(conversation_id, is_initiator, sequence, status)
+            db.commit()
+
+    def _closed(self, conn: PeerConnection, status: str, now: float) -> None:
+        with self._lock:
+            if self._state.outgoing.get(conn.address) is conn:
+                del self._state.outgoing[conn.address]
+                outbound = self._state.outbound.get(conn.address)
+                if outbound is not None:
+                    outbound.on_disconnect(now)
+                self._destinations.on_disconnected(conn.address, now)
+            if conn in self._state.accepted:
+                self._state.accepted.remove(conn)
+        log.info("transport: connection with %s closed: %s", conn.address, status)
+
+
+def _send_fragment(fragment: Fragment, adjacent: AdjacentConnection, now: float) -> bytes:
+    return adjacent.send_fragment(fragment, now)
+
+
+def _send_refusal(refusal: Refusal, adjacent: AdjacentConnection, now: float) -> bytes:
+    return adjacent.send_refusal(refusal, now)
+
+
+def _error_of(body: bytes) -> tuple[int, str]:
+    try:
+        return parse_error_body(body)
+    except ConversationError:
+        return -8400, body.decode("utf-8", "replace")
