@@ -148,6 +148,10 @@ class TransportService:
         self._wanted = False
         self._mark: object = None
         self._full_fill = True
+        self._more = False
+        self._acked_since_read: set[MessageKey] = set()
+        self._inbox: list[tuple[PeerConnection, Completed]] = []
+        self._ackbox: list[tuple[PeerConnection, Ack]] = []
 
     # -- life cycle ------------------------------------------------------------------------
     def start(self) -> bool:
@@ -185,6 +189,7 @@ class TransportService:
             self._full_fill = True
         self._start_thread("transport listener", self._listen)
         self._start_thread("transport transmitter", self._transmit)
+        self._start_thread("transport dispatcher", self._dispatch)
         return True
 
     def stop(self) -> None:
@@ -337,7 +342,9 @@ class TransportService:
                 if mark is None or (mark == self._mark and not self._full_fill):
                     return
                 self._mark, self._full_fill = mark, False
+                self._acked_since_read.clear()
             rows = conn.transmission_pending(_BATCH, remote=True)
+            self._more = len(rows) >= _BATCH  # some level has more: read again as acks come
             catalog = self._context.catalog.snapshot(conn)
         by_id = {r.transmission_id: r for r in rows}
         order = transmission_order(
@@ -351,8 +358,8 @@ class TransportService:
             for tid in order:
                 row = by_id[tid]
                 key = (row.conversation_id, bool(row.is_initiator), row.message_sequence_number)
-                if key in self._state.offered:
-                    continue
+                if key in self._state.offered or key in self._acked_since_read:
+                    continue  # on its way, or acknowledged since the rows were read
                 choice = choose_route(
                     catalog.routes.values(),
                     service_name=row.to_service_name,
@@ -486,29 +493,46 @@ class TransportService:
                     refusals.append(event.refusal)
                 elif isinstance(event, ConnectionClosed):
                     closed = event.status
-        if completed:
-            self._take_messages(conn, completed, now)
-        if acks:
-            self._take_acks(conn, acks, now)
+        with self._lock:
+            self._inbox.extend((conn, c) for c in completed)
+            self._ackbox.extend((conn, a) for a in acks)
+            self._cond.notify_all()
         if refusals:
             self._take_refusals(refusals, now)
         if closed is not None:
             self._closed(conn, closed, now)
-        with self._lock:
-            self._cond.notify_all()
 
-    def _take_messages(self, conn: PeerConnection, completed: list[Completed], now: float) -> None:
+    def _dispatch(self) -> None:
+        """The message dispatcher's loop: commit what the connections brought — complete
+        messages, acknowledgements — in one write transaction each per pass (group commit:
+        whatever arrives during a commit goes into the next)."""
+        clock = self._context.clock
+        while not self._stopping:
+            with self._lock:
+                while not self._inbox and not self._ackbox and not self._stopping:
+                    self._cond.wait(0.5)
+                inbox, self._inbox = self._inbox, []
+                ackbox, self._ackbox = self._ackbox, []
+            if inbox:
+                self._take_messages(inbox, clock.now())
+            if ackbox:
+                self._take_acks(ackbox, clock.now())
+            if inbox or ackbox:
+                with self._lock:
+                    self._cond.notify_all()
+
+    def _take_messages(self, inbox: list[tuple[PeerConnection, Completed]], now: float) -> None:
         """Commit complete messages (and the held ones they release) in one write
         transaction, then answer each (NET-2, NET-3, NET-7)."""
         storage = self._context.storage
-        answers: list[tuple[Completed, Outcome]] = []
-        errors: list[tuple[MessageHeader, bytes]] = []
+        answers: list[tuple[PeerConnection, Completed, Outcome]] = []
+        errors: list[tuple[PeerConnection, MessageHeader, bytes]] = []
         with storage.connection() as db:
             db.begin_write()
             applier = Applier(db, self._context.catalog.snapshot(db), now)
-            work = list(completed)
+            work = list(reversed(inbox))
             while work:
-                item = work.pop(0)
+                conn, item = work.pop()
                 h = item.header
                 if h.sequence < 0:
                     if h.message_type == ERROR:
@@ -518,18 +542,18 @@ class TransportService:
                         )
                     continue
                 outcome = take_arrival(applier, h, item.body)
-                answers.append((item, outcome))
+                answers.append((conn, item, outcome))
                 if outcome.verdict is Verdict.DELIVERED:
                     with self._lock:
                         later = self._inbound.release(
                             h.conversation_id, h.is_initiator, h.sequence + 1
                         )
                     if later is not None:
-                        work.insert(0, later)
+                        work.append((conn, later))
             applier.finish()
             db.commit()
         self._committed(applier.woken_queues, frozenset(applier.arrived_on_empty))
-        for item, outcome in answers:
+        for conn, item, outcome in answers:
             h = item.header
             verdict = outcome.verdict
             if verdict in (Verdict.DELIVERED, Verdict.DUPLICATE):
@@ -546,8 +570,8 @@ class TransportService:
             else:
                 self._counters.refused += 1
                 assert outcome.error is not None
-                errors.append((h, error_body(*outcome.error)))
-        for h, body in errors:
+                errors.append((conn, h, error_body(*outcome.error)))
+        for conn, h, body in errors:
             self._error_back(conn, h, body)
 
     def _ack_back(self, conn: PeerConnection, ack: Ack) -> None:
@@ -585,31 +609,36 @@ class TransportService:
         fragment = Fragment(header, 0, body)
         conn.send(partial(_send_fragment, fragment))
 
-    def _take_acks(self, conn: PeerConnection, acks: list[Ack], now: float) -> None:
-        done: list[MessageKey] = []
+    def _take_acks(self, ackbox: list[tuple[PeerConnection, Ack]], now: float) -> None:
+        done: list[tuple[MessageKey, uuid.UUID]] = []
         with self._lock:
-            for ack in acks:
+            for conn, ack in ackbox:
+                peer = conn.peer_instance or uuid.UUID(int=0)
                 key = (ack.conversation_id, ack.is_initiator, ack.sequence)
                 address = self._state.offered.get(key)
                 outbound = self._state.outbound.get(address) if address else None
                 if outbound is not None:
-                    for finished in outbound.on_ack(ack, now):
-                        self._state.offered.pop(finished, None)
-                        done.append(finished)
-                elif ack.fragment is None:
-                    done.append(key)  # acknowledged again after a restart: delete it too
+                    done.extend((k, peer) for k in outbound.on_ack(ack, now))
+                elif ack.fragment is None and address is None:
+                    done.append((key, peer))  # acknowledged again after a restart: delete it
         if not done:
             return
-        peer = conn.peer_instance or uuid.UUID(int=0)
         storage = self._context.storage
         with storage.connection() as db:
             db.begin_write()
             applier = Applier(db, self._context.catalog.snapshot(db), now)
-            for conversation_id, is_initiator, sequence in done:
+            for (conversation_id, is_initiator, sequence), peer in done:
                 take_acknowledgement(applier, conversation_id, is_initiator, sequence, peer)
             applier.finish()
             db.commit()
+        with self._lock:  # forgotten only once deleted: a fill meanwhile must not offer it again
+            for key, _ in done:
+                self._state.offered.pop(key, None)
+                self._acked_since_read.add(key)
         self._counters.acknowledged += len(done)
+        with self._lock:
+            if self._more and len(self._state.offered) < _BATCH // 2:
+                self._full_fill = True
 
     def _take_refusals(self, refusals: list[Refusal], now: float) -> None:
         updates = []
