@@ -15,6 +15,7 @@ from .dialogs import DIALOG_TIMER, END_DIALOG, ERROR, parse_error_body
 from .errors import (
     BrokerError,
     CatalogError,
+    CertificateError,
     ConversationError,
     DatabaseUnavailableError,
     DeadlockError,
@@ -42,6 +43,7 @@ __all__ = [
     "Broker",
     "BrokerError",
     "CatalogError",
+    "CertificateError",
     "Clock",
     "ConversationError",
     "DatabaseUnavailableError",

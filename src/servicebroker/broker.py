@@ -156,6 +156,7 @@ class Broker(CatalogStatements, NetworkStatements):
             activation=self.activation,
             tasks=self.tasks,
             supervisor=self._supervisor,
+            transport=self.transport,
         )
         CatalogStatements.__init__(
             self,

@@ -30,10 +30,12 @@ from .context import BrokerContext
 from .dialogs import STATE_DESC
 from .storage.sessions import StorageStatistics
 from .supervisor import Supervisor
+from .transport.service import TransportService
 
 __all__ = [
     "ActivatedTaskRow",
     "BackgroundThreadRow",
+    "BrokerConnectionRow",
     "ConversationEndpointRow",
     "ConversationGroupRow",
     "ConversationPriorityRow",
@@ -125,8 +127,40 @@ class ConversationGroupRow:
 
 
 @dataclass(frozen=True)
+class BrokerConnectionRow:
+    """A row of ``sys.dm_broker_connections`` (NET-8): one open connection with another
+    broker instance. ``state``/``state_desc`` and ``login_state``/``login_state_desc`` as
+    SQL Server shows them; times are datetimes (broker clock); ``address`` the peer's
+    ``TCP://host:port``; ``peer_certificate`` the SHA-1 thumbprint of the certificate the peer
+    presented; ``encryption_algorithm_desc`` "AES" over TLS, "NONE" in the clear."""
+
+    connection_id: uuid.UUID
+    address: str
+    peer_broker_instance: str | None
+    state: int
+    state_desc: str
+    connect_time: datetime | None
+    login_time: datetime | None
+    last_activity_time: datetime | None
+    is_accept: bool
+    login_state: int
+    login_state_desc: str
+    authentication_method: str
+    peer_certificate: str | None
+    encryption_algorithm_desc: str
+    total_bytes_sent: int
+    total_bytes_received: int
+    total_fragments_sent: int
+    total_fragments_received: int
+    total_sends: int
+    total_receives: int
+
+
+@dataclass(frozen=True)
 class TransmissionQueueRow:
-    """A row of ``sys.transmission_queue`` (QUE-3, PRI-16)."""
+    """A row of ``sys.transmission_queue`` (QUE-3, PRI-16, NET-7): ``to_broker_instance`` the
+    instance a message for the transport goes to, when known; ``transmission_status`` why a
+    message waits ("" while it is on its way)."""
 
     conversation_handle: uuid.UUID
     to_service_name: str
@@ -229,6 +263,7 @@ class Views(CatalogViews):
         activation: the activation service (monitors, activated tasks).
         tasks: the task handlers.
         supervisor: the supervisor of the background threads.
+        transport: the transport (its connections).
     """
 
     def __init__(
@@ -238,11 +273,13 @@ class Views(CatalogViews):
         activation: ActivationService,
         tasks: TaskHandlers,
         supervisor: Supervisor,
+        transport: TransportService,
     ) -> None:
         self._context = context
         self._activation = activation
         self._tasks = tasks
         self._supervisor = supervisor
+        self._transport = transport
 
     def _snapshot(self) -> CatalogSnapshot:
         return self._context.catalog.current(fresh=True)
@@ -332,7 +369,7 @@ class Views(CatalogViews):
                 TransmissionQueueRow(
                     uuid.UUID(bytes=r.conversation_handle),
                     r.to_service_name,
-                    None,
+                    r.to_broker_instance,
                     r.from_service_name,
                     contract.name if contract else "",
                     to_datetime(r.enqueue_time),
@@ -343,6 +380,37 @@ class Views(CatalogViews):
                     r.message_body,
                     r.transmission_status,
                     r.priority,
+                )
+            )
+        return out
+
+    def dm_broker_connections(self) -> list[BrokerConnectionRow]:
+        """The open connections with other broker instances (NET-8, SEC-1)."""
+        out = []
+        for conn in self._transport.connections():
+            st = conn.adjacent.statistics()
+            out.append(
+                BrokerConnectionRow(
+                    conn.connection_id,
+                    conn.address,
+                    None if st.peer_instance is None else str(st.peer_instance),
+                    int(st.state),
+                    st.state_desc,
+                    to_datetime(st.connect_time),
+                    to_datetime(st.login_time),
+                    to_datetime(st.last_activity_time),
+                    st.is_accept,
+                    int(st.login_state),
+                    st.login_state_desc,
+                    "CERTIFICATE",
+                    conn.peer_certificate,
+                    "AES" if st.encrypted else "NONE",
+                    st.total_bytes_sent,
+                    st.total_bytes_received,
+                    st.total_fragments_sent,
+                    st.total_fragments_received,
+                    st.total_sends,
+                    st.total_receives,
                 )
             )
         return out
