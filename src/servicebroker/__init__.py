@@ -15,7 +15,6 @@ from .dialogs import DIALOG_TIMER, END_DIALOG, ERROR, parse_error_body
 from .errors import (
     BrokerError,
     CatalogError,
-    CertificateError,
     ConversationError,
     DatabaseUnavailableError,
     DeadlockError,
@@ -43,7 +42,6 @@ __all__ = [
     "Broker",
     "BrokerError",
     "CatalogError",
-    "CertificateError",
     "Clock",
     "ConversationError",
     "DatabaseUnavailableError",
