@@ -389,3 +389,18 @@ def test_drop_route(broker: Broker) -> None:
     broker.drop_route("AutoCreatedLocal")
     assert broker.views.routes() == []
     assert broker.catalog.routes == {}
+
+
+def test_cli_certificate_writes_the_pair(tmp_path: Path) -> None:
+    from click.testing import CliRunner
+
+    from servicebroker.cli import main
+
+    result = CliRunner().invoke(
+        main, ["certificate", "node1", "--out", str(tmp_path), "--days", "5"]
+    )
+    assert result.exit_code == 0, result.output
+    assert str(tmp_path / "node1.pem") in result.output
+    info = load_certificate_file(tmp_path / "node1.pem")
+    assert info.subject == "CN=node1"
+    assert (tmp_path / "node1.key").stat().st_mode & 0o077 == 0
