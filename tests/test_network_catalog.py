@@ -198,6 +198,7 @@ def test_alter_and_drop_endpoint(broker: Broker, pair: tuple[Path, Path]) -> Non
 
 
 def test_grant_connect_to_a_login(broker: Broker, pair: tuple[Path, Path]) -> None:
+    """SEC-1: a login FROM CERTIFICATE granted CONNECT on the endpoint."""
     with_endpoint(broker, pair)
     broker.create_certificate("peer", certificate_file=pair[0])
     broker.create_login("peer_user", certificate="peer")
@@ -247,6 +248,7 @@ def test_drop_endpoint_takes_its_grants(broker: Broker, pair: tuple[Path, Path])
 
 
 def test_rte1_every_database_has_auto_created_local(broker: Broker) -> None:
+    """RTE-1: every database has AutoCreatedLocal."""
     (row,) = broker.views.routes()
     assert (row.name, row.address, row.remote_service_name, row.broker_instance) == (
         "AutoCreatedLocal",
@@ -292,6 +294,7 @@ def test_create_route_and_sys_routes(broker: Broker, clock: ManualClock) -> None
 
 
 def test_rte1_an_expired_route_stays_and_is_ignored(broker: Broker, clock: ManualClock) -> None:
+    """RTE-1: an expired route is ignored, never removed; ALTER ROUTE's LIFETIME revives it."""
     broker.create_route("Short", service_name="//x", address="TCP://h:1", lifetime=10)
     choose = lambda: choose_route(  # noqa: E731
         broker.catalog.routes.values(),

@@ -60,6 +60,7 @@ def choose(
 
 
 def test_rte2_step1_service_and_instance_win_when_the_conversation_names_an_instance() -> None:
+    """RTE-2 step 1."""
     routes = [
         AUTO,
         route("svc", "TCP://b:2", service=SVC),
@@ -71,6 +72,7 @@ def test_rte2_step1_service_and_instance_win_when_the_conversation_names_an_inst
 
 
 def test_rte2_step2_service_without_instance_next() -> None:
+    """RTE-2 step 2."""
     routes = [AUTO, route("svc_i2", "TCP://c:3", service=SVC, instance=I2)]
     routes.append(route("svc", "TCP://b:2", service=SVC))
     assert choose(routes, instance=I1) == RouteChoice("svc", "TCP://b:2", I1, None)
@@ -79,6 +81,7 @@ def test_rte2_step2_service_without_instance_next() -> None:
 
 
 def test_rte2_step3_no_instance_named_picks_one_instance_and_keeps_its_routes() -> None:
+    """RTE-2 step 3, then RTE-3 among the instance's routes."""
     routes = [
         AUTO,
         route("i2_a", "TCP://c:3", service=SVC, instance=I2, route_id=10),
@@ -91,11 +94,13 @@ def test_rte2_step3_no_instance_named_picks_one_instance_and_keeps_its_routes() 
 
 
 def test_rte2_step3_does_not_apply_when_an_instance_is_named() -> None:
+    """RTE-2 step 3 only without an instance."""
     routes = [route("i2", "TCP://c:3", service=SVC, instance=I2)]
     assert choose(routes, instance=I1) is None
 
 
 def test_rte2_step4_routes_with_neither_service_nor_instance() -> None:
+    """RTE-2 step 4."""
     forwarder = route("fwd", "TCP://dispatch:4022")
     other = route("other", "TCP://z:9", service="//other")
     assert choose([AUTO, forwarder, other]) == RouteChoice("fwd", "TCP://dispatch:4022", None)
@@ -109,26 +114,31 @@ def test_rte2_step4_auto_created_local_keeps_unknown_services_here() -> None:
 
 
 def test_rte2_step5_an_instance_named_and_a_local_service_is_local() -> None:
+    """RTE-2 step 5."""
     assert choose([], instance=I1, local=(SVC,)) == RouteChoice(None, "LOCAL", I1)
 
 
 def test_rte2_step6_no_route_is_none_not_an_error() -> None:
+    """RTE-2 step 6."""
     assert choose([]) is None
     assert choose([], instance=I1) is None
     assert choose([route("other", "TCP://z:9", service="//other")]) is None
 
 
 def test_rte2_the_first_step_that_matches_wins_over_later_ones() -> None:
+    """RTE-2: the first step that matches wins."""
     routes = [AUTO, route("fwd", "TCP://f:1"), route("svc", "TCP://s:2", service=SVC)]
     assert choose(routes).route_name == "svc"  # type: ignore[union-attr]
 
 
 def test_rte2_service_names_compare_byte_for_byte() -> None:
+    """RTE-1: service names byte for byte."""
     routes = [route("svc", "TCP://s:2", service=SVC.upper())]
     assert choose(routes) is None
 
 
 def test_rte3_mirror_first_then_local_then_network_then_transport() -> None:
+    """RTE-3: the order among a step's routes."""
     local = route("local", "LOCAL")
     network = route("net", "TCP://n:1")
     transport = route("tr", "TRANSPORT")
@@ -143,6 +153,7 @@ def test_rte3_mirror_first_then_local_then_network_then_transport() -> None:
 
 
 def test_rte3_transport_uses_the_address_the_service_name_begins_with() -> None:
+    """RTE-3: TRANSPORT."""
     tr = route("tr", "TRANSPORT")
     assert choose([tr], service="tcp://10.0.0.1:4022/Expenses").address == "TCP://10.0.0.1:4022"  # type: ignore[union-attr]
     # a service name that holds no address: the TRANSPORT route gives nothing, no route
@@ -151,6 +162,7 @@ def test_rte3_transport_uses_the_address_the_service_name_begins_with() -> None:
 
 
 def test_rte1_an_expired_route_is_ignored() -> None:
+    """RTE-1: an expired route is ignored."""
     svc = route("svc", "TCP://s:2", service=SVC, expiry=1000.0)
     assert choose([AUTO, svc], now=999.0).route_name == "svc"  # type: ignore[union-attr]
     assert choose([AUTO, svc], now=1000.0).route_name == "AutoCreatedLocal"  # type: ignore[union-attr]
