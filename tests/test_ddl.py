@@ -577,9 +577,8 @@ def test_statements_outside_service_broker_are_refused_with_their_place(broker: 
         "'INSERT INTO t VALUES",
         "CREATE QUEUE q;\n  SELECT * FROM q": "line 2, column 3: not a Service Broker DDL",
         "END CONVERSATION @h;": "Service Broker conversation statement",
-        "CREATE ROUTE NotifyRoute WITH SERVICE_NAME = 'NotifyService', ADDRESS = 'LOCAL'": (
-            "CREATE ROUTE: routes, remote service bindings and endpoints carry conversations "
-            "between instances"
+        "CREATE REMOTE SERVICE BINDING b TO SERVICE '//x' WITH USER = u": (
+            "CREATE REMOTE: remote service bindings"
         ),
     }
     for text, message in cases.items():

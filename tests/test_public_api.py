@@ -26,6 +26,8 @@ def test_all_names_the_public_surface() -> None:
         "DIALOG_TIMER",
         "BrokerError",
         "CatalogError",
+        "CertificateError",
+        "RouteChoice",
         "ConversationError",
         "DatabaseUnavailableError",
         "DeadlockError",

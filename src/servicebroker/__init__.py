@@ -15,6 +15,7 @@ from .dialogs import DIALOG_TIMER, END_DIALOG, ERROR, parse_error_body
 from .errors import (
     BrokerError,
     CatalogError,
+    CertificateError,
     ConversationError,
     DatabaseUnavailableError,
     DeadlockError,
@@ -32,6 +33,7 @@ from .errors import (
 )
 from .messages import Message
 from .transaction import Transaction
+from .transport.routing import RouteChoice
 
 __all__ = [
     "DIALOG_TIMER",
@@ -42,6 +44,7 @@ __all__ = [
     "Broker",
     "BrokerError",
     "CatalogError",
+    "CertificateError",
     "Clock",
     "ConversationError",
     "DatabaseUnavailableError",
@@ -54,6 +57,7 @@ __all__ = [
     "MessageValidationError",
     "Outcome",
     "QueueDisabledError",
+    "RouteChoice",
     "StorageError",
     "StorageFullError",
     "StorageIOError",

@@ -1,5 +1,5 @@
-"""The ``servicebroker`` command line (click): init, ddl, send, receive, peek, status, serve,
-activator, demo.
+"""The ``servicebroker`` command line (click): init, ddl, certificate, send, receive, peek,
+status, serve, activator, demo.
 
 Every command takes ``--url`` (default: ``servicebroker.db`` in the current folder; also the
 ``SERVICEBROKER_URL`` environment variable; for ``activator`` the configuration file's ``url``)
@@ -194,6 +194,32 @@ def init(url_arg: str | None, url: str, new_broker: bool) -> None:
             f"broker database ready: {_printable(broker.database)} "
             f"(service_broker_guid {guid}{', new' if new_broker else ''})"
         )
+
+
+@main.command()
+@click.argument("name")
+@click.option(
+    "--out",
+    "out",
+    required=True,
+    type=click.Path(file_okay=False),
+    help="Folder to write NAME.pem and NAME.key into (created if missing).",
+)
+@click.option("--days", default=365, show_default=True, type=click.IntRange(min=1))
+def certificate(name: str, out: str, days: int) -> None:
+    """Make a self-signed certificate CN=NAME and its private key (EC P-256, subjectAltName
+    localhost and 127.0.0.1) for an endpoint's AUTHENTICATION (CREATE CERTIFICATE … FROM FILE);
+    prints the two paths."""
+    from pathlib import Path
+
+    from .transport.certificates import make_self_signed
+
+    try:
+        cert, key = make_self_signed(name, Path(out), days=days)
+    except BrokerError as exc:
+        raise click.ClickException(str(exc)) from exc
+    click.echo(f"certificate: {cert}")
+    click.echo(f"private key: {key}")
 
 
 def _script_text(data: bytes, source: str) -> str:

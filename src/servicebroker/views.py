@@ -14,6 +14,7 @@ from datetime import datetime
 from .activation.service import ActivationService
 from .activation.tasks import TaskHandlers
 from .catalog import EVENT_NOTIFICATION_SERVICE, POST_EVENT_NOTIFICATION, CatalogSnapshot
+from .catalog.network_views import NetworkViews
 from .catalog.views import (
     CatalogViews,
     ConversationPriorityRow,
@@ -254,7 +255,7 @@ the pool's limit, callers waiting) and the storage failures raised since it open
 Server view, named like one."""
 
 
-class Views(CatalogViews):
+class Views(CatalogViews, NetworkViews):
     """``broker.views``: each method returns the current rows of one view (the catalog views'
     methods come from :class:`~servicebroker.catalog.views.CatalogViews`).
 

@@ -269,6 +269,80 @@ class _Build(Transformer[Token, Any]):
     def termination(self, items: list[Any]) -> tuple[str, None, None]:
         return ("", None, None)  # WITH ROLLBACK IMMEDIATE | NO_WAIT …: nothing waits here
 
+    # -- routes, endpoints, certificates, logins (the transport's catalog) -------------
+    def route_option(self, items: list[Token]) -> tuple[str, object, Token]:
+        key_tok, value = items
+        key = str(key_tok).lower()
+        if key == "lifetime":
+            if value.type != "INT":
+                raise _fail(value, "LIFETIME must be a number of seconds")
+            return (key, int(value), key_tok)
+        if value.type != "STRING":
+            raise _fail(value, f"{key.upper()} must be a string ('…')")
+        return (key, _string(value), key_tok)
+
+    def endpoint_state(self, items: list[Token]) -> tuple[str, str, Token]:
+        return ("state", str(items[0]).upper(), items[0])
+
+    def tcp_part(self, items: list[Any]) -> list[Any]:
+        return items
+
+    def listener_port(self, items: list[Token]) -> tuple[str, int, Token]:
+        return ("listener_port", int(items[0]), items[0])
+
+    def listener_ip(self, items: list[Token]) -> tuple[str, str, Token]:
+        tok = items[0]
+        if tok.type == "STRING":
+            return ("listener_ip", _string(tok), tok)
+        return ("listener_ip", str(tok).upper() if tok.type == "ALL" else str(tok), tok)
+
+    def broker_part(self, items: list[Any]) -> list[Any]:
+        return [t for item in items for t in (item if isinstance(item, list) else [item])]
+
+    def cert_auth(self, items: list[str]) -> tuple[str, str, None]:
+        return ("authentication_certificate", items[0], None)
+
+    def authentication(self, items: list[Any]) -> tuple[str, str, None]:
+        windows = [t for t in items if isinstance(t, Token)]
+        certs = [t for t in items if isinstance(t, tuple)]
+        if windows or len(certs) != 1:
+            raise _fail(
+                windows[0] if windows else None,
+                "AUTHENTICATION must be CERTIFICATE certificate_name here (no Windows "
+                "authentication: the transport authenticates with certificates, SEC-1)",
+            )
+        return certs[0]
+
+    def encryption(self, items: list[Token]) -> list[tuple[str, str, Token]]:
+        value = str(items[0]).upper()
+        out = [("encryption", value, items[0])]
+        if len(items) > 1:
+            if value == "DISABLED":
+                raise _fail(items[1], "ENCRYPTION = DISABLED takes no ALGORITHM")
+            out.append(("algorithm", " ".join(str(t).upper() for t in items[1:]), items[1]))
+        return out
+
+    def message_forwarding(self, items: list[Token]) -> tuple[str, bool, Token]:
+        value = str(items[0]).upper()
+        if value not in ("ENABLED", "DISABLED"):
+            raise _fail(items[0], f"MESSAGE_FORWARDING must be ENABLED or DISABLED, got {value}")
+        return ("message_forwarding", value == "ENABLED", items[0])
+
+    def message_forward_size(self, items: list[Token]) -> tuple[str, int, Token]:
+        return ("message_forward_size", int(items[0]), items[0])
+
+    def key_option(self, items: list[Token]) -> tuple[str, str, Token]:
+        if len(items) > 1:
+            raise _fail(
+                items[0],
+                "DECRYPTION BY PASSWORD is not supported: the private key file must be an "
+                "unencrypted PEM key (protect it with the file's permissions)",
+            )
+        return ("private_key_file", _string(items[0]), items[0])
+
+    def private_key(self, items: list[Any]) -> list[Any]:
+        return items
+
 
 _BROKER_OPTIONS = ("ENABLE_BROKER", "DISABLE_BROKER", "NEW_BROKER", "ERROR_BROKER_CONVERSATIONS")
 
@@ -318,6 +392,17 @@ _STATEMENTS = {
     "drop_priority": "DROP BROKER PRIORITY",
     "alter_database": "ALTER DATABASE",
     "use": "USE",
+    "create_route": "CREATE ROUTE",
+    "alter_route": "ALTER ROUTE",
+    "drop_route": "DROP ROUTE",
+    "create_endpoint": "CREATE ENDPOINT",
+    "alter_endpoint": "ALTER ENDPOINT",
+    "drop_endpoint": "DROP ENDPOINT",
+    "create_certificate": "CREATE CERTIFICATE",
+    "drop_certificate": "DROP CERTIFICATE",
+    "create_login": "CREATE LOGIN",
+    "drop_login": "DROP LOGIN",
+    "grant_connect": "GRANT CONNECT",
 }
 
 
@@ -343,6 +428,14 @@ def _statement(tree: Tree[Token], text: str) -> DdlStatement:
     elif kind == "DROP EVENT NOTIFICATION":
         options = _options(rest, kind)
         options["names"] = names
+    elif kind == "CREATE CERTIFICATE":
+        (path,) = [_string(c) for c in rest if isinstance(c, Token) and c.type == "STRING"]
+        options = _options(rest, kind)
+        options["certificate_file"] = path
+    elif kind == "CREATE LOGIN":
+        options = {"certificate": names[1]}
+    elif kind == "GRANT CONNECT":
+        options = {"logins": names[1:]}
     elif kind == "CREATE EVENT NOTIFICATION":
         strings = [_string(c) for c in rest if isinstance(c, Token) and c.type == "STRING"]
         options = _options(rest, kind)
@@ -409,9 +502,20 @@ _TOKENS = re.compile(
     r"--[^\n]*|/\*.*?\*/|N?'(?:[^']|'')*'|\[(?:[^\]]|\]\])*\]|\"(?:[^\"]|\"\")*\"|[^\W\d][\w@#$]*|\S",
     re.S | re.I,
 )
-_STARTS = {"CREATE", "ALTER", "DROP", "USE", "GO"}
-_SB_OBJECTS = {"MESSAGE", "CONTRACT", "QUEUE", "SERVICE", "EVENT", "BROKER"}
-_REMOTE = {"ROUTE", "REMOTE", "ENDPOINT"}
+_STARTS = {"CREATE", "ALTER", "DROP", "USE", "GO", "GRANT"}
+_SB_OBJECTS = {
+    "MESSAGE",
+    "CONTRACT",
+    "QUEUE",
+    "SERVICE",
+    "EVENT",
+    "BROKER",
+    "ROUTE",
+    "ENDPOINT",
+    "CERTIFICATE",
+    "LOGIN",
+}
+_REMOTE = {"REMOTE"}
 _CONVERSATION_WORDS = {
     "BEGIN",
     "SEND",
@@ -476,8 +580,8 @@ def _syntax_error(text: str, exc: UnexpectedInput) -> CatalogError:
         line, column = _line_col(text, start)
         if word in _REMOTE:
             why = (
-                "routes, remote service bindings and endpoints carry conversations between "
-                "instances; this broker is one database and needs none"
+                "remote service bindings (dialog security, SEC-3) are not supported; "
+                "routes, endpoints and certificates are"
             )
         elif prev == "ALTER" and word == "CONTRACT":
             why = "T-SQL has no ALTER CONTRACT: DROP CONTRACT and CREATE CONTRACT again"

@@ -10,7 +10,9 @@ first).
 
 from __future__ import annotations
 
+import uuid
 from collections.abc import Mapping, Sequence
+from pathlib import Path
 from typing import Any, Protocol
 
 from ..errors import CatalogError
@@ -92,6 +94,67 @@ class DdlTarget(Protocol):
         new_broker: bool = ...,
         error_broker_conversations: bool = ...,
     ) -> None: ...
+    def create_route(
+        self,
+        name: str,
+        *,
+        service_name: str | None = ...,
+        broker_instance: str | uuid.UUID | None = ...,
+        address: str,
+        mirror_address: str | None = ...,
+        lifetime: int | None = ...,
+    ) -> None: ...
+    def alter_route(
+        self,
+        name: str,
+        *,
+        service_name: str | None = ...,
+        broker_instance: str | uuid.UUID | None = ...,
+        address: str | None = ...,
+        mirror_address: str | None = ...,
+        lifetime: int | None = ...,
+    ) -> None: ...
+    def drop_route(self, name: str) -> None: ...
+    def create_endpoint(
+        self,
+        name: str,
+        *,
+        listener_port: int = ...,
+        listener_ip: str = ...,
+        authentication_certificate: str,
+        encryption: str = ...,
+        algorithm: str = ...,
+        message_forwarding: bool = ...,
+        message_forward_size: int = ...,
+        state: str = ...,
+    ) -> None: ...
+    def alter_endpoint(
+        self,
+        name: str,
+        *,
+        listener_port: int | None = ...,
+        listener_ip: str | None = ...,
+        authentication_certificate: str | None = ...,
+        encryption: str | None = ...,
+        algorithm: str | None = ...,
+        message_forwarding: bool | None = ...,
+        message_forward_size: int | None = ...,
+        state: str | None = ...,
+    ) -> None: ...
+    def drop_endpoint(self, name: str) -> None: ...
+    def create_certificate(
+        self,
+        name: str,
+        *,
+        certificate_file: str | Path,
+        private_key_file: str | Path | None = ...,
+    ) -> None: ...
+    def drop_certificate(self, name: str) -> None: ...
+    def create_login(self, name: str, *, certificate: str) -> None: ...
+    def drop_login(self, name: str) -> None: ...
+    def grant_connect(
+        self, endpoint: str, login: str | None = ..., *, certificate: str | None = ...
+    ) -> str: ...
 
 
 def run_ddl(target: DdlTarget, statements: Sequence[DdlStatement]) -> int:
@@ -211,6 +274,8 @@ def _run(target: DdlTarget, st: DdlStatement) -> None:
         target.drop_broker_priority(st.name)
     elif kind == "ALTER DATABASE":
         _alter_database(target, o)
+    elif kind in _NETWORK:
+        _run_network(target, st)
     else:  # pragma: no cover - the grammar has no other statement
         raise CatalogError(f"unknown statement {kind}")
 
@@ -243,3 +308,77 @@ def _alter_database(target: DdlTarget, options: Mapping[str, Any]) -> None:
         new_broker=bool(options.get("new_broker")),
         error_broker_conversations=bool(options.get("error_broker_conversations")),
     )
+
+
+_NETWORK = frozenset(
+    {
+        "CREATE ROUTE",
+        "ALTER ROUTE",
+        "DROP ROUTE",
+        "CREATE ENDPOINT",
+        "ALTER ENDPOINT",
+        "DROP ENDPOINT",
+        "CREATE CERTIFICATE",
+        "DROP CERTIFICATE",
+        "CREATE LOGIN",
+        "DROP LOGIN",
+        "GRANT CONNECT",
+    }
+)
+_ROUTE_CLAUSES = ("service_name", "broker_instance", "lifetime", "address", "mirror_address")
+_ENDPOINT_SETTINGS = (
+    "state",
+    "listener_port",
+    "listener_ip",
+    "authentication_certificate",
+    "encryption",
+    "algorithm",
+    "message_forwarding",
+    "message_forward_size",
+)
+
+
+def _run_network(target: DdlTarget, st: DdlStatement) -> None:
+    """The transport's catalog statements (routes, the endpoint, certificates, logins, GRANT
+    CONNECT). CREATE ENDPOINT takes the page's defaults where the Python method has its own:
+    STATE STOPPED and LISTENER_IP ALL (create-endpoint-transact-sql.md: "If the state is not
+    specified when the endpoint is created, STOPPED is the default"; LISTENER_IP "The default
+    is ALL")."""
+    o = st.options
+    kind = st.statement
+    route = {k: o[k] for k in _ROUTE_CLAUSES if k in o}
+    endpoint = {k: o[k] for k in _ENDPOINT_SETTINGS if k in o}
+    if kind == "CREATE ROUTE":
+        target.create_route(st.name, **{"address": None, **route})
+    elif kind == "ALTER ROUTE":
+        target.alter_route(st.name, **route)
+    elif kind == "DROP ROUTE":
+        target.drop_route(st.name)
+    elif kind == "CREATE ENDPOINT":
+        if "authentication_certificate" not in endpoint:
+            raise CatalogError(
+                f"endpoint {st.name!r}: FOR SERVICE_BROKER needs AUTHENTICATION = CERTIFICATE "
+                f"certificate_name (the only authentication here, SEC-1)"
+            )
+        if "listener_port" not in endpoint:
+            raise CatalogError(f"endpoint {st.name!r}: AS TCP needs LISTENER_PORT")
+        target.create_endpoint(st.name, **{"state": "STOPPED", "listener_ip": "ALL", **endpoint})
+    elif kind == "ALTER ENDPOINT":
+        target.alter_endpoint(st.name, **endpoint)
+    elif kind == "DROP ENDPOINT":
+        target.drop_endpoint(st.name)
+    elif kind == "CREATE CERTIFICATE":
+        target.create_certificate(
+            st.name,
+            certificate_file=o["certificate_file"],
+            private_key_file=o.get("private_key_file"),
+        )
+    elif kind == "DROP CERTIFICATE":
+        target.drop_certificate(st.name)
+    elif kind == "CREATE LOGIN":
+        target.create_login(st.name, certificate=o["certificate"])
+    elif kind == "DROP LOGIN":
+        target.drop_login(st.name)
+    else:  # GRANT CONNECT ON ENDPOINT::name TO login [, …]
+        for login in o["logins"]:
+            target.grant_connect(st.name, login)

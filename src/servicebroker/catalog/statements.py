@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable, Mapping, Sequence
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar, cast
 
 from ..activation.monitor import Trigger
 from ..errors import CatalogError, StorageError
@@ -389,10 +389,11 @@ class CatalogStatements:
 
     def execute_ddl(self, text: str) -> int:
         """Run a script of Service Broker DDL written as T-SQL (docs/ddl.md): CREATE / ALTER /
-        DROP MESSAGE TYPE, CONTRACT, QUEUE, SERVICE, EVENT NOTIFICATION, BROKER PRIORITY and
-        ALTER DATABASE … SET ENABLE_BROKER | NEW_BROKER | ERROR_BROKER_CONVERSATIONS |
-        HONOR_BROKER_PRIORITY, with ``USE`` and ``GO``
-        lines doing nothing. The script is parsed whole, then its statements run one after
+        DROP MESSAGE TYPE, CONTRACT, QUEUE, SERVICE, EVENT NOTIFICATION, BROKER PRIORITY,
+        ROUTE and ENDPOINT … FOR SERVICE_BROKER; CREATE / DROP CERTIFICATE and LOGIN … FROM
+        CERTIFICATE; GRANT CONNECT ON ENDPOINT; ALTER DATABASE … SET ENABLE_BROKER |
+        NEW_BROKER | ERROR_BROKER_CONVERSATIONS | HONOR_BROKER_PRIORITY, with ``USE`` and
+        ``GO`` lines doing nothing. The script is parsed whole, then its statements run one after
         another; returns how many ran.
 
         Raises:
@@ -401,9 +402,10 @@ class CatalogStatements:
                 its line and column; the statements before it have run).
         """
         from .ddl import parse_ddl
-        from .ddl_run import run_ddl
+        from .ddl_run import DdlTarget, run_ddl
 
-        return run_ddl(self, parse_ddl(text))
+        # the Broker has the transport's statements too (NetworkStatements, its other base)
+        return run_ddl(cast("DdlTarget", self), parse_ddl(text))
 
     def register_procedure(self, name: str, procedure: Callable[[Any], object]) -> None:
         """Register ``procedure`` under a T-SQL procedure ``name`` (no ``:``; a database or
