@@ -50,3 +50,29 @@ def test_the_command_line_example_runs(tmp_path: Path) -> None:
         "//orders/Request",
         '<order id="1"/>',
     )
+
+
+def test_the_two_brokers_example_runs(tmp_path: Path) -> None:
+    # "Two brokers talking": two databases, two `servicebroker serve` processes, a message
+    # from one to the other over mutual TLS (NET, SEC-1), as a new user runs it
+    text = (ROOT / "README.md").read_text(encoding="utf-8")
+    section = text[text.index("## Two brokers talking") :]
+    script = re.findall(r"```sh\n(.*?)```", section, re.S)[0]
+    bin_dir = Path(sys.executable).parent
+    env = {**os.environ, "PATH": f"{bin_dir}{os.pathsep}{os.environ.get('PATH', '')}"}
+    env.pop("SERVICEBROKER_URL", None)
+    done = subprocess.run(
+        ["bash", "-euo", "pipefail", "-c", script],
+        cwd=tmp_path,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr
+    received = json.loads(done.stdout.splitlines()[-1])
+    assert (received["service_name"], received["message_body"]) == (
+        "//warehouse/Orders",
+        "hello from the shop",
+    )

@@ -456,13 +456,22 @@ def status(url: str) -> None:
 @click.argument("url_arg", metavar="URL", required=False)
 @url_option
 def serve(url_arg: str | None, url: str) -> None:
-    """Run the broker's background work (timer, conversation timers, activation) until
-    interrupted (Ctrl-C or SIGTERM)."""
+    """Run the broker's background work (timer, conversation timers, activation and, when
+    the database has a Service Broker endpoint, its listener and the transport to other
+    instances) until interrupted (Ctrl-C or SIGTERM)."""
     stop = threading.Event()
     with opened(url_arg or url) as broker:
         signal.signal(signal.SIGTERM, lambda *_: stop.set())
         broker.start()
         click.echo(f"serving {_printable(broker.database)}; Ctrl-C to stop")
+        transport = broker.transport.statistics()
+        if transport.listener_address:
+            click.echo(
+                f"endpoint listening on {transport.listener_address} "
+                f"(service_broker_guid {broker.service_broker_guid})"
+            )
+        elif transport.start_status:
+            click.echo(f"endpoint not started: {transport.start_status}", err=True)
         try:
             while not stop.wait(0.5):
                 pass

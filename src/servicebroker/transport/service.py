@@ -171,8 +171,9 @@ class TransportService:
             return False
         try:
             security = security_from_catalog(catalog)
+            ip = endpoint.listener_ip
             listener = socket.create_server(
-                (endpoint.listener_ip, endpoint.listener_port), reuse_port=False
+                ("" if ip.upper() == "ALL" else ip, endpoint.listener_port)  # ALL: every address
             )
         except (TransportError, OSError) as exc:
             self._start_status = f"the endpoint {endpoint.name!r} did not start: {exc}"
