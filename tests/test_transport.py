@@ -111,6 +111,12 @@ def connect(a: Site, b: Site, **options: object) -> None:
     b.broker.start()
 
 
+def first_status(broker: Broker) -> str | None:
+    """The transmission_status of the first message waiting, once it has one (NET-7)."""
+    rows = broker.views.transmission_queue()
+    return rows[0].transmission_status if rows and rows[0].transmission_status else None
+
+
 def receive_all(broker: Broker, queue: str, n: int) -> list[tuple[str, bytes]]:
     got: list[tuple[str, bytes]] = []
 
@@ -193,11 +199,7 @@ def test_a_message_waits_while_the_target_service_is_missing(sites: tuple[Site, 
         handle = tx.begin_dialog(INITIATOR, TARGET, contract=CONTRACT)
         tx.send(handle, "Order", "<o/>")
 
-    def waiting() -> str | None:
-        rows = a.broker.views.transmission_queue()
-        return rows[0].transmission_status if rows and rows[0].transmission_status else None
-
-    status = eventually(waiting, "a transmission_status")
+    status = eventually(lambda: first_status(a.broker), "a transmission_status")
     assert "could not be found" in status and TARGET in status
     b.broker.create_queue("warehouse_q")
     b.broker.create_service(TARGET, queue="warehouse_q", contracts=[CONTRACT])
@@ -221,11 +223,7 @@ def test_a_peer_whose_certificate_is_not_granted_gets_nothing(sites: tuple[Site,
         handle = tx.begin_dialog(INITIATOR, TARGET, contract=CONTRACT)
         tx.send(handle, "Order", "<o/>")
 
-    def status() -> str | None:
-        rows = a.broker.views.transmission_queue()
-        return rows[0].transmission_status if rows and rows[0].transmission_status else None
-
-    assert "handshake failed" in eventually(status, "the refusal's status")
+    assert "handshake failed" in eventually(lambda: first_status(a.broker), "the refusal's status")
     assert b.broker.views.conversation_endpoints() == []
     assert b.broker.transport.statistics().connections_refused >= 1
 
@@ -243,11 +241,7 @@ def test_required_against_disabled_is_refused(sites: tuple[Site, Site]) -> None:
     with a.broker.transaction() as tx:
         tx.send(tx.begin_dialog(INITIATOR, TARGET, contract=CONTRACT), "Order", "<o/>")
 
-    def status() -> str | None:
-        rows = a.broker.views.transmission_queue()
-        return rows[0].transmission_status if rows and rows[0].transmission_status else None
-
-    text = eventually(status, "the refusal's status")
+    text = eventually(lambda: first_status(a.broker), "the refusal's status")
     assert "REQUIRED" in text and "DISABLED" in text
 
 
