@@ -16,7 +16,6 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
 
-from ..errors import CatalogError
 from ..transport.certificates import (
     check_key_matches,
     load_certificate_file,
@@ -171,26 +170,18 @@ class NetworkStatements:
             CatalogError: an unknown endpoint, a bad setting, an unknown certificate or one
                 without a private key.
         """
-        snap = self._network_cache.current(fresh=True)
-        ep = snap.service_broker_endpoint
-        if ep is None or ep.name != name:
-            raise CatalogError(f"endpoint {name!r} does not exist")
-        cert = snap.certificates_by_id[ep.certificate_id].name
-
-        def pick(value: Any, old: Any) -> Any:
-            return old if value is None else value
-
-        settings = nc.EndpointSettings(
-            pick(state, ep.state),
-            pick(listener_ip, ep.listener_ip),
-            pick(listener_port, ep.listener_port),
-            pick(authentication_certificate, cert),
-            pick(encryption, ep.encryption),
-            pick(algorithm, ep.algorithm),
-            pick(message_forwarding, bool(ep.message_forwarding)),
-            pick(message_forward_size, ep.message_forward_size),
-        )
-        self._network_change(nc.alter_endpoint, name, settings)
+        given = {
+            "state": state,
+            "listener_ip": listener_ip,
+            "listener_port": listener_port,
+            "authentication_certificate": authentication_certificate,
+            "encryption": encryption,
+            "algorithm": algorithm,
+            "message_forwarding": message_forwarding,
+            "message_forward_size": message_forward_size,
+        }
+        changes = {k: v for k, v in given.items() if v is not None}
+        self._network_change(nc.alter_endpoint, name, changes)
 
     def drop_endpoint(self, name: str) -> None:
         """DROP ENDPOINT: the transport stops listening; the CONNECT grants on it go.

@@ -10,7 +10,8 @@ from __future__ import annotations
 
 import ipaddress
 import uuid
-from dataclasses import dataclass
+from collections.abc import Mapping
+from dataclasses import dataclass, fields, replace
 
 from ..errors import CatalogError
 from ..storage.base import StorageConnection
@@ -306,11 +307,35 @@ def _endpoint(snap: CatalogSnapshot, name: str) -> int:
 
 
 def alter_endpoint(
-    conn: StorageConnection, snap: CatalogSnapshot, name: str, settings: EndpointSettings
+    conn: StorageConnection,
+    snap: CatalogSnapshot,
+    name: str,
+    changes: Mapping[str, object],
 ) -> None:
-    """ALTER ENDPOINT ``name``: ``settings`` are the endpoint's, with the changes applied by
-    the caller. Raises :class:`CatalogError` as :func:`create_endpoint` (not its "exists")."""
+    """ALTER ENDPOINT ``name``: ``changes`` maps :class:`EndpointSettings` field names to the
+    new values (those not given stay), merged with the endpoint as this transaction sees it.
+
+    Raises:
+        CatalogError: an unknown endpoint, an unknown setting, or what :func:`create_endpoint`
+            refuses in the endpoint as altered.
+    """
     endpoint_id = _endpoint(snap, name)
+    ep = snap.service_broker_endpoint
+    assert ep is not None
+    current = EndpointSettings(
+        ep.state,
+        ep.listener_ip,
+        ep.listener_port,
+        snap.certificates_by_id[ep.certificate_id].name,
+        ep.encryption,
+        ep.algorithm,
+        bool(ep.message_forwarding),
+        ep.message_forward_size,
+    )
+    unknown = sorted(set(changes) - {f.name for f in fields(EndpointSettings)})
+    if unknown:
+        raise CatalogError(f"ALTER ENDPOINT {name!r}: unknown setting(s) {', '.join(unknown)}")
+    settings = replace(current, **changes)  # type: ignore[arg-type]
     conn.catalog_write(
         "update_service_broker_endpoint", (*_endpoint_values(snap, name, settings), endpoint_id)
     )
