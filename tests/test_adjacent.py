@@ -189,7 +189,7 @@ def bad_frames() -> dict[str, bytes]:
 def test_bad_frames_close_the_connection_with_a_clear_status_never_raise(reason: str) -> None:
     # NET-6 and the issue: truncated, oversized, unknown type, wrong checksum … close the
     # connection with a clear status, never crash, never allocate beyond the frame limit
-    a, b = logged_in()
+    a, _ = logged_in()
     data = bad_frames()[reason]
     if reason == "second HELLO":
         data = AdjacentConnection(B, is_accept=True, encryption="REQUIRED", now=0.0).start(0.0)

@@ -4,6 +4,7 @@ refusals, PRI-18 blocks of fragments."""
 
 from __future__ import annotations
 
+import itertools
 import uuid
 
 import pytest
@@ -40,7 +41,7 @@ def test_net4_retry_schedule_under_total_loss_then_recovery() -> None:
     out = Outbound()
     out.offer(header(1, 0), b"hello", 0.0)
     times = send_times(out, 400.0)
-    gaps = [b - a for a, b in zip(times, times[1:], strict=False)]
+    gaps = [b - a for a, b in itertools.pairwise(times)]
     assert times[0] == 0.0
     assert gaps[:7] == [4.0, 8.0, 16.0, 32.0, 64.0, 64.0, 64.0]
     assert out.statistics().retransmissions == len(times) - 1
