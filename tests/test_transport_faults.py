@@ -57,3 +57,42 @@ def test_corrupt_frames_close_the_connection_and_are_sent_again_net6() -> None:
     assert result.link["corrupted"] > 0 and result.connections > 1
     assert all(seqs == list(range(20)) for seqs in result.delivered.values())
     assert result.bodies_ok
+
+
+def test_faulty_link_is_seeded_and_its_faults_hit_whole_frames() -> None:
+    from servicebroker import FramingError
+    from servicebroker.testing.link import FaultyLink, LinkStatistics
+    from servicebroker.transport.framing import Frame, FrameDecoder, FrameType, encode_frame
+
+    frames = b"".join(encode_frame(Frame(FrameType.ACK, bytes([i]) * 20)) for i in range(200))
+
+    def run(seed: int, **faults: float) -> tuple[bytes, LinkStatistics]:
+        link = FaultyLink(seed, **faults)
+        link.send(frames, 0.0)
+        return link.deliver(1.0), link.statistics()
+
+    assert run(3, drop=0.2, duplicate=0.2, reorder=0.2) == run(
+        3, drop=0.2, duplicate=0.2, reorder=0.2
+    )
+    clean, _ = run(3)
+    assert clean == frames
+    delivered, stats = run(4, corrupt=0.5)
+    # NET-6: a corrupted frame fails its checksum
+    with pytest.raises(FramingError, match="fails its checksum"):
+        FrameDecoder().feed(delivered)
+    assert stats.corrupted > 0
+
+
+def test_cut_mid_fragment_ends_the_stream_inside_a_frame() -> None:
+    from servicebroker import FramingError
+    from servicebroker.testing.link import FaultyLink
+    from servicebroker.transport.framing import Frame, FrameDecoder, FrameType, encode_frame
+
+    link = FaultyLink(1, cut=1.0)
+    link.send(encode_frame(Frame(FrameType.MESSAGE, b"x" * 100)) * 3, 0.0)
+    data = link.deliver(1.0)
+    assert link.cut and link.ended and 0 < len(data) < 112
+    decoder = FrameDecoder()
+    assert decoder.feed(data) == []
+    with pytest.raises(FramingError, match="ended inside a frame"):
+        decoder.eof()
