@@ -37,7 +37,7 @@ def test_fault_matrix_net2_net3_exactly_once_in_order(
     assert all(seqs == list(range(per_dialog)) for seqs in result.delivered.values())
     assert result.bodies_ok
     report = (
-        f"{kind} {rate:.0%}: drained at {result.drained_at:.1f} s (manual clock), "
+        f"{kind} {rate:.0%}: drained at {result.drained_at:.3f} s (manual clock), "
         f"{result.retransmissions} retransmitted of {result.fragments_sent} fragments sent, "
         f"{result.connections} connections, {result.duplicates_seen} duplicates re-acked, "
         f"link {result.link}"
@@ -96,3 +96,18 @@ def test_cut_mid_fragment_ends_the_stream_inside_a_frame() -> None:
     assert decoder.feed(data) == []
     with pytest.raises(FramingError, match="ended inside a frame"):
         decoder.eof()
+
+
+def test_net4_total_loss_then_recovery_drains_without_an_error() -> None:
+    # NET-4 / NET-7: under 100 % loss the messages wait and are retried with growing waits
+    # (4 s doubling to 64 s); when the link recovers, everything is delivered exactly once
+    pair = Pair(seed=11, messages=100, dialogs=10, drop=1.0)
+    lost = pair.run(until=300.0)
+    assert lost.delivered == {} and len(pair.unacked) == 100
+    # the retries of the first messages: at 4, 12, 28, 60, 124, 188, 252 s after the first
+    # send, so at least 7 rounds by 300 s, and no more than that many resends each
+    assert 7 * 4 <= lost.retransmissions <= 7 * 100 * 5
+    pair.forward.drop = pair.backward.drop = 0.0
+    result = pair.run()
+    assert all(seqs == list(range(10)) for seqs in result.delivered.values())
+    assert result.drained_at <= 300.0 + 64.0 + 60.0

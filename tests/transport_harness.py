@@ -248,11 +248,16 @@ class Pair:
                     times.append(t)
         return max(self.now, min(times))
 
-    def run(self, limit: float = 10_000_000.0) -> Result:
-        """Run until every message is acknowledged (or ``limit`` clock seconds pass)."""
+    def run(self, limit: float = 1e9, *, until: float | None = None) -> Result:
+        """Run until every message is acknowledged (or ``limit`` clock seconds pass: an
+        assertion error), or only until the clock reaches ``until``."""
         steps = 0
-        while self.unacked or self.offered < len(self.to_send):
+        while True:
             self.step()
+            if not self.unacked and self.offered == len(self.to_send):
+                break
+            if until is not None and self.now >= until:
+                break
             nxt = self._next_time()
             if nxt == self.now:
                 steps += 1

@@ -5,9 +5,9 @@ in, and every decision reads the ``now`` it is given.
 The caller (the transmitter) offers messages in transmission order (PRI-14) while
 :attr:`Outbound.pending_bytes` is below the window (``TransportSettings.window_bytes``), so a
 large transmission queue is never loaded into memory at once. :meth:`Outbound.frames_due` gives
-the fragments to send: never-sent fragments first, message by message in blocks of
-``fragments_per_block`` so a small message goes between the fragments of a large one (PRI-18),
-then retransmissions whose NET-4 wait is over (4 s, doubling to 64 s). A fragment the receiver
+the fragments to send: retransmissions whose NET-4 wait is over (4 s, doubling to 64 s) first,
+then never-sent fragments, message by message in blocks of ``fragments_per_block`` so a small
+message goes between the fragments of a large one (PRI-18). A fragment the receiver
 holds (a soft ack, NET-5) is not sent again while the connection lives; a message is removed
 only when the receiver says it is committed (NET-3).
 """
@@ -137,9 +137,12 @@ class Outbound:
 
     def frames_due(self, now: float, max_bytes: int) -> list[Fragment]:
         """The fragments to send at ``now`` (broker-clock seconds), at most about
-        ``max_bytes`` of fragment data (at least one fragment when any is due): never-sent
-        fragments in offer order, in blocks per message (PRI-18), then the retransmissions
-        whose NET-4 wait is over. Acks are not attached (the connection does that).
+        ``max_bytes`` of fragment data (at least one fragment when any is due): first the
+        retransmissions whose NET-4 wait is over (they were offered earlier, PRI-14, and the
+        receiver delivers a dialog's messages only in order), then never-sent fragments in
+        offer order; both message by message in blocks of ``fragments_per_block`` (PRI-18:
+        a small message travels between the fragments of a large one). Acks are not attached
+        (the connection does that).
 
         At most :attr:`send_window` fragments are in flight (sent on this connection and
         neither acknowledged nor given up by a retry): the window starts at
@@ -149,7 +152,7 @@ class Outbound:
         self._fire_timers(now)
         out: list[Fragment] = []
         budget = [max_bytes]
-        for queue in (self._fresh, self._resend):
+        for queue in (self._resend, self._fresh):
             while queue and (budget[0] > 0 or not out) and self._inflight < self._cwnd:
                 for key in list(queue):
                     self._take_block(key, queue, out, budget, now)
