@@ -215,3 +215,19 @@ def test_message_before_login_is_a_protocol_error() -> None:
     c.start(0.0)
     events = c.receive_data(b.send_fragment(fragment(), 1.0), 1.0)
     assert isinstance(events[-1], ConnectionClosed) and "before the login" in events[-1].status
+
+
+def test_goodbye_after_a_bad_frame_sends_the_pending_acks_and_close_net3() -> None:
+    # NET-3: messages committed before the bad frame are acknowledged all the same, so the
+    # peer need not send them again; then CLOSE says why
+    a, b = logged_in()
+    b.queue_ack(Ack(b"c" * 16, True, 4))
+    events = b.receive_data(b"garbage that is no frame", 102.0)
+    assert isinstance(events[-1], ConnectionClosed)
+    farewell = b.goodbye(102.0)
+    assert b.goodbye(102.0) == b""  # once
+    got = a.receive_data(farewell, 102.0)
+    assert got[0] == AckReceived(Ack(b"c" * 16, True, 4))
+    assert isinstance(got[1], ConnectionClosed) and "not a servicebroker frame" in got[1].status
+    fresh = AdjacentConnection(A, is_accept=False, encryption="REQUIRED", now=0.0)
+    assert fresh.goodbye(0.0) == b""  # open, never logged in: nothing
