@@ -108,6 +108,7 @@ class Node:
         self.bodies: dict[tuple[bytes, bool, int], bytes] = {}
         self.duplicates_seen = 0
         self.held = 0
+        self.logged_in_at: float | None = None
 
     @property
     def drained(self) -> bool:
@@ -151,6 +152,8 @@ class Node:
             assert self.conn is not None
             if isinstance(event, PeerHello) and self.conn.is_accept:
                 self.link_out.send(self.conn.login(True, "", now), now)
+            elif isinstance(event, LoggedIn):
+                self.logged_in_at = now
             elif isinstance(event, AckReceived):
                 for key in self.outbound.on_ack(event.ack, now):
                     del self.unacked[key]
@@ -271,6 +274,9 @@ class Pair:
             ):
                 self._teardown(now)
                 break
+        if self.a.logged_in_at is not None:
+            self.destinations.on_connected(ADDRESS, self.a.logged_in_at)
+            self.a.logged_in_at = None
         if self.a.conn is not None and self.a.conn.handshake_expired(now):
             self.a.conn.close("handshake timed out", now)
             self._teardown(now)
