@@ -9,6 +9,8 @@ import uuid
 import zlib
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from servicebroker import TransportError
 from servicebroker.transport.adjacent import (
@@ -231,3 +233,19 @@ def test_goodbye_after_a_bad_frame_sends_the_pending_acks_and_close_net3() -> No
     assert isinstance(got[1], ConnectionClosed) and "not a servicebroker frame" in got[1].status
     fresh = AdjacentConnection(A, is_accept=False, encryption="REQUIRED", now=0.0)
     assert fresh.goodbye(0.0) == b""  # open, never logged in: nothing
+
+
+@settings(max_examples=300, deadline=None)
+@given(kind=st.sampled_from(FrameType), payload=st.binary(max_size=200), logged=st.booleans())
+def test_any_payload_in_a_sound_frame_never_raises(
+    kind: FrameType, payload: bytes, logged: bool
+) -> None:
+    # a payload that does not decode closes the connection with a status; nothing escapes
+    if logged:
+        a, _ = logged_in()
+    else:
+        a = AdjacentConnection(A, is_accept=True, encryption="SUPPORTED", now=0.0)
+    events = a.receive_data(encode_frame(Frame(kind, payload)), 102.0)
+    for event in events:
+        if isinstance(event, ConnectionClosed):
+            assert event.status and a.state is ConnectionState.CLOSED
