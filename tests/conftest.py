@@ -100,6 +100,12 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         default="3",
         help="faults injected by tests/test_faults_postgres.py (the long form: 100)",
     )
+    parser.addoption(
+        "--transport-matrix",
+        default="quick",
+        choices=("quick", "full"),
+        help="messages per cell of tests/test_transport_faults.py: quick 1,000, full 10,000",
+    )
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:

@@ -2,6 +2,9 @@
 
 - :class:`SimulatedWork` (:mod:`.work`): activated procedures whose processing takes simulated
   seconds on a :class:`~servicebroker.clock.ManualClock`.
+- :class:`~servicebroker.testing.link.FaultyLink` (:mod:`.link`, imported on its own): a
+  seeded in-memory link with drop, duplicate, reorder, corrupt, delay and cut faults for the
+  transport's tests.
 - :mod:`servicebroker.testing.storage_kit` (imported on its own, not from here): the checks
   every storage backend must pass.
 """

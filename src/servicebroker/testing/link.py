@@ -23,6 +23,7 @@ from ..transport.framing import FRAME_OVERHEAD, FrameType
 __all__ = ["FaultyLink", "LinkStatistics"]
 
 _HEADER = struct.Struct(">2sBBI")
+_DIALOG_FRAMES = frozenset({FrameType.MESSAGE, FrameType.ACK, FrameType.REFUSAL})
 
 
 @dataclass(frozen=True, slots=True)
@@ -46,6 +47,10 @@ class FaultyLink:
         cut: probability per MESSAGE frame that the stream ends in its middle.
         delay: seconds every frame takes (broker clock).
         reorder_delay: extra seconds a reordered frame takes (later frames overtake it).
+        handshake_faults: drop, duplicate and reorder HELLO, LOGIN, PING and CLOSE frames too
+            (default False: those faults model losses the dialog protocol must survive, and
+            only MESSAGE, ACK and REFUSAL frames meet them; corruption and cuts hit every
+            frame).
 
     Raises:
         TransportError: a probability outside 0..1 or a negative delay (naming it).
@@ -62,6 +67,7 @@ class FaultyLink:
         cut: float = 0.0,
         delay: float = 0.001,
         reorder_delay: float = 0.01,
+        handshake_faults: bool = False,
     ) -> None:
         for name, p in (
             ("drop", drop),
@@ -78,6 +84,7 @@ class FaultyLink:
         self.drop, self.duplicate, self.reorder = drop, duplicate, reorder
         self.corrupt, self.cut_probability = corrupt, cut
         self.delay, self.reorder_delay = delay, reorder_delay
+        self.handshake_faults = handshake_faults
         self.cut = False
         """True once the stream was cut: nothing more is carried until :meth:`reset`."""
         self._queue: list[tuple[float, int, bytes]] = []
@@ -113,7 +120,8 @@ class FaultyLink:
             if self.cut:
                 continue
             self._counts["frames"] += 1
-            if rnd.random() < self.drop:
+            faulty = self.handshake_faults or kind in _DIALOG_FRAMES
+            if rnd.random() < self.drop and faulty:
                 self._counts["dropped"] += 1
                 continue
             if rnd.random() < self.corrupt:
@@ -121,7 +129,7 @@ class FaultyLink:
                 at = rnd.randrange(_HEADER.size, len(frame))
                 frame[at] ^= 1 << rnd.randrange(8)
             when = now + self.delay
-            if rnd.random() < self.reorder:
+            if rnd.random() < self.reorder and faulty:
                 self._counts["reordered"] += 1
                 when += self.reorder_delay
             if kind == FrameType.MESSAGE and rnd.random() < self.cut_probability:
@@ -130,7 +138,7 @@ class FaultyLink:
                 self.cut = True
                 continue
             self._put(when, bytes(frame))
-            if rnd.random() < self.duplicate:
+            if rnd.random() < self.duplicate and faulty:
                 self._counts["duplicated"] += 1
                 self._put(when, bytes(frame))
 

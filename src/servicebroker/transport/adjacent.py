@@ -294,6 +294,8 @@ class AdjacentConnection:
         self._decoder = FrameDecoder(max_payload=self.settings.max_payload)
         self._acks: dict[Ack, None] = {}
         self._hello_sent = False
+        self._was_logged_in = False
+        self._said_goodbye = False
 
     @property
     def peer_instance(self) -> uuid.UUID | None:
@@ -451,6 +453,7 @@ class AdjacentConnection:
                 events.append(RefusalReceived(decode_refusal(frame.payload)))
 
     def _closed(self, status: str, *, error: bool) -> ConnectionClosed:
+        self._was_logged_in = self.state is ConnectionState.LOGGED_IN
         self.state = ConnectionState.CLOSED
         if error or self.login_state is not LoginState.ONLINE:
             self.login_state = LoginState.ERROR
@@ -520,9 +523,29 @@ class AdjacentConnection:
             return b""
         started = self._hello_sent
         self._closed(status, error=False)
+        self._said_goodbye = True
         if not started:
             return b""
         return self._out([Frame(FrameType.CLOSE, encode_close(Close(status)))], now)
+
+    def goodbye(self, now: float) -> bytes:
+        """After this side closed on something the peer sent (a bad frame, its end of
+        stream): the last bytes to send before the socket closes — dedicated ACK frames for
+        the acks still pending (messages committed here, which the peer need not send again,
+        NET-3) and a CLOSE frame with the reason. Our direction of the stream is still sound.
+        b"" if the connection is open, was never logged in, or said goodbye already."""
+        if (
+            self.state is not ConnectionState.CLOSED
+            or not self._was_logged_in
+            or self._said_goodbye
+        ):
+            return b""
+        self._said_goodbye = True
+        frames = []
+        while self._acks:
+            frames.append(Frame(FrameType.ACK, encode_acks(self._take_acks())))
+        frames.append(Frame(FrameType.CLOSE, encode_close(Close(self.closed_status or ""))))
+        return self._out(frames, now)
 
     def is_idle(self, now: float) -> bool:
         """True when nothing was sent or received for ``idle_after`` seconds (TICK-4a)."""

@@ -5,9 +5,9 @@ in, and every decision reads the ``now`` it is given.
 The caller (the transmitter) offers messages in transmission order (PRI-14) while
 :attr:`Outbound.pending_bytes` is below the window (``TransportSettings.window_bytes``), so a
 large transmission queue is never loaded into memory at once. :meth:`Outbound.frames_due` gives
-the fragments to send: never-sent fragments first, message by message in blocks of
-``fragments_per_block`` so a small message goes between the fragments of a large one (PRI-18),
-then retransmissions whose NET-4 wait is over (4 s, doubling to 64 s). A fragment the receiver
+the fragments to send: retransmissions whose NET-4 wait is over (4 s, doubling to 64 s) first,
+then never-sent fragments, message by message in blocks of ``fragments_per_block`` so a small
+message goes between the fragments of a large one (PRI-18). A fragment the receiver
 holds (a soft ack, NET-5) is not sent again while the connection lives; a message is removed
 only when the receiver says it is committed (NET-3).
 """
@@ -63,6 +63,7 @@ class _Pending:
     fresh: bool
     wait: float
     soft_acked: set[int] = dataclasses.field(default_factory=set)
+    inflight: set[int] = dataclasses.field(default_factory=set)
     timer: float | None = None
     status: str | None = None
 
@@ -87,6 +88,8 @@ class Outbound:
         self._acked = 0
         self._refusals = 0
         self._bytes_sent = 0
+        self._inflight = 0
+        self._cwnd = self.settings.slow_start_fragments
 
     @property
     def pending_count(self) -> int:
@@ -134,19 +137,33 @@ class Outbound:
 
     def frames_due(self, now: float, max_bytes: int) -> list[Fragment]:
         """The fragments to send at ``now`` (broker-clock seconds), at most about
-        ``max_bytes`` of fragment data (at least one fragment when any is due): never-sent
-        fragments in offer order, in blocks per message (PRI-18), then the retransmissions
-        whose NET-4 wait is over. Acks are not attached (the connection does that)."""
+        ``max_bytes`` of fragment data (at least one fragment when any is due): first the
+        retransmissions whose NET-4 wait is over (they were offered earlier, PRI-14, and the
+        receiver delivers a dialog's messages only in order), then never-sent fragments in
+        offer order; both message by message in blocks of ``fragments_per_block`` (PRI-18:
+        a small message travels between the fragments of a large one). Acks are not attached
+        (the connection does that).
+
+        At most :attr:`send_window` fragments are in flight (sent on this connection and
+        neither acknowledged nor given up by a retry): the window starts at
+        ``slow_start_fragments`` on each connection, grows by one per fragment acknowledged
+        (fragments a retry finds lost leave the flight), so a connection that fails early does
+        not take the whole window with it each time."""
         self._fire_timers(now)
         out: list[Fragment] = []
         budget = [max_bytes]
-        for queue in (self._fresh, self._resend):
-            while queue and (budget[0] > 0 or not out):
+        for queue in (self._resend, self._fresh):
+            while queue and (budget[0] > 0 or not out) and self._inflight < self._cwnd:
                 for key in list(queue):
                     self._take_block(key, queue, out, budget, now)
-                    if budget[0] <= 0:
+                    if (budget[0] <= 0 and out) or self._inflight >= self._cwnd:
                         break
         return out
+
+    @property
+    def send_window(self) -> int:
+        """Fragments that may be in flight now (the congestion window, see frames_due)."""
+        return self._cwnd
 
     def _take_block(
         self,
@@ -159,7 +176,7 @@ class Outbound:
         pending = self._messages[key]
         size = self.settings.fragment_size
         for _ in range(self.settings.fragments_per_block):
-            if not pending.queue or (budget[0] <= 0 and out):
+            if not pending.queue or (budget[0] <= 0 and out) or self._inflight >= self._cwnd:
                 break
             index = pending.queue.pop(0)
             data = pending.body[index * size : (index + 1) * size]
@@ -167,11 +184,17 @@ class Outbound:
             budget[0] -= max(1, len(data))
             self._sent += 1
             self._bytes_sent += len(data)
+            if index not in pending.inflight:
+                pending.inflight.add(index)
+                self._inflight += 1
             if not pending.fresh:
                 self._retransmitted += 1
         if not pending.queue:
             del queue[key]
             pending.fresh = False
+            self._arm(key, pending, now + pending.wait)
+        elif pending.timer is None and pending.inflight:
+            # a message partly sent (the window is full) retries what it sent, too
             self._arm(key, pending, now + pending.wait)
 
     def _arm(self, key: MessageKey, pending: _Pending, when: float) -> None:
@@ -183,9 +206,12 @@ class Outbound:
         while self._timers and self._timers[0][0] <= now:
             when, _, key = heapq.heappop(self._timers)
             pending = self._messages.get(key)
-            if pending is None or pending.timer != when or pending.queue:
+            if pending is None or pending.timer != when:
                 continue
             pending.timer = None
+            if pending.inflight:  # lost: no longer in flight
+                self._inflight -= len(pending.inflight)
+                pending.inflight.clear()
             # NET-4: the wait doubles after each retry, up to retry_max
             pending.wait = min(pending.wait * 2, self.settings.retry_max)
             indices = [
@@ -197,11 +223,13 @@ class Outbound:
                 pending.soft_acked.clear()
                 indices = list(range(pending.header.fragment_count))
             pending.queue = indices
-            self._resend[key] = None
+            if key not in self._fresh:
+                self._resend[key] = None
 
     def next_due(self, now: float) -> float | None:
-        """When :meth:`frames_due` next has something (``now`` if already), or None."""
-        if self._fresh or self._resend:
+        """When :meth:`frames_due` next has something (``now`` if already), or None; a full
+        send window waits for acks or the next retry."""
+        if (self._fresh or self._resend) and self._inflight < self._cwnd:
             return now
         while self._timers:
             when, _, key = self._timers[0]
@@ -223,10 +251,16 @@ class Outbound:
         if ack.fragment is not None:
             if 0 <= ack.fragment < pending.header.fragment_count:
                 pending.soft_acked.add(ack.fragment)
+                if ack.fragment in pending.inflight:
+                    pending.inflight.discard(ack.fragment)
+                    self._inflight -= 1
+                    self._cwnd += 1
                 if ack.fragment in pending.queue:
                     pending.queue.remove(ack.fragment)
             return []
         del self._messages[key]
+        self._inflight -= len(pending.inflight)
+        self._cwnd += max(1, len(pending.inflight))
         self._fresh.pop(key, None)
         self._resend.pop(key, None)
         self._pending_bytes -= len(pending.body)
@@ -250,8 +284,11 @@ class Outbound:
         """The connection ended: fragment acks are forgotten (they held only while it lived)
         and every pending message is due again at once on the next connection, its NET-4
         wait starting over."""
+        self._inflight = 0
+        self._cwnd = self.settings.slow_start_fragments
         for key, pending in self._messages.items():
             pending.soft_acked.clear()
+            pending.inflight.clear()
             pending.timer = None
             pending.wait = self.settings.retry_initial
             pending.queue = list(range(pending.header.fragment_count))

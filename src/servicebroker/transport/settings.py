@@ -26,6 +26,8 @@ class TransportSettings:
             ``max_payload`` minus 64 KiB (room for the header and acks).
         fragments_per_block: fragments one message sends before the next message with
             fragments waiting gets its turn (PRI-18: blocks of fragments). Default 4.
+        slow_start_fragments: fragments an :class:`~.outbound.Outbound` may have in flight
+            at the start of a connection; each acknowledged fragment adds one. Default 2.
         retry_initial: seconds before an unacknowledged message is sent again (NET-4), 4.
         retry_max: the wait doubles after each retry up to this many seconds (NET-4), 64.
         window_bytes: body bytes an :class:`~.outbound.Outbound` should hold at most; the
@@ -48,6 +50,7 @@ class TransportSettings:
 
     fragment_size: int = 256 * 1024
     fragments_per_block: int = 4
+    slow_start_fragments: int = 2
     retry_initial: float = 4.0
     retry_max: float = 64.0
     window_bytes: int = 64 * 1024 * 1024

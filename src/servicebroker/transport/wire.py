@@ -329,13 +329,20 @@ def encode_fragment(fragment: Fragment) -> bytes:
     """The payload of a MESSAGE frame: header, fragment index, data, piggybacked acks.
 
     Raises:
-        FramingError: an id is not 16 bytes or a string beyond 65535 bytes of UTF-8 (naming it).
+        FramingError: an id is not 16 bytes, a string beyond 65535 bytes of UTF-8 (naming
+            it), or a number out of range (priority beyond 255, a negative size …).
     """
     w = _Writer()
-    _write_header(w, fragment.header)
-    w.parts.append(_U32.pack(fragment.index) + _U32.pack(len(fragment.data)))
-    w.parts.append(bytes(fragment.data))
-    _write_acks(w, fragment.acks)
+    try:
+        _write_header(w, fragment.header)
+        w.parts.append(_U32.pack(fragment.index) + _U32.pack(len(fragment.data)))
+        w.parts.append(bytes(fragment.data))
+        _write_acks(w, fragment.acks)
+    except struct.error as error:
+        raise FramingError(
+            f"message {fragment.header.message_id.hex()} fragment {fragment.index} has a "
+            f"number out of range for the wire: {error}"
+        ) from None
     return w.done()
 
 
