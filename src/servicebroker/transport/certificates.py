@@ -211,6 +211,21 @@ def _check_file_name(name: object) -> str:
     return name
 
 
+def _self_signed(
+    name: str,
+    directory: Path,
+    days: int,
+    not_before: float | datetime.datetime | None,
+    *,
+    ca: bool,
+) -> tuple[Path, Path]:
+    _check_file_name(name)
+    key = ec.generate_private_key(ec.SECP256R1())
+    subject = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, name)])
+    cert = _build(name, key, subject, key, days=days, not_before=not_before, ca=ca)
+    return _write(name, Path(directory), cert, key)
+
+
 def make_self_signed(
     name: str,
     directory: Path,
@@ -235,11 +250,7 @@ def make_self_signed(
     Raises:
         CertificateError: a bad name or ``days``, or the files cannot be written.
     """
-    _check_file_name(name)
-    key = ec.generate_private_key(ec.SECP256R1())
-    subject = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, name)])
-    cert = _build(name, key, subject, key, days=days, not_before=not_before, ca=False)
-    return _write(name, Path(directory), cert, key)
+    return _self_signed(name, directory, days, not_before, ca=False)
 
 
 def make_ca(
@@ -258,11 +269,7 @@ def make_ca(
     Raises:
         CertificateError: a bad name or ``days``, or the files cannot be written.
     """
-    _check_file_name(name)
-    key = ec.generate_private_key(ec.SECP256R1())
-    subject = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, name)])
-    cert = _build(name, key, subject, key, days=days, not_before=not_before, ca=True)
-    return _write(name, Path(directory), cert, key)
+    return _self_signed(name, directory, days, not_before, ca=True)
 
 
 def make_signed(
