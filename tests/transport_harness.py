@@ -300,7 +300,7 @@ class Pair:
         if conn is None:
             t = self.destinations.suppressed_until(ADDRESS)
             times.append(now if t is None else max(t, now))
-        elif conn.state is not ConnectionState.LOGGED_IN:
+        elif conn.state not in (ConnectionState.LOGGED_IN, ConnectionState.CLOSED):
             times.append(conn.connect_time + self.settings.handshake_timeout)
         else:
             for node in (self.a, self.b):
