@@ -200,6 +200,7 @@ def test_bad_frames_close_the_connection_with_a_clear_status_never_raise(reason:
     assert reason in events[-1].status, events[-1].status
     assert a.state is ConnectionState.CLOSED and a.login_state is LoginState.ERROR
     assert a.closed_status == events[-1].status
+    assert a.statistics().bad_frames == (0 if reason == "second HELLO" else 1)  # NET-6: counted
     assert a.receive_data(b"more", 103.0) == []
 
 

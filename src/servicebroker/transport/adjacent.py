@@ -231,6 +231,7 @@ class ConnectionStatistics:
     total_sends: int
     total_receives: int
     closed_status: str | None
+    bad_frames: int = 0
 
     @property
     def state_desc(self) -> str:
@@ -291,6 +292,9 @@ class AdjacentConnection:
         self.total_fragments_received = 0
         self.total_sends = 0
         self.total_receives = 0
+        self.bad_frames = 0
+        """Frames refused (bad magic, type, length, checksum, payload), NET-6; at most one
+        per connection, since the first closes it."""
         self._decoder = FrameDecoder(max_payload=self.settings.max_payload)
         self._acks: dict[Ack, None] = {}
         self._hello_sent = False
@@ -384,6 +388,8 @@ class AdjacentConnection:
                 if self.closed_status is not None:
                     break
         except (FramingError, TransportError) as error:
+            if isinstance(error, FramingError):
+                self.bad_frames += 1  # NET-6: counted (Broker:Corrupted Message)
             events.append(self._closed(str(error), error=True))
         return events
 
@@ -577,4 +583,5 @@ class AdjacentConnection:
             self.total_sends,
             self.total_receives,
             self.closed_status,
+            self.bad_frames,
         )

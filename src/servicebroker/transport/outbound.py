@@ -5,8 +5,8 @@ in, and every decision reads the ``now`` it is given.
 The caller (the transmitter) offers messages in transmission order (PRI-14) while
 :attr:`Outbound.pending_bytes` is below the window (``TransportSettings.window_bytes``), so a
 large transmission queue is never loaded into memory at once. :meth:`Outbound.frames_due` gives
-the fragments to send: retransmissions whose NET-4 wait is over (4 s, doubling to 64 s) first,
-then never-sent fragments, message by message in blocks of ``fragments_per_block`` so a small
+the fragments to send — never sent, or sent and due again after the NET-4 wait (4 s, doubling
+to 64 s) — in offer order, message by message in blocks of ``fragments_per_block`` so a small
 message goes between the fragments of a large one (PRI-18). A fragment the receiver
 holds (a soft ack, NET-5) is not sent again while the connection lives; a message is removed
 only when the receiver says it is committed (NET-3).
@@ -64,6 +64,7 @@ class _Pending:
     wait: float
     soft_acked: set[int] = dataclasses.field(default_factory=set)
     inflight: set[int] = dataclasses.field(default_factory=set)
+    order: int = 0
     timer: float | None = None
     status: str | None = None
 
@@ -78,8 +79,9 @@ class Outbound:
     def __init__(self, settings: TransportSettings | None = None) -> None:
         self.settings = settings or TransportSettings()
         self._messages: dict[MessageKey, _Pending] = {}
-        self._fresh: dict[MessageKey, None] = {}
-        self._resend: dict[MessageKey, None] = {}
+        self._ready: dict[MessageKey, None] = {}
+        self._ready_sorted = True
+        self._offers = 0
         self._timers: list[tuple[float, int, MessageKey]] = []
         self._ticket = 0
         self._pending_bytes = 0
@@ -127,7 +129,9 @@ class Outbound:
         self._messages[key] = _Pending(
             header, bytes(body), list(range(count)), True, self.settings.retry_initial
         )
-        self._fresh[key] = None
+        self._offers += 1
+        self._messages[key].order = self._offers
+        self._ready[key] = None
         self._pending_bytes += len(body)
 
     def status(self, key: MessageKey) -> str | None:
@@ -137,12 +141,12 @@ class Outbound:
 
     def frames_due(self, now: float, max_bytes: int) -> list[Fragment]:
         """The fragments to send at ``now`` (broker-clock seconds), at most about
-        ``max_bytes`` of fragment data (at least one fragment when any is due): first the
-        retransmissions whose NET-4 wait is over (they were offered earlier, PRI-14, and the
-        receiver delivers a dialog's messages only in order), then never-sent fragments in
-        offer order; both message by message in blocks of ``fragments_per_block`` (PRI-18:
-        a small message travels between the fragments of a large one). Acks are not attached
-        (the connection does that).
+        ``max_bytes`` of fragment data (at least one fragment when any is due): never-sent
+        fragments and the retransmissions whose NET-4 wait is over, in offer order (PRI-14;
+        the first pending message of a dialog is the one its receiver waits for, so it never
+        queues behind later ones), message by message in blocks of ``fragments_per_block``
+        (PRI-18: a small message travels between the fragments of a large one). Acks are not
+        attached (the connection does that).
 
         At most :attr:`send_window` fragments are in flight (sent on this connection and
         neither acknowledged nor given up by a retry): the window starts at
@@ -150,15 +154,23 @@ class Outbound:
         (fragments a retry finds lost leave the flight), so a connection that fails early does
         not take the whole window with it each time."""
         self._fire_timers(now)
+        if not self._ready_sorted:
+            # in offer order: the first pending message of a dialog is the one its receiver
+            # waits for (in-order delivery), so it never queues behind later ones
+            self._ready = dict.fromkeys(sorted(self._ready, key=self._order))
+            self._ready_sorted = True
         out: list[Fragment] = []
         budget = [max_bytes]
-        for queue in (self._resend, self._fresh):
-            while queue and (budget[0] > 0 or not out) and self._inflight < self._cwnd:
-                for key in list(queue):
-                    self._take_block(key, queue, out, budget, now)
-                    if (budget[0] <= 0 and out) or self._inflight >= self._cwnd:
-                        break
+        queue = self._ready
+        while queue and (budget[0] > 0 or not out) and self._inflight < self._cwnd:
+            for key in list(queue):
+                self._take_block(key, queue, out, budget, now)
+                if (budget[0] <= 0 and out) or self._inflight >= self._cwnd:
+                    break
         return out
+
+    def _order(self, key: MessageKey) -> int:
+        return self._messages[key].order
 
     @property
     def send_window(self) -> int:
@@ -223,13 +235,14 @@ class Outbound:
                 pending.soft_acked.clear()
                 indices = list(range(pending.header.fragment_count))
             pending.queue = indices
-            if key not in self._fresh:
-                self._resend[key] = None
+            if key not in self._ready:
+                self._ready[key] = None
+                self._ready_sorted = False
 
     def next_due(self, now: float) -> float | None:
         """When :meth:`frames_due` next has something (``now`` if already), or None; a full
         send window waits for acks or the next retry."""
-        if (self._fresh or self._resend) and self._inflight < self._cwnd:
+        if self._ready and self._inflight < self._cwnd:
             return now
         while self._timers:
             when, _, key = self._timers[0]
@@ -261,8 +274,7 @@ class Outbound:
         del self._messages[key]
         self._inflight -= len(pending.inflight)
         self._cwnd += max(1, len(pending.inflight))
-        self._fresh.pop(key, None)
-        self._resend.pop(key, None)
+        self._ready.pop(key, None)
         self._pending_bytes -= len(pending.body)
         self._acked += 1
         return [key]
@@ -292,8 +304,8 @@ class Outbound:
             pending.timer = None
             pending.wait = self.settings.retry_initial
             pending.queue = list(range(pending.header.fragment_count))
-            if not pending.fresh:
-                self._resend[key] = None
+            self._ready[key] = None
+        self._ready_sorted = False
         self._timers.clear()
 
     def statistics(self) -> OutboundStatistics:
