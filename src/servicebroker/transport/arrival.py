@@ -24,7 +24,7 @@ import uuid
 from dataclasses import dataclass
 from typing import Protocol
 
-from ..delivery import CONTRACT_REFUSED_CODE, TARGET_GONE_CODE, Applier
+from ..delivery import CONTRACT_REFUSED_CODE, Applier
 from ..dialogs import END_DIALOG, ERROR, TARGET_START, Arrival, on_arrival
 from ..errors import MessageValidationError
 from ..messages import Outgoing, new_id, validate_body
@@ -133,10 +133,10 @@ def take_arrival(applier: Applier, header: ArrivingMessage, body: bytes) -> Outc
         if not queue.status:
             return Outcome(Verdict.REFUSED, f"The target queue {queue.name!r} is disabled.")
         if header.sequence != 0:
-            return Outcome(
-                Verdict.ERROR,
-                error=(TARGET_GONE_CODE, "The target conversation endpoint no longer exists."),
-            )
+            # the dialog's first message is not here yet (still in fragments, or lost and
+            # being sent again): this one waits for it. A target endpoint that is gone for
+            # good ended with an Error, which the initiator gets and stops sending on.
+            return _LATER
         contract = catalog.contracts.get(header.contract)
         if contract is None or contract.service_contract_id not in target.contract_ids:
             return Outcome(
@@ -259,7 +259,7 @@ def take_broker_error(
     applier: Applier, conversation_id: bytes, is_initiator: bool, code: int, description: str
 ) -> None:
     """The far broker refused this side's dialog for good (an Error it made, unsequenced: the
-    contract, the message type, SENT BY, the validation, or the target endpoint gone): the
+    contract, the message type, SENT BY or the validation): the
     endpoint's unsent messages are dropped and it goes to ER with the Error first on its queue
     (SYS-2), as a local refusal does."""
     row = applier.side(conversation_id, is_initiator)

@@ -1,0 +1,71 @@
+"""The storage side of the dialog protocol (servicebroker.transport.arrival), without sockets:
+what a message from another broker instance does to this database, decided in one write
+transaction — on both backends."""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Iterator
+from contextlib import contextmanager
+
+from servicebroker import Broker
+from servicebroker.delivery import Applier
+from servicebroker.transport.arrival import Verdict, take_arrival
+from servicebroker.transport.wire import MessageHeader
+
+FAR = uuid.UUID("6f9619ff-8b86-d011-b42d-00c04fc964ff")
+
+
+def header(conversation_id: bytes, sequence: int, **changes: object) -> MessageHeader:
+    fields: dict[str, object] = dict(
+        conversation_id=conversation_id,
+        is_initiator=True,
+        sequence=sequence,
+        message_id=uuid.uuid4().bytes,
+        from_service="//far/Initiator",
+        to_service="//here/Target",
+        contract="DEFAULT",
+        message_type="DEFAULT",
+        validation="N",
+        from_broker_instance=FAR,
+        to_broker_instance=None,
+        priority=5,
+        lifetime=None,
+        message_size=2,
+        fragment_count=1,
+    )
+    fields.update(changes)
+    return MessageHeader(**fields)  # type: ignore[arg-type]
+
+
+@contextmanager
+def arriving(broker: Broker) -> Iterator[Applier]:
+    """One write transaction of ``broker``'s storage with its Applier (what the transport's
+    dispatcher runs), committed at the end."""
+    context = broker._context  # type: ignore[attr-defined]
+    with context.storage.connection() as conn:
+        conn.begin_write()
+        applier = Applier(conn, context.catalog.snapshot(conn), broker.clock.now())
+        yield applier
+        applier.finish()
+        conn.commit()
+
+
+def test_a_later_message_of_a_new_dialog_waits_for_the_first(broker: Broker) -> None:
+    # NET-5: a dialog's first message may still be in fragments when a later, smaller one is
+    # complete: the later one waits (not acknowledged, not received, no Error to the sender)
+    broker.create_queue("tq")
+    broker.create_service("//here/Target", queue="tq", contracts=["DEFAULT"])
+    conversation = uuid.uuid4().bytes
+    with arriving(broker) as applier:
+        assert take_arrival(applier, header(conversation, 1), b"m1").verdict is Verdict.LATER
+    assert broker.views.conversation_endpoints() == []
+    with arriving(broker) as applier:
+        assert take_arrival(applier, header(conversation, 0), b"m0").verdict is Verdict.DELIVERED
+        assert take_arrival(applier, header(conversation, 1), b"m1").verdict is Verdict.DELIVERED
+        # NET-2: a second copy is a duplicate, acknowledged again and dropped
+        assert take_arrival(applier, header(conversation, 0), b"m0").verdict is Verdict.DUPLICATE
+    with broker.transaction() as tx:
+        assert [m.message_body for m in tx.receive("tq", top=10)] == [b"m0", b"m1"]
+    [target] = broker.views.conversation_endpoints()
+    assert target.far_broker_instance == str(FAR) and target.receive_sequence == 2
