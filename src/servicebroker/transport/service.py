@@ -146,9 +146,10 @@ class TransportService:
         self._stopping = False
         self._start_status: str | None = None
         self._wanted = False
-        self._mark: object = None
+        self._mark: int | None = None
         self._full_fill = True
         self._more = False
+        self._full_windows: set[str] = set()  # addresses whose window left rows unoffered
         self._acked_since_read: set[MessageKey] = set()
         self._inbox: list[tuple[PeerConnection, Completed]] = []
         self._ackbox: list[tuple[PeerConnection, Ack]] = []
@@ -222,7 +223,7 @@ class TransportService:
         return self._listener_address
 
     def wake(self) -> None:
-        """Look at the transmission queue now (a commit held messages for the transport)."""
+        """Read the transport's rows again now, and wake the transmitter."""
         with self._lock:
             self._full_fill = True
             self._cond.notify_all()
@@ -240,15 +241,11 @@ class TransportService:
         self.wake()
 
     def reclassify(self, now: float) -> None:
-        """TICK-3b: reclassify every dialog — forget the routes chosen, so route and metadata
-        changes (and expired routes) take effect at the next pass."""
-        with self._lock:
-            for ob_key, address in list(self._state.offered.items()):
-                outbound = self._state.outbound.get(address)
-                if outbound is None or ob_key not in outbound:
-                    del self._state.offered[ob_key]
-            self._full_fill = True
-            self._cond.notify_all()
+        """TICK-3b: read the transport's rows again and route each one not yet on its way by
+        the current routes and catalog (route changes and expiries take effect; on
+        PostgreSQL, a row committed out of id order is found). A message already offered to
+        an address stays with it until acknowledged."""
+        self.wake()
 
     def close_idle(self, now: float) -> None:
         """TICK-4a: close connections idle for 90 s."""
@@ -344,6 +341,7 @@ class TransportService:
                     return
                 self._mark, self._full_fill = mark, False
                 self._acked_since_read.clear()
+                self._full_windows.clear()
             rows = conn.transmission_pending(_BATCH, remote=True)
             self._more = len(rows) >= _BATCH  # some level has more: read again as acks come
             catalog = self._context.catalog.snapshot(conn)
@@ -383,6 +381,7 @@ class TransportService:
                     continue
                 outbound = self._state.outbound.setdefault(choice.address, Outbound(self.settings))
                 if outbound.pending_bytes >= self.settings.window_bytes:
+                    self._full_windows.add(choice.address)
                     continue
                 outbound.offer(self._header(row, catalog), row.message_body, now)
                 self._state.offered[key] = choice.address
@@ -488,13 +487,14 @@ class TransportService:
                             completed.append(item)
                         elif isinstance(item, Ack):
                             conn.adjacent.queue_ack(item)
+                        else:
+                            log.warning("message dispatcher dropped a message: %s", item.reason)
                 elif isinstance(event, AckReceived):
                     acks.append(event.ack)
                 elif isinstance(event, RefusalReceived):
                     refusals.append(event.refusal)
                 elif isinstance(event, ConnectionClosed):
                     closed = event.status
-        with self._lock:
             self._inbox.extend((conn, c) for c in completed)
             self._ackbox.extend((conn, a) for a in acks)
             self._cond.notify_all()
@@ -635,10 +635,14 @@ class TransportService:
         with self._lock:  # forgotten only once deleted: a fill meanwhile must not offer it again
             for key, _ in done:
                 self._state.offered.pop(key, None)
+                self._state.statuses.pop(key, None)
                 self._acked_since_read.add(key)
-        self._counters.acknowledged += len(done)
-        with self._lock:
-            if self._more and len(self._state.offered) < _BATCH // 2:
+            self._counters.acknowledged += len(done)
+            # read again once half the batch, or half a full window, is acknowledged
+            half = self.settings.window_bytes // 2
+            if (self._more and len(self._state.offered) < _BATCH // 2) or any(
+                self._state.outbound[a].pending_bytes < half for a in self._full_windows
+            ):
                 self._full_fill = True
 
     def _take_refusals(self, refusals: list[Refusal], now: float) -> None:

@@ -23,7 +23,6 @@ from dataclasses import dataclass
 
 from ..catalog import CatalogSnapshot
 from ..errors import TransportError
-from .certificates import load_private_key_file
 
 __all__ = ["EndpointSecurity", "peer_thumbprint", "security_from_catalog"]
 
@@ -62,10 +61,6 @@ def security_from_catalog(catalog: CatalogSnapshot) -> EndpointSecurity:
             f"endpoint {endpoint.name!r}: its certificate has no private key (CREATE "
             f"CERTIFICATE … WITH PRIVATE KEY (FILE = …))"
         )
-    try:
-        load_private_key_file(cert.private_key_file)
-    except Exception as exc:
-        raise TransportError(f"endpoint {endpoint.name!r}: {exc}") from exc
     granted_pems = []
     granted = set()
     for login in catalog.logins.values():
