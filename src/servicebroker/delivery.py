@@ -286,20 +286,15 @@ class Applier:
         row.dialog_timer = None
         self.touch(row)
         if action is EndAction.SEND_END_DIALOG:
-            out = self._system(row, END_DIALOG, b"")
-            row.end_dialog_sequence = out.sequence
-            self.deliver(row, out, Arrival.END_DIALOG)
+            self._send_ending(row, END_DIALOG, b"", Arrival.END_DIALOG)
         elif action is EndAction.SEND_ERROR:
-            out = self._system(row, ERROR, error_body(code or 0, description or ""))
-            row.end_dialog_sequence = out.sequence
-            self.deliver(row, out, Arrival.ERROR)
+            body = error_body(code or 0, description or "")
+            self._send_ending(row, ERROR, body, Arrival.ERROR)
         elif action is EndAction.ACKNOWLEDGE:
             far = self.far_of(row)
             if far is None and self.remote_of(row) is not None:
                 # the far side is another instance: its endpoint closes when our END arrives
-                out = self._system(row, END_DIALOG, b"")
-                row.end_dialog_sequence = out.sequence
-                self.deliver(row, out, Arrival.END_DIALOG)
+                self._send_ending(row, END_DIALOG, b"", Arrival.END_DIALOG)
             elif far is not None:
                 new_far = on_arrival(far.state, Arrival.ACKNOWLEDGE)
                 if new_far is not None:
@@ -308,6 +303,13 @@ class Applier:
         if mode is EndMode.CLEANUP:
             self._delete_endpoint(row)
         self.close_if_done(row)
+
+    def _send_ending(self, row: EndpointRow, name: str, body: bytes, arrival: Arrival) -> None:
+        """Send the EndDialog or Error that ends ``row``'s side (DLG-4), numbered as its
+        ``end_dialog_sequence``."""
+        out = self._system(row, name, body)
+        row.end_dialog_sequence = out.sequence
+        self.deliver(row, out, arrival)
 
     def set_timer(self, handle: bytes, due: float | None) -> None:
         """BEGIN CONVERSATION TIMER (DLG-6): store the due time."""
@@ -378,16 +380,13 @@ class Applier:
         transmission queue (it is then inserted there, unless it came from there); a message
         for another broker instance always goes there, for the transport (status "").
         """
-        remote = self.remote_of(sender)
-        if remote is not None:
-            return self.transmission.hold(
-                sender, out, arrival, "", remote=True, to_broker_instance=remote or None
-            )
+        if self._to_transport(sender, out, arrival):
+            return ""
         if self.transmission.blocks(sender):
             return self.transmission.hold(
                 sender, out, arrival, "waiting behind earlier messages of the conversation"
             )
-        reason = self.deliver_now(sender, out, arrival)
+        reason = self._deliver_here(sender, out, arrival)
         if reason is not None:
             return self.transmission.hold(sender, out, arrival, reason)
         return None
@@ -399,12 +398,23 @@ class Applier:
         not exist, or its queue is OFF: QUE-3) — the caller holds it in the transmission
         queue. A message whose dialog now goes to another instance (a route created since)
         moves to the transport's rows. (:class:`~servicebroker.transmission.Destination`.)"""
-        remote = self.remote_of(sender)
-        if remote is not None:
-            self.transmission.hold(
-                sender, out, arrival, "", remote=True, to_broker_instance=remote or None
-            )
+        if self._to_transport(sender, out, arrival):
             return None
+        return self._deliver_here(sender, out, arrival)
+
+    def _to_transport(self, sender: EndpointRow, out: Outgoing, arrival: Arrival) -> bool:
+        """Hold ``out`` as a transport row when its dialog goes to another instance (NET-3:
+        it stays until acknowledged); True when it did."""
+        remote = self.remote_of(sender)
+        if remote is None:
+            return False
+        self.transmission.hold(
+            sender, out, arrival, "", remote=True, to_broker_instance=remote or None
+        )
+        return True
+
+    def _deliver_here(self, sender: EndpointRow, out: Outgoing, arrival: Arrival) -> str | None:
+        """:meth:`deliver_now` for a dialog within this database."""
         far = self.far_of(sender)
         if far is None:
             if not sender.is_initiator:
