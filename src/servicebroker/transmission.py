@@ -72,9 +72,12 @@ class TransmissionQueue:
 
     def blocks(self, sender: EndpointRow) -> bool:
         """True when a message sent earlier by ``sender``'s side of its conversation waits here:
-        a later one must wait behind it, so the send order is kept (DLG-2)."""
+        a later one must wait behind it, so the send order is kept (DLG-2). Only a dialog
+        within this database asks (one with another instance always goes to the transport),
+        so only rows waiting for a queue here count: the transport's rows, always there
+        while another instance has not acknowledged, cost a local SEND no query."""
         if self._any is None:
-            self._any = self.conn.transmission_exists()
+            self._any = self.conn.transmission_exists_of(remote=False)
         return self._any and self.conn.transmission_waiting(
             sender.conversation_id, sender.is_initiator
         )
@@ -116,7 +119,8 @@ class TransmissionQueue:
                 to_broker_instance,
             )
         )
-        self._any = True
+        if not remote:
+            self._any = True
         return reason
 
     def drop_endpoint(self, sender: EndpointRow) -> None:

@@ -22,19 +22,18 @@ from __future__ import annotations
 import enum
 import uuid
 from dataclasses import dataclass
-from typing import Protocol
 
 from ..delivery import CONTRACT_REFUSED_CODE, Applier
 from ..dialogs import END_DIALOG, ERROR, TARGET_START, Arrival, on_arrival
 from ..errors import MessageValidationError
 from ..messages import Outgoing, new_id, validate_body
 from ..storage.rows import EndpointRow
+from .wire import MessageHeader
 
 __all__ = [
     "MESSAGE_TYPE_REFUSED_CODE",
     "SENT_BY_REFUSED_CODE",
     "VALIDATION_REFUSED_CODE",
-    "ArrivingMessage",
     "Outcome",
     "Verdict",
     "take_acknowledgement",
@@ -48,32 +47,6 @@ SENT_BY_REFUSED_CODE = -8457
 """The message type is not one this side may send under the contract (SQL Server's 8457)."""
 VALIDATION_REFUSED_CODE = -9615
 """The body fails the target's validation of its message type (SQL Server's 9615)."""
-
-
-class ArrivingMessage(Protocol):
-    """The header fields of a message from another instance that :func:`take_arrival` reads
-    (the transport's ``MessageHeader``)."""
-
-    @property
-    def conversation_id(self) -> bytes: ...
-    @property
-    def is_initiator(self) -> bool: ...
-    @property
-    def sequence(self) -> int: ...
-    @property
-    def message_id(self) -> bytes: ...
-    @property
-    def from_service(self) -> str: ...
-    @property
-    def to_service(self) -> str: ...
-    @property
-    def contract(self) -> str: ...
-    @property
-    def message_type(self) -> str: ...
-    @property
-    def from_broker_instance(self) -> uuid.UUID: ...
-    @property
-    def lifetime(self) -> float | None: ...
 
 
 class Verdict(enum.Enum):
@@ -106,7 +79,7 @@ _DUPLICATE = Outcome(Verdict.DUPLICATE)
 _LATER = Outcome(Verdict.LATER)
 
 
-def take_arrival(applier: Applier, header: ArrivingMessage, body: bytes) -> Outcome:
+def take_arrival(applier: Applier, header: MessageHeader, body: bytes) -> Outcome:
     """Take a complete sequenced message from another instance into this database.
 
     Args:
@@ -195,7 +168,7 @@ def take_arrival(applier: Applier, header: ArrivingMessage, body: bytes) -> Outc
 
 
 def _check_message(
-    applier: Applier, row: EndpointRow, header: ArrivingMessage, body: bytes
+    applier: Applier, row: EndpointRow, header: MessageHeader, body: bytes
 ) -> Outcome | None:
     """The target's checks of a message it takes: the message type exists here and is in the
     dialog's contract, sent by the right side (SENT BY), and the body passes the target's
