@@ -128,12 +128,18 @@ class Broker(CatalogStatements, NetworkStatements):
         )
         self._poison = PoisonMessageHandling(self._context)
         reactions.connect(self.activation, self._poison)
+
+        def delivered(woken: set[int], arrived: frozenset[int]) -> None:
+            """A commit outside a transaction (the transmission queue, the transport) put
+            messages on queues: wake their waiters and monitors."""
+            reactions.committed(woken, set(), arrived)
+
         self.transmission = TransmissionService(
             storage,
             self._catalog,
             clock,
             Applier,
-            lambda woken, arrived: reactions.committed(woken, set(), arrived),
+            delivered,
             priority_aging_interval,
         )
         self.timer = BrokerTimer(self._context, TICK_SECONDS)
@@ -142,7 +148,7 @@ class Broker(CatalogStatements, NetworkStatements):
         self.timer.tasks.register("transmission", 1, self.transmission.retry)  # QUE-3
         self.transport = TransportService(
             self._context,
-            lambda woken, arrived: reactions.committed(woken, set(), arrived),
+            delivered,
             self._supervisor.start,
         )
         tasks = self.timer.tasks
