@@ -80,7 +80,10 @@ _LATER = Outcome(Verdict.LATER)
 
 
 def take_arrival(applier: Applier, header: MessageHeader, body: bytes) -> Outcome:
-    """Take a complete sequenced message from another instance into this database.
+    """Take a complete sequenced message from another instance into this database (NET-2:
+    the next expected sequence is queued, an earlier one is a duplicate, a later one waits;
+    PRI-3: a dialog's first message creates the target endpoint, at this database's level,
+    PRI-7; the target's checks of contract, message type, SENT BY and validation).
 
     Args:
         applier: the receiving commit's delivery work (its write transaction).
@@ -89,6 +92,10 @@ def take_arrival(applier: Applier, header: MessageHeader, body: bytes) -> Outcom
 
     Returns:
         The :class:`Outcome`; the caller commits, then answers the sender as it says.
+
+    Raises:
+        StorageError: the database failed (the caller's transaction is rolled back and
+            nothing is acknowledged: the sender sends again, NET-4).
     """
     catalog = applier.catalog
     row = applier.side(header.conversation_id, not header.is_initiator)
