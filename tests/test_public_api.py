@@ -41,6 +41,7 @@ def test_all_names_the_public_surface() -> None:
         "Outcome",
         "TransactionError",
         "TransportError",
+        "TransportSettings",
         "FramingError",
         "parse_error_body",
     }

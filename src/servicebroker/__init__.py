@@ -34,6 +34,7 @@ from .errors import (
 from .messages import Message
 from .transaction import Transaction
 from .transport.routing import RouteChoice
+from .transport.settings import TransportSettings
 
 __all__ = [
     "DIALOG_TIMER",
@@ -65,6 +66,7 @@ __all__ = [
     "Transaction",
     "TransactionError",
     "TransportError",
+    "TransportSettings",
     "parse_error_body",
 ]
 

@@ -42,6 +42,7 @@ from .timer import TICK_SECONDS, BrokerTimer
 from .transaction import Transaction
 from .transmission import TransmissionService
 from .transport.service import TransportService
+from .transport.settings import TransportSettings
 from .views import Views
 from .waiting import Notifier, Waiting
 
@@ -53,6 +54,12 @@ BACKGROUND_POLL = 0.25
 """Real seconds between the background thread's looks at the database for work that other
 processes made due (messages to activate for, timers they set)."""
 TIMER_THREAD = "servicebroker-timer"
+
+
+def _check_transport(transport: object) -> None:
+    """Refuse a ``transport`` setting that is not a :class:`TransportSettings` (BrokerError)."""
+    if transport is not None and not isinstance(transport, TransportSettings):
+        raise BrokerError(f"transport must be a TransportSettings, got {transport!r}")
 
 
 def _check_aging(value: object) -> None:
@@ -87,8 +94,10 @@ class Broker(CatalogStatements, NetworkStatements):
         empty_receive_window: float = EMPTY_RECEIVE_WINDOW,
         external_activation_timeout: float = 60.0,
         priority_aging_interval: float | None = priorities.AGING_INTERVAL,
+        transport: TransportSettings | None = None,
     ) -> None:
         _check_aging(priority_aging_interval)
+        _check_transport(transport)
         lock_timeout = check_seconds(lock_timeout, "lock_timeout")
         empty_receive_window = check_seconds(empty_receive_window, "empty_receive_window")
         external_activation_timeout = check_seconds(
@@ -150,6 +159,7 @@ class Broker(CatalogStatements, NetworkStatements):
             self._context,
             delivered,
             self._supervisor.start,
+            transport,
         )
         tasks = self.timer.tasks
         tasks.register("message dispatcher", 1, self.transport.dispatcher_cleanup)  # TICK-2c
@@ -190,8 +200,10 @@ class Broker(CatalogStatements, NetworkStatements):
                 ``external_activation_timeout`` (ACT-8, default 60) and
                 ``priority_aging_interval`` (PRI-18: seconds of waiting in the transmission
                 queue that raise a message's level by one, default 10; None for strict
-                priority), all seconds on the broker clock; storage settings ``synchronous``,
-                ``busy_timeout``, ``poll_interval``, ``pool_size``.
+                priority), all seconds on the broker clock; ``transport``, a
+                :class:`TransportSettings` (retries, suppression, idle and stale intervals,
+                fragment size; default ``TransportSettings()``); storage settings
+                ``synchronous``, ``busy_timeout``, ``poll_interval``, ``pool_size``.
 
         Raises:
             StorageError: a missing or bad URL, or an unusable database.
@@ -210,11 +222,13 @@ class Broker(CatalogStatements, NetworkStatements):
         window = settings.pop("empty_receive_window", EMPTY_RECEIVE_WINDOW)
         external_timeout = settings.pop("external_activation_timeout", 60.0)
         aging = settings.pop("priority_aging_interval", priorities.AGING_INTERVAL)
+        transport = settings.pop("transport", None)
         allowed = {"synchronous", "busy_timeout", "poll_interval", "pool_size"}
         unknown = set(settings) - allowed
         if unknown:
             raise BrokerError(f"unknown broker setting(s): {', '.join(sorted(unknown))}")
         _check_aging(aging)  # every setting is checked before the database is opened
+        _check_transport(transport)
         for what, value in (("lock_timeout", lock_timeout), ("empty_receive_window", window)):
             check_seconds(value, what)
         check_seconds(external_timeout, "external_activation_timeout")
@@ -227,6 +241,7 @@ class Broker(CatalogStatements, NetworkStatements):
                 empty_receive_window=window,
                 external_activation_timeout=external_timeout,
                 priority_aging_interval=aging,
+                transport=transport,
             )
         except BaseException:
             storage.close()  # a bad setting: the database is left as it was
