@@ -76,6 +76,8 @@ from .rows import (
     QueueInsert,
     TransmissionListRow,
     TransmissionRow,
+    TransportMark,
+    TransportRow,
 )
 from .sessions import StorageStatistics
 
@@ -403,11 +405,25 @@ class StorageConnection(Protocol):
         insert order). In the write transaction."""
         ...
 
-    def transmission_pending(self, limit: int, *, remote: bool = False) -> list[TransmissionRow]:
+    def transmission_pending(self, limit: int) -> list[TransmissionRow]:
         """For each level 10 down to 1, its oldest ``limit`` rows (by ``transmission_id``):
         every row the first ``limit`` to leave can come from (PRI-14, PRI-18); the caller
-        merges them. The rows waiting for a queue of this database, or with ``remote`` the
-        rows the transport sends to other instances."""
+        merges them. Only the rows waiting for a queue of this database (not the
+        transport's: :meth:`transmission_remote`)."""
+        ...
+
+    def transmission_remote(
+        self, limit: int, *, inline_bytes: int, after: int | None = None
+    ) -> list[TransportRow]:
+        """The transport's rows (messages for other instances): with ``after`` None, for each
+        level 10 down to 1 its oldest ``limit`` (as :meth:`transmission_pending`); else the
+        first ``limit`` rows whose ``transmission_id`` is above ``after``, by id. A body
+        longer than ``inline_bytes`` is left out (``message_body`` None; its size is given):
+        :meth:`transmission_remote_body` reads it."""
+        ...
+
+    def transmission_remote_body(self, transmission_id: int) -> bytes | None:
+        """The body of the transport's row ``transmission_id`` (None: the row is gone)."""
         ...
 
     def transmission_exists_of(self, *, remote: bool) -> bool:
@@ -415,16 +431,17 @@ class StorageConnection(Protocol):
         (or, ``remote``, a row for the transport)."""
         ...
 
-    def transmission_remote_mark(self) -> int | None:
-        """The highest ``transmission_id`` among the transport's rows, None when there are
-        none: the transport reads its rows again when it changes."""
+    def transmission_remote_mark(self, known_up_to: int) -> TransportMark:
+        """The highest ``transmission_id`` among the transport's rows (None when there are
+        none) and how many of them have an id at or below ``known_up_to``: the transport
+        reads the rows above what it read, and all of them again when a row appeared below
+        (PostgreSQL commits ids out of order) or went away."""
         ...
 
-    def delete_transmission_message(
-        self, conversation_id: bytes, is_initiator: bool, sequence: int
-    ) -> None:
-        """Remove the transport's row of that conversation side and ``message_sequence_number``:
-        the far instance acknowledged it (NET-3); in the write transaction."""
+    def delete_transmission_messages(self, keys: Iterable[tuple[bytes, bool, int]]) -> None:
+        """Remove the transport's rows of these (conversation_id, is_initiator,
+        message_sequence_number): the far instance acknowledged them (NET-3); in the write
+        transaction."""
         ...
 
     def set_transmission_message_status(

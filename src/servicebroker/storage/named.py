@@ -39,6 +39,8 @@ from .rows import (
     ServiceRow,
     TransmissionListRow,
     TransmissionRow,
+    TransportMark,
+    TransportRow,
 )
 
 __all__ = ["HeldHeads", "NamedQueryConnection", "held_best", "rows_of"]
@@ -379,20 +381,42 @@ class NamedQueryConnection:
         """Hold a message in the transmission queue (a TransmissionRow without its id)."""
         self._run("insert_transmission", row)
 
-    def transmission_pending(self, limit: int, *, remote: bool = False) -> list[TransmissionRow]:
+    def transmission_pending(self, limit: int) -> list[TransmissionRow]:
         """For each level 10..1, its oldest ``limit`` transmission-queue rows in send order
         (one index range each): every row the first ``limit`` to leave can come from, whatever
-        the levels' ages (PRI-14, PRI-18); the rows waiting for a queue of this database, or
-        with ``remote`` those the transport sends."""
+        the levels' ages (PRI-14, PRI-18); the rows waiting for a queue of this database."""
         rows: list[TransmissionRow] = []
         for level in range(10, 0, -1):
             rows += rows_of(
                 TransmissionRow,
+                self._all("transmission_pending_at_level", (level, self._limit(limit))),
+            )
+        return rows
+
+    def transmission_remote(
+        self, limit: int, *, inline_bytes: int, after: int | None = None
+    ) -> list[TransportRow]:
+        """The transport's rows: each level's oldest ``limit`` (``after`` None) or the first
+        ``limit`` above id ``after``; bodies over ``inline_bytes`` left out (None)."""
+        if after is not None:
+            return rows_of(
+                TransportRow,
+                self._all("transmission_remote_after", (inline_bytes, after, self._limit(limit))),
+            )
+        rows: list[TransportRow] = []
+        for level in range(10, 0, -1):
+            rows += rows_of(
+                TransportRow,
                 self._all(
-                    "transmission_pending_at_level", (int(remote), level, self._limit(limit))
+                    "transmission_remote_at_level", (inline_bytes, level, self._limit(limit))
                 ),
             )
         return rows
+
+    def transmission_remote_body(self, transmission_id: int) -> bytes | None:
+        """The body of the transport's row ``transmission_id`` (None: gone)."""
+        value = self._one("transmission_remote_body", (transmission_id,))
+        return None if value is None else bytes(value)
 
     def transmission_count(self) -> int:
         """How many rows the transmission queue holds."""
@@ -407,17 +431,16 @@ class NamedQueryConnection:
         one for the transport)."""
         return bool(self._one("transmission_exists_of", (int(remote),)))
 
-    def transmission_remote_mark(self) -> int | None:
-        """The highest ``transmission_id`` of the transport's rows (None: none)."""
-        value = self._one("transmission_remote_mark")
-        return None if value is None else int(value)
+    def transmission_remote_mark(self, known_up_to: int) -> TransportMark:
+        """The highest ``transmission_id`` of the transport's rows (None: none) and how many
+        have an id at or below ``known_up_to``."""
+        mark, count = self._all("transmission_remote_mark", (known_up_to,))[0]
+        return TransportMark(None if mark is None else int(mark), int(count or 0))
 
-    def delete_transmission_message(
-        self, conversation_id: bytes, is_initiator: bool, sequence: int
-    ) -> None:
-        """Remove the message another instance acknowledged (NET-3): the transport's row of
-        that side of the conversation with that ``message_sequence_number``."""
-        self._run("delete_transmission_message", (conversation_id, int(is_initiator), sequence))
+    def delete_transmission_messages(self, keys: Iterable[tuple[bytes, bool, int]]) -> None:
+        """Remove the transport's rows other instances acknowledged (NET-3), by
+        (conversation_id, is_initiator, message_sequence_number)."""
+        self._many("delete_transmission_message", ((c, int(i), n) for c, i, n in keys))
 
     def set_transmission_message_status(
         self, conversation_id: bytes, is_initiator: bool, sequence: int, status: str

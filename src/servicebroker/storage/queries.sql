@@ -247,7 +247,27 @@ SELECT transmission_id, conversation_handle, conversation_id, is_initiator, to_s
        from_service_name, service_contract_id, enqueue_time, message_sequence_number,
        message_type_id, validation, message_body, message_id, arrival, transmission_status,
        priority, lifetime, is_remote, to_broker_instance
-FROM transmission_queue WHERE is_remote = ? AND priority = ? ORDER BY transmission_id LIMIT ?;
+FROM transmission_queue WHERE is_remote = 0 AND priority = ? ORDER BY transmission_id LIMIT ?;
+
+-- The transport's rows (TransportRow): the body only when at most ? bytes (a large one is read
+-- alone, when the transmitter offers it: transmission_remote_body), its size always.
+-- name: transmission_remote_at_level
+SELECT transmission_id, conversation_id, is_initiator, to_service_name, from_service_name,
+       service_contract_id, enqueue_time, message_sequence_number, message_type_id, validation,
+       message_id, transmission_status, priority, lifetime, to_broker_instance,
+       length(message_body), CASE WHEN length(message_body) <= ? THEN message_body END
+FROM transmission_queue WHERE is_remote = 1 AND priority = ? ORDER BY transmission_id LIMIT ?;
+
+-- name: transmission_remote_after
+SELECT transmission_id, conversation_id, is_initiator, to_service_name, from_service_name,
+       service_contract_id, enqueue_time, message_sequence_number, message_type_id, validation,
+       message_id, transmission_status, priority, lifetime, to_broker_instance,
+       length(message_body), CASE WHEN length(message_body) <= ? THEN message_body END
+FROM transmission_queue WHERE is_remote = 1 AND transmission_id > ?
+ORDER BY transmission_id LIMIT ?;
+
+-- name: transmission_remote_body
+SELECT message_body FROM transmission_queue WHERE transmission_id = ? AND is_remote = 1;
 
 -- name: transmission_exists
 SELECT EXISTS (SELECT 1 FROM transmission_queue);
@@ -256,7 +276,8 @@ SELECT EXISTS (SELECT 1 FROM transmission_queue);
 SELECT EXISTS (SELECT 1 FROM transmission_queue WHERE is_remote = ?);
 
 -- name: transmission_remote_mark
-SELECT max(transmission_id) FROM transmission_queue WHERE is_remote = 1;
+SELECT max(transmission_id), count(CASE WHEN transmission_id <= ? THEN 1 END)
+FROM transmission_queue WHERE is_remote = 1;
 
 -- name: delete_transmission_message
 DELETE FROM transmission_queue

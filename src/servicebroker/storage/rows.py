@@ -33,6 +33,8 @@ __all__ = [
     "ServiceRow",
     "TransmissionListRow",
     "TransmissionRow",
+    "TransportMark",
+    "TransportRow",
 ]
 
 
@@ -120,6 +122,41 @@ class TransmissionRow(NamedTuple):
     lifetime: float
     is_remote: int = 0
     to_broker_instance: str | None = None
+
+
+class TransportRow(NamedTuple):
+    """A transport's row of the transmission queue, as the transmitter reads it: a message for
+    another broker instance (NET-1). ``message_size`` is the body's length in bytes;
+    ``message_body`` is None when the body is larger than the read asked to carry (the
+    transmitter reads it alone when it offers the message, so a large queue is never loaded
+    into memory at once, NET-5)."""
+
+    transmission_id: int
+    conversation_id: bytes
+    is_initiator: int
+    to_service_name: str
+    from_service_name: str
+    service_contract_id: int
+    enqueue_time: float
+    message_sequence_number: int
+    message_type_id: int
+    validation: str
+    message_id: bytes
+    transmission_status: str
+    priority: int
+    lifetime: float
+    to_broker_instance: str | None
+    message_size: int
+    message_body: bytes | None
+
+
+class TransportMark(NamedTuple):
+    """Where the transport's rows stand: ``mark`` the highest ``transmission_id`` among them
+    (None: there are none), ``at_or_below`` how many have an id at or below the id asked
+    about (a row committed out of id order shows as one more than the transmitter knows)."""
+
+    mark: int | None
+    at_or_below: int
 
 
 class TransmissionListRow(NamedTuple):

@@ -11,7 +11,7 @@ nothing yet (an out-of-order message waits for the ones before it), a refusal th
 message in the sender's transmission queue with a status (NET-7: no such service here, queue
 disabled), or an Error the broker makes for the sender (unsequenced, NET-2).
 
-:func:`take_acknowledgement` is the sending side: an acknowledged message leaves the
+:func:`take_acknowledgements` is the sending side: an acknowledged message leaves the
 transmission queue (NET-3), the dialog is pinned to the instance that acknowledged it (RTE-4),
 and the acknowledgement of a dialog's EndDialog or Error closes an endpoint waiting in DO.
 :func:`take_broker_error` applies an Error the far broker made (a refusal of the dialog).
@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import enum
 import uuid
+from collections.abc import Iterable
 from dataclasses import dataclass
 
 from ..delivery import CONTRACT_REFUSED_CODE, Applier
@@ -36,7 +37,7 @@ __all__ = [
     "VALIDATION_REFUSED_CODE",
     "Outcome",
     "Verdict",
-    "take_acknowledgement",
+    "take_acknowledgements",
     "take_arrival",
     "take_broker_error",
 ]
@@ -217,22 +218,21 @@ def _check_message(
     return None
 
 
-def take_acknowledgement(
-    applier: Applier,
-    conversation_id: bytes,
-    is_initiator: bool,
-    sequence: int,
-    acknowledged_by: uuid.UUID,
+def take_acknowledgements(
+    applier: Applier, acknowledged: Iterable[tuple[bytes, bool, int, uuid.UUID]]
 ) -> None:
-    """The far instance ``acknowledged_by`` has committed message ``sequence`` of this side
-    (``is_initiator``) of the conversation: the message leaves the transmission queue (NET-3)
-    and the endpoint is pinned to that instance (RTE-4). (An endpoint waiting in DO closes
-    when the far side's own END arrives, as within one database, not on this acknowledgement.)"""
-    applier.conn.delete_transmission_message(conversation_id, is_initiator, sequence)
-    row = applier.side(conversation_id, is_initiator)
-    if row is not None and row.far_broker_instance is None:
-        row.far_broker_instance = str(acknowledged_by)
-        applier.touch(row)
+    """Far instances have committed these messages of this database, each given as
+    (conversation_id, is_initiator of the sending side, sequence, the instance that
+    acknowledged it): they leave the transmission queue (NET-3) and each endpoint is pinned
+    to the first instance that acknowledged one (RTE-4). (An endpoint waiting in DO closes
+    when the far side's own END arrives, as within one database, not on an acknowledgement.)"""
+    acknowledged = list(acknowledged)
+    applier.conn.delete_transmission_messages((c, i, n) for c, i, n, _ in acknowledged)
+    for conversation_id, is_initiator, _, by in acknowledged:
+        row = applier.side(conversation_id, is_initiator)
+        if row is not None and row.far_broker_instance is None:
+            row.far_broker_instance = str(by)
+            applier.touch(row)
 
 
 def take_broker_error(

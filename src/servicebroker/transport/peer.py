@@ -71,7 +71,8 @@ class PeerConnection:
         self.clock = clock
         self.peer_certificate = peer_certificate
         self.connection_id = uuid.uuid4()
-        self._lock = threading.Lock()
+        self._lock = threading.Lock()  # the protocol state (adjacent)
+        self._send_lock = threading.Lock()  # the socket's writing side, frames in order
 
     @property
     def peer_instance(self) -> uuid.UUID | None:
@@ -83,19 +84,30 @@ class PeerConnection:
         """True while the connection is logged in."""
         return self.adjacent.state is ConnectionState.LOGGED_IN
 
-    def send(self, make: Callable[[AdjacentConnection, float], bytes]) -> bool:
-        """Run ``make(adjacent, now)`` and write the bytes it returns, under the connection's
-        lock; False when the connection is (or becomes) closed."""
-        with self._lock:
-            if not self.open:
-                return False
+    def send(self, *makes: Callable[[AdjacentConnection, float], bytes]) -> bool:
+        """Run each ``make(adjacent, now)`` under the state lock and write the bytes they
+        return in one write, in order; False when the connection is (or becomes) closed.
+
+        The protocol state is locked only while the frames are made: the write holds the
+        send lock alone, so the reader thread goes on taking the peer's frames while a write
+        waits for room (two brokers writing to each other at once never block each other)."""
+        with self._send_lock:
+            with self._lock:
+                if not self.open:
+                    return False
+                try:
+                    now = self.clock.now()
+                    data = b"".join(make(self.adjacent, now) for make in makes)
+                except TransportError as exc:
+                    self._fail(f"sending failed: {exc}")
+                    return False
             try:
-                data = make(self.adjacent, self.clock.now())
                 if data:
                     self.sock.sendall(data)
                 return True
-            except (OSError, TransportError) as exc:
-                self._fail(f"sending failed: {exc}")
+            except OSError as exc:
+                with self._lock:
+                    self._fail(f"sending failed: {exc}")
                 return False
 
     def read(self, handle: Callable[[PeerConnection, list[Event]], None]) -> None:
@@ -123,14 +135,19 @@ class PeerConnection:
                 return
 
     def close(self, status: str) -> None:
-        """Close saying ``status`` (the CLOSE frame, then the socket)."""
-        with self._lock:
-            try:
+        """Close saying ``status`` (the CLOSE frame, then the socket). The CLOSE frame is
+        left out when a write has waited for room for a second (a peer that reads nothing):
+        the socket's shutdown ends that write."""
+        writing = self._send_lock.acquire(timeout=1.0)
+        try:
+            with self._lock:
                 data = self.adjacent.close(status, self.clock.now())
-                if data:
+            if writing and data:
+                with contextlib.suppress(OSError):
                     self.sock.sendall(data)
-            except OSError:
-                pass
+        finally:
+            if writing:
+                self._send_lock.release()
         self._shutdown()
 
     def _fail(self, status: str) -> ConnectionClosed:

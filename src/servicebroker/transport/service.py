@@ -24,13 +24,10 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from functools import partial
 
-from ..catalog import CatalogSnapshot
 from ..context import BrokerContext
 from ..delivery import Applier
 from ..dialogs import ERROR, error_body, parse_error_body
 from ..errors import ConversationError, TransportError
-from ..priorities import transmission_order
-from ..storage.rows import TransmissionRow
 from .adjacent import (
     AckReceived,
     AdjacentConnection,
@@ -39,12 +36,13 @@ from .adjacent import (
     FragmentReceived,
     RefusalReceived,
 )
-from .arrival import Outcome, Verdict, take_acknowledgement, take_arrival, take_broker_error
+from .arrival import Outcome, Verdict, take_acknowledgements, take_arrival, take_broker_error
 from .destinations import Destinations
 from .inbound import Completed, Inbound
 from .outbound import Outbound
 from .peer import PeerConnection, accept, connect
-from .routing import choose_route, format_tcp_address
+from .pending import MessageKey, PendingRows, header_of, key_of, plan_offers
+from .routing import format_tcp_address
 from .settings import TransportSettings
 from .tls import EndpointSecurity, security_from_catalog
 from .wire import Ack, Fragment, MessageHeader, Refusal
@@ -53,9 +51,10 @@ __all__ = ["TransportService", "TransportStatistics"]
 
 log = logging.getLogger(__name__)
 
-MessageKey = tuple[bytes, bool, int]
 _POLL = 0.05  # real seconds between looks at the transmission queue for new rows
 _BATCH = 2000  # rows read per level per look
+_MAX_OFFERED = 20_000  # messages on their way at most (all destinations); more wait unread
+_INLINE_BYTES = 16 * 1024  # a larger body is read alone when its message is offered
 _FRAME_BYTES = 1024 * 1024  # fragment bytes written per destination per pass
 
 
@@ -146,9 +145,7 @@ class TransportService:
         self._stopping = False
         self._start_status: str | None = None
         self._wanted = False
-        self._mark: int | None = None
-        self._full_fill = True
-        self._more = False
+        self._pending = PendingRows(_BATCH)
         self._full_windows: set[str] = set()  # addresses whose window left rows unoffered
         self._acked_since_read: set[MessageKey] = set()
         self._inbox: list[tuple[PeerConnection, Completed]] = []
@@ -188,7 +185,7 @@ class TransportService:
             self._listener_address = format_tcp_address(host, port)
             self._running = True
             self._start_status = None
-            self._full_fill = True
+            self._pending.read_all()
         self._start_thread("transport listener", self._listen)
         self._start_thread("transport transmitter", self._transmit)
         self._start_thread("transport dispatcher", self._dispatch)
@@ -225,7 +222,7 @@ class TransportService:
     def wake(self) -> None:
         """Read the transport's rows again now, and wake the transmitter."""
         with self._lock:
-            self._full_fill = True
+            self._pending.read_all()
             self._cond.notify_all()
 
     # -- periodic tasks (each a plain step taking the broker clock's now) ----------------
@@ -237,14 +234,17 @@ class TransportService:
             log.info("message dispatcher dropped %d buffered messages (TICK-2c)", dropped)
 
     def connect_pending(self, now: float) -> None:
-        """TICK-3a: connect to each destination with pending messages, not suppressed."""
-        self.wake()
+        """TICK-3a: connect to each destination with pending messages, not suppressed (the
+        transmitter's next pass does it)."""
+        with self._lock:
+            self._cond.notify_all()
 
     def reclassify(self, now: float) -> None:
         """TICK-3b: read the transport's rows again and route each one not yet on its way by
         the current routes and catalog (route changes and expiries take effect; on
-        PostgreSQL, a row committed out of id order is found). A message already offered to
-        an address stays with it until acknowledged."""
+        PostgreSQL, a row committed out of id order is found at once anyway: see
+        :mod:`.pending`). A message already offered to an address stays with it until
+        acknowledged."""
         self.wake()
 
     def close_idle(self, now: float) -> None:
@@ -331,87 +331,55 @@ class TransportService:
                 self._cond.wait(max(wait, 0.001))
 
     def _fill(self, now: float) -> None:
-        """Offer the transport's new rows to the Outbound of their route's address (RTE-2,
-        PRI-14); rows with no route get the status saying so (NET-7)."""
-        storage = self._context.storage
+        """Offer the transport's rows not yet on their way to the Outbound of their route's
+        address (RTE-2, PRI-14), reading only what is new (:mod:`.pending`); rows with no
+        route get the status saying so (NET-7)."""
+        storage, pending = self._context.storage, self._pending
         with storage.connection() as conn:
-            mark = conn.transmission_remote_mark()
             with self._lock:
-                if mark is None or (mark == self._mark and not self._full_fill):
+                last = pending.last
+            mark = conn.transmission_remote_mark(last)
+            with self._lock:
+                read = pending.next_read(mark)
+                if read is None or len(self._state.offered) >= _MAX_OFFERED:
                     return
-                self._mark, self._full_fill = mark, False
                 self._acked_since_read.clear()
-                self._full_windows.clear()
-            rows = conn.transmission_pending(_BATCH, remote=True)
-            self._more = len(rows) >= _BATCH  # some level has more: read again as acks come
+            rows = conn.transmission_remote(_BATCH, inline_bytes=_INLINE_BYTES, after=read.after)
             catalog = self._context.catalog.snapshot(conn)
-        by_id = {r.transmission_id: r for r in rows}
-        order = transmission_order(
-            ((r.transmission_id, r.priority, r.enqueue_time) for r in rows),
-            now,
-            honor=catalog.honor_broker_priority,
-            aging_interval=self._context.priority_aging_interval,
-        )
-        unrouted: list[tuple[MessageKey, str]] = []
-        with self._lock:
-            for tid in order:
-                row = by_id[tid]
-                key = (row.conversation_id, bool(row.is_initiator), row.message_sequence_number)
-                if key in self._state.offered or key in self._acked_since_read:
-                    continue  # on its way, or acknowledged since the rows were read
-                choice = choose_route(
-                    catalog.routes.values(),
-                    service_name=row.to_service_name,
-                    broker_instance=row.to_broker_instance,
-                    local_services=catalog.services,
+            with self._lock:
+                pending.learn(rows, read)
+                plan = plan_offers(
+                    rows,
+                    skip=lambda k: k in self._state.offered or k in self._acked_since_read,
+                    pending_bytes={a: o.pending_bytes for a, o in self._state.outbound.items()},
+                    window_bytes=self.settings.window_bytes,
+                    catalog=catalog,
                     now=now,
+                    aging_interval=self._context.priority_aging_interval,
                 )
-                if choice is None or choice.is_local:
-                    status = (
-                        f"No route matches service {row.to_service_name!r}"
-                        + (
-                            f" at broker instance {row.to_broker_instance}"
-                            if row.to_broker_instance
-                            else ""
-                        )
-                        + " (RTE-2); the message waits for one."
-                    )
-                    if row.transmission_status != status:
-                        unrouted.append((key, status))
-                    continue
-                outbound = self._state.outbound.setdefault(choice.address, Outbound(self.settings))
-                if outbound.pending_bytes >= self.settings.window_bytes:
-                    self._full_windows.add(choice.address)
-                    continue
-                outbound.offer(self._header(row, catalog), row.message_body, now)
-                self._state.offered[key] = choice.address
-                self._destinations.add(choice.address)
-        if unrouted:
-            self._set_statuses(unrouted)
-
-    def _header(self, row: TransmissionRow, catalog: CatalogSnapshot) -> MessageHeader:
-        contract = catalog.contracts_by_id.get(row.service_contract_id)
-        mt = catalog.message_types_by_id[row.message_type_id]
+                self._full_windows = plan.full_windows
+            bodies = {  # a large body is read alone, once its message goes (NET-5)
+                row.transmission_id: conn.transmission_remote_body(row.transmission_id)
+                for row, _ in plan.offers
+                if row.message_body is None
+            }
         assert self._instance is not None
-        return MessageHeader(
-            conversation_id=row.conversation_id,
-            is_initiator=bool(row.is_initiator),
-            sequence=row.message_sequence_number,
-            message_id=row.message_id,
-            from_service=row.from_service_name,
-            to_service=row.to_service_name,
-            contract=contract.name if contract is not None else "",
-            message_type=mt.name,
-            validation=row.validation,
-            from_broker_instance=self._instance,
-            to_broker_instance=(
-                uuid.UUID(row.to_broker_instance) if row.to_broker_instance else None
-            ),
-            priority=row.priority,
-            lifetime=row.lifetime,
-            message_size=len(row.message_body),
-            fragment_count=1,
-        )
+        with self._lock:
+            for row, address in plan.offers:
+                body = (
+                    row.message_body
+                    if row.message_body is not None
+                    else bodies[row.transmission_id]
+                )
+                key = key_of(row)
+                if body is None or key in self._acked_since_read:
+                    continue  # acknowledged (and deleted) since the rows were read
+                outbound = self._state.outbound.setdefault(address, Outbound(self.settings))
+                outbound.offer(header_of(row, catalog, self._instance), body, now)
+                self._state.offered[key] = address
+                self._destinations.add(address)
+        if plan.unrouted:
+            self._set_statuses(plan.unrouted)
 
     def _send_due(self, now: float) -> None:
         with self._lock:
@@ -438,9 +406,7 @@ class TransportService:
                     work.append((conn, frames))
             conns = [*self._state.outgoing.values(), *self._state.accepted]
         for conn, frames in work:
-            for frame in frames:
-                if not conn.send(partial(_send_fragment, frame)):
-                    break
+            conn.send(*(partial(_send_fragment, frame) for frame in frames))
         for conn in conns:
             if conn.adjacent.pending_acks:
                 conn.send(lambda a, n: a.flush_acks(n))
@@ -628,8 +594,7 @@ class TransportService:
         with storage.connection() as db:
             db.begin_write()
             applier = Applier(db, self._context.catalog.snapshot(db), now)
-            for (conversation_id, is_initiator, sequence), peer in done:
-                take_acknowledgement(applier, conversation_id, is_initiator, sequence, peer)
+            take_acknowledgements(applier, ((c, i, n, peer) for (c, i, n), peer in done))
             applier.finish()
             db.commit()
         with self._lock:  # forgotten only once deleted: a fill meanwhile must not offer it again
@@ -637,13 +602,13 @@ class TransportService:
                 self._state.offered.pop(key, None)
                 self._state.statuses.pop(key, None)
                 self._acked_since_read.add(key)
+                self._pending.gone(key)
             self._counters.acknowledged += len(done)
-            # read again once half the batch, or half a full window, is acknowledged
+            # read everything again once half a full window is acknowledged
             half = self.settings.window_bytes // 2
-            if (self._more and len(self._state.offered) < _BATCH // 2) or any(
-                self._state.outbound[a].pending_bytes < half for a in self._full_windows
-            ):
-                self._full_fill = True
+            if any(self._state.outbound[a].pending_bytes < half for a in self._full_windows):
+                self._full_windows = set()
+                self._pending.read_all()
 
     def _take_refusals(self, refusals: list[Refusal], now: float) -> None:
         updates = []

@@ -16,6 +16,8 @@ from ...storage.rows import (
     ServiceRow,
     TransmissionListRow,
     TransmissionRow,
+    TransportMark,
+    TransportRow,
 )
 from . import support as kit
 from .support import NOW, ContractViolation, StorageOpener
@@ -36,8 +38,9 @@ def check_transmission_queue(open_storage: StorageOpener) -> None:
     """insert_transmission, transmission_pending (each level's oldest ``limit``, levels 10 down
     to 1), TransmissionRow fields, transmission_exists / _count / _waiting,
     set_transmission_status, list_transmission (priority, then id), delete_transmission and
-    delete_transmission_of_endpoint; the transport's rows: transmission_pending(remote=True),
-    transmission_exists_of, delete_transmission_message, set_transmission_message_status."""
+    delete_transmission_of_endpoint; the transport's rows: transmission_remote (per level,
+    after an id, large bodies left out), transmission_remote_body, transmission_remote_mark,
+    transmission_exists_of, delete_transmission_messages, set_transmission_message_status."""
     with kit.Bench(open_storage) as bench:
         conn = bench.connect(bench.storage())
         kit.expect(
@@ -97,24 +100,38 @@ def check_transmission_queue(open_storage: StorageOpener) -> None:
         local = kit.transmission(second, 5, b"l")
         kit.committed(conn, lambda: kit.each(conn.insert_transmission, [*remote, local]))
         kit.equal(conn.transmission_exists_of(remote=True), True, "transmission_exists_of remote")
+        remote_rows = conn.transmission_remote(10, inline_bytes=2)
+        kit.typed(remote_rows, TransportRow, "transmission_remote")
         kit.equal(
-            [r.message_body for r in conn.transmission_pending(10, remote=True)],
-            [b"r0", b"r1"],
-            "transmission_pending(remote=True)",
+            [(r.message_body, r.message_size, r.to_broker_instance) for r in remote_rows],
+            [(b"r0", 2, far), (b"r1", 2, far)],
+            "transmission_remote: each level's oldest, the transport's rows only",
+        )
+        r0, r1 = (r.transmission_id for r in remote_rows)
+        kit.equal(
+            [r.message_body for r in conn.transmission_remote(10, inline_bytes=1, after=r0)],
+            [None],
+            "transmission_remote(after=id): the rows above it; a body over inline_bytes left out",
+        )
+        kit.equal(conn.transmission_remote_body(r1), b"r1", "transmission_remote_body")
+        kit.equal(conn.transmission_remote_body(-1), None, "transmission_remote_body of no row")
+        kit.equal(
+            conn.transmission_remote_mark(r0), TransportMark(r1, 1), "transmission_remote_mark"
         )
         kit.equal(
             [r.message_body for r in conn.transmission_pending(10)], [b"l"], "local rows only"
         )
         kit.committed(conn, lambda: conn.set_transmission_message_status(first, True, 1, "refused"))
-        kit.committed(conn, lambda: conn.delete_transmission_message(first, True, 0))
-        kit.committed(conn, lambda: conn.delete_transmission_message(second, True, 0))
+        kit.committed(
+            conn, lambda: conn.delete_transmission_messages([(first, True, 0), (second, True, 0)])
+        )
         kit.equal(
             [
                 (r.message_body, r.transmission_status, r.to_broker_instance)
                 for r in conn.list_transmission()
             ],
             [(b"r1", "refused", far), (b"l", "", None)],
-            "delete_transmission_message / set_transmission_message_status (remote rows only)",
+            "delete_transmission_messages / set_transmission_message_status (remote rows only)",
         )
         kit.committed(conn, lambda: conn.delete_transmission_of_endpoint(first, True))
         kit.committed(conn, lambda: conn.delete_transmission_of_endpoint(second, True))
