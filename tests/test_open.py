@@ -45,7 +45,7 @@ def test_a_clock_that_is_not_a_clock(tmp_path: Path) -> None:
 
 def test_transport_settings_reach_the_transport(tmp_path: Path) -> None:
     """``Broker.open(url, transport=TransportSettings(...))``: the transport's state machines
-    read the given retry and suppression intervals (NET-4, TICK-3a)."""
+    read the given retry and suppression intervals."""
     settings = TransportSettings(retry_initial=0.5, retry_max=2.0, suppress_after_failure=1.0)
     with Broker.open(str(tmp_path / "b.db"), transport=settings) as broker:
         assert broker.transport.settings is settings

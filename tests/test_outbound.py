@@ -159,3 +159,20 @@ def test_settings_are_checked_naming_the_setting() -> None:
     assert (defaults.retry_initial, defaults.retry_max, defaults.stale_after) == (4.0, 64.0, 10.0)
     assert (defaults.idle_after, defaults.suppress_after_disconnect) == (90.0, 15.0)
     assert defaults.suppress_after_failure == 60.0
+
+
+def test_a_withdrawn_message_is_no_longer_sent_nor_counted() -> None:
+    """TICK-3b: a message taken back (its route goes elsewhere now) leaves the window and
+    is never sent again from here; a late acknowledgement of it changes nothing."""
+    out = Outbound()
+    out.offer(header(1, 0), b"x" * 10, 0.0)
+    out.offer(header(2, 0), b"y" * 20, 0.0)
+    assert len(out.frames_due(0.0, 1 << 20)) == 2
+    key = ((1).to_bytes(16, "big"), True, 0)
+    assert out.withdraw(key) is True
+    assert out.withdraw(key) is False
+    assert (out.pending_count, out.pending_bytes) == (1, 20)
+    assert [f.header.conversation_id for f in out.frames_due(5.0, 1 << 20)] == [
+        (2).to_bytes(16, "big")
+    ]  # only the other message's retry
+    assert out.on_ack(Ack(*key), 6.0) == []

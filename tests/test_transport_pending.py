@@ -24,6 +24,7 @@ from .test_transport import (  # noqa: F401  (sites: the fixture)
     eventually,
     first_status,
     free_port,
+    receive_all,
     secure,
     sites,
 )
@@ -180,4 +181,23 @@ def test_a_100_mb_body_travels_whole(sites: tuple[Site, Site]) -> None:  # noqa:
     digest = eventually(received, "the 100 MB message", timeout=120)
     expected = hashlib.sha256(b"<o>" + b"0123456789abcdef" * (100 * MB // 16) + b"</o>")
     assert digest == expected.hexdigest()
+    eventually(lambda: not a.broker.views.transmission_queue(), "the acknowledgement")
+
+
+def test_tick_3b_takes_a_message_back_from_an_address_its_route_no_longer_gives(
+    sites: tuple[Site, Site],  # noqa: F811
+) -> None:
+    """TICK-3b: a message on its way to a dead address stays there only until the
+    transmitter reclassifies (every 2nd tick): after ALTER ROUTE gives the live address, it
+    goes there and arrives once."""
+    a, b = sites
+    connect(a, b)
+    a.broker.alter_route("warehouse", address=f"TCP://127.0.0.1:{free_port()}")
+    with a.broker.transaction() as tx:
+        h = tx.begin_dialog(INITIATOR, TARGET, contract="//orders/Contract")
+        tx.send(h, "Order", b"<o>1</o>")
+    eventually(lambda: "refused" in (first_status(a.broker) or ""), "the dead address's status")
+    a.broker.alter_route("warehouse", address=f"TCP://127.0.0.1:{b.port}")
+    a.clock.advance(10)  # the 2nd tick: TICK-3b
+    assert [body for _, body in receive_all(b.broker, "warehouse_q", 1)] == [b"<o>1</o>"]
     eventually(lambda: not a.broker.views.transmission_queue(), "the acknowledgement")

@@ -279,6 +279,20 @@ class Outbound:
         self._acked += 1
         return [key]
 
+    def withdraw(self, key: MessageKey) -> bool:
+        """Take back pending message ``key`` without an acknowledgement: its route now goes
+        elsewhere (TICK-3b reclassification); the caller offers it to its new destination.
+        Returns whether it was pending. A copy already on the wire may still be
+        acknowledged: the caller treats that ack as for a message not pending."""
+        pending = self._messages.pop(key, None)
+        if pending is None:
+            return False
+        self._inflight -= len(pending.inflight)
+        self._cwnd += len(pending.inflight)
+        self._ready.pop(key, None)
+        self._pending_bytes -= len(pending.body)
+        return True
+
     def on_refusal(self, refusal: Refusal, now: float) -> str:
         """Take ``refusal`` (NET-7): the message stays, its status is ``refusal.status``
         (returned, for transmission_status), its held fragments are forgotten, and it is sent

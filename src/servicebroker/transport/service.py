@@ -42,7 +42,7 @@ from .inbound import Completed, Inbound
 from .outbound import Outbound
 from .peer import PeerConnection, accept, connect
 from .pending import MessageKey, PendingRows, header_of, key_of, plan_offers
-from .routing import format_tcp_address
+from .routing import choose_route, format_tcp_address
 from .settings import TransportSettings
 from .tls import EndpointSecurity, security_from_catalog
 from .wire import Ack, Fragment, MessageHeader, Refusal
@@ -102,6 +102,7 @@ class _State:
 
     outbound: dict[str, Outbound] = field(default_factory=dict)
     offered: dict[MessageKey, str] = field(default_factory=dict)  # key -> address
+    targets: dict[MessageKey, tuple[str, str | None]] = field(default_factory=dict)
     outgoing: dict[str, PeerConnection] = field(default_factory=dict)
     connecting: set[str] = field(default_factory=set)
     accepted: list[PeerConnection] = field(default_factory=list)
@@ -240,12 +241,32 @@ class TransportService:
             self._cond.notify_all()
 
     def reclassify(self, now: float) -> None:
-        """TICK-3b: read the transport's rows again and route each one not yet on its way by
-        the current routes and catalog (route changes and expiries take effect; on
-        PostgreSQL, a row committed out of id order is found at once anyway: see
-        :mod:`.pending`). A message already offered to an address stays with it until
-        acknowledged."""
-        self.wake()
+        """TICK-3b: route every message again by the current routes and catalog. A message
+        on its way to an address its route no longer gives (ALTER / DROP ROUTE, an expired
+        route) is taken back and offered again by route (or waits with the status of no
+        route); the transport's rows are all read again (on PostgreSQL a row committed out
+        of id order is found at once anyway: see :mod:`.pending`)."""
+        with self._context.storage.connection() as conn:
+            catalog = self._context.catalog.snapshot(conn, fresh=True)
+        routes = catalog.routes.values()
+        with self._lock:
+            choices: dict[tuple[str, str | None], str | None] = {}
+            for key, (service, instance) in list(self._state.targets.items()):
+                if (service, instance) not in choices:
+                    choice = choose_route(
+                        routes,
+                        service_name=service,
+                        broker_instance=instance,
+                        local_services=catalog.services,
+                        now=now,
+                    )
+                    choices[service, instance] = choice.address if choice else None
+                address = self._state.offered[key]
+                if choices[service, instance] != address:
+                    self._state.outbound[address].withdraw(key)
+                    del self._state.offered[key], self._state.targets[key]
+            self._pending.read_all()
+            self._cond.notify_all()
 
     def close_idle(self, now: float) -> None:
         """TICK-4a: close connections idle for 90 s."""
@@ -377,6 +398,7 @@ class TransportService:
                 outbound = self._state.outbound.setdefault(address, Outbound(self.settings))
                 outbound.offer(header_of(row, catalog, self._instance), body, now)
                 self._state.offered[key] = address
+                self._state.targets[key] = (row.to_service_name, row.to_broker_instance)
                 self._destinations.add(address)
         if plan.unrouted:
             self._set_statuses(plan.unrouted)
@@ -600,6 +622,7 @@ class TransportService:
         with self._lock:  # forgotten only once deleted: a fill meanwhile must not offer it again
             for key, _ in done:
                 self._state.offered.pop(key, None)
+                self._state.targets.pop(key, None)
                 self._state.statuses.pop(key, None)
                 self._acked_since_read.add(key)
                 self._pending.gone(key)
