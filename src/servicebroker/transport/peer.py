@@ -128,6 +128,8 @@ class PeerConnection:
                     if data
                     else self.adjacent.receive_eof(now)
                 )
+            if self.adjacent.state is ConnectionState.CLOSED:
+                self._goodbye()  # acks of what was committed here, and why we close
             if events:
                 handle(self, events)
             if self.adjacent.state is ConnectionState.CLOSED:
@@ -149,6 +151,21 @@ class PeerConnection:
             if writing:
                 self._send_lock.release()
         self._shutdown()
+
+    def _goodbye(self) -> None:
+        """After this side closed on what the peer sent (a bad frame, its end of stream): write
+        :meth:`AdjacentConnection.goodbye`'s last frames, unless a write has waited a second
+        for room (a peer that reads nothing)."""
+        if not self._send_lock.acquire(timeout=1.0):
+            return
+        try:
+            with self._lock:
+                data = self.adjacent.goodbye(self.clock.now())
+            if data:
+                with contextlib.suppress(OSError):
+                    self.sock.sendall(data)
+        finally:
+            self._send_lock.release()
 
     def _fail(self, status: str) -> ConnectionClosed:
         if self.adjacent.state is not ConnectionState.CLOSED:

@@ -1,0 +1,48 @@
+"""The connection shell (servicebroker.transport.peer) over real TLS on loopback: what a broker
+says when it closes a connection on a bad frame (NET-6)."""
+
+from __future__ import annotations
+
+import logging
+
+import pytest
+
+from .test_transport import (  # noqa: F401  (sites: the fixture)
+    INITIATOR,
+    TARGET,
+    Site,
+    connect,
+    eventually,
+    receive_all,
+    sites,
+)
+
+
+def test_a_bad_frame_closes_the_connection_and_the_peer_is_told_why(
+    sites: tuple[Site, Site],  # noqa: F811
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """NET-6: bytes that are no frame close the connection; the closing side still writes
+    its last frames (the acks still pending and a CLOSE with the reason), so the sender's log
+    names the receiver's reason, and the messages flow again on a new connection."""
+    a, b = sites
+    connect(a, b)
+    with a.broker.transaction() as tx:
+        h = tx.begin_dialog(INITIATOR, TARGET, contract="//orders/Contract")
+        tx.send(h, "Order", b"<o>1</o>")
+    assert receive_all(b.broker, "warehouse_q", 1)
+    (outgoing,) = [c for c in a.broker.transport.connections() if not c.adjacent.is_accept]
+    caplog.set_level(logging.INFO, logger="servicebroker.transport")
+    outgoing.sock.sendall(b"this is not a frame")
+    eventually(
+        lambda: any(
+            f"connection with TCP://127.0.0.1:{b.port} closed: not a servicebroker frame"
+            in r.getMessage()
+            for r in caplog.records
+        ),
+        "the sender's log of the receiver's reason",
+    )
+    a.clock.advance(20)  # TICK-3a: 15 s after a disconnection
+    with a.broker.transaction() as tx:
+        tx.send(h, "Order", b"<o>2</o>")
+    assert [body for _, body in receive_all(b.broker, "warehouse_q", 1)] == [b"<o>2</o>"]
