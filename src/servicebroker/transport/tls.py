@@ -11,6 +11,15 @@ trust anchors are exactly the granted certificates — a self-signed peer certif
 anchor, a CA-signed one is accepted when its own certificate or its CA's is granted
 (``VERIFY_X509_PARTIAL_CHAIN``). Host names are not checked: the certificate is the identity,
 as in SQL Server. An expired or not-yet-valid certificate fails the handshake.
+
+Each side has two pairs of contexts; the pure ENCRYPTION matrix (:func:`.adjacent.negotiate_
+encryption`) says which one a connection uses. An encrypted connection runs TLS 1.2 or later
+with the default (AES) cipher suites. A connection the matrix leaves unencrypted (DISABLED with
+DISABLED or SUPPORTED) runs TLS 1.2 with a NULL cipher (:data:`INTEGRITY_ONLY_CIPHERS`): both
+certificates are exchanged and verified as before, every record carries its HMAC, but the data
+goes in the clear. :func:`check_cipher` makes sure the handshake chose what the matrix said;
+:func:`handshake_failure` turns a failed handshake into the status text and the Audit Broker
+Login subclass.
 """
 
 from __future__ import annotations
@@ -23,8 +32,22 @@ from dataclasses import dataclass
 
 from ..catalog import CatalogSnapshot
 from ..errors import TransportError
+from .audit import AuditBrokerLogin, LoginFailure
 
-__all__ = ["EndpointSecurity", "peer_thumbprint", "security_from_catalog"]
+__all__ = [
+    "INTEGRITY_ONLY_CIPHERS",
+    "EndpointSecurity",
+    "check_cipher",
+    "handshake_failure",
+    "peer_thumbprint",
+    "security_from_catalog",
+]
+
+INTEGRITY_ONLY_CIPHERS = "ECDHE-ECDSA-NULL-SHA:ECDHE-RSA-NULL-SHA:NULL-SHA256:@SECLEVEL=0"
+"""The TLS 1.2 cipher suites of an unencrypted connection (ENCRYPTION DISABLED on one side):
+authenticated key exchange and an HMAC on every record, no encryption. ECDHE-ECDSA-NULL-SHA is
+the one for the EC certificates :mod:`.certificates` makes; the RSA ones serve RSA certificates.
+``@SECLEVEL=0`` because OpenSSL counts a NULL cipher as security level 0."""
 
 
 @dataclass(frozen=True)
@@ -36,12 +59,24 @@ class EndpointSecurity:
         client: the context of connections this endpoint makes (server certificate verified).
         encryption: the endpoint's ENCRYPTION (DISABLED, SUPPORTED, REQUIRED).
         granted: the SHA-1 thumbprints (hex) of the certificates granted CONNECT.
+        server_plain, client_plain: the same for a connection the ENCRYPTION matrix leaves
+            unencrypted: TLS 1.2 with :data:`INTEGRITY_ONLY_CIPHERS` (authenticated, integrity
+            protected, not encrypted).
     """
 
     server: ssl.SSLContext
     client: ssl.SSLContext
     encryption: str
     granted: frozenset[str]
+    server_plain: ssl.SSLContext
+    client_plain: ssl.SSLContext
+
+    def context(self, *, server: bool, encrypt: bool) -> ssl.SSLContext:
+        """The context of a connection: accepted (``server``) or made, encrypted or not (the
+        outcome of :func:`.adjacent.negotiate_encryption`)."""
+        if server:
+            return self.server if encrypt else self.server_plain
+        return self.client if encrypt else self.client_plain
 
 
 def security_from_catalog(catalog: CatalogSnapshot) -> EndpointSecurity:
@@ -70,17 +105,23 @@ def security_from_catalog(catalog: CatalogSnapshot) -> EndpointSecurity:
                 granted_pems.append(peer.certificate_pem)
                 granted.add(peer.thumbprint.lower())
     contexts = []
-    for purpose in (ssl.PROTOCOL_TLS_SERVER, ssl.PROTOCOL_TLS_CLIENT):
-        ctx = ssl.SSLContext(purpose)
-        ctx.minimum_version = ssl.TLSVersion.TLSv1_2
-        ctx.check_hostname = False
-        ctx.verify_mode = ssl.CERT_REQUIRED
-        ctx.verify_flags |= ssl.VERIFY_X509_PARTIAL_CHAIN
-        _load_chain(ctx, cert.certificate_pem, cert.private_key_file, endpoint.name)
-        if granted_pems:
-            ctx.load_verify_locations(cadata="\n".join(granted_pems))
-        contexts.append(ctx)
-    return EndpointSecurity(contexts[0], contexts[1], endpoint.encryption, frozenset(granted))
+    for encrypt in (True, False):
+        for purpose in (ssl.PROTOCOL_TLS_SERVER, ssl.PROTOCOL_TLS_CLIENT):
+            ctx = ssl.SSLContext(purpose)
+            ctx.minimum_version = ssl.TLSVersion.TLSv1_2
+            if not encrypt:
+                ctx.maximum_version = ssl.TLSVersion.TLSv1_2
+                ctx.set_ciphers(INTEGRITY_ONLY_CIPHERS)
+            ctx.check_hostname = False
+            ctx.verify_mode = ssl.CERT_REQUIRED
+            ctx.verify_flags |= ssl.VERIFY_X509_PARTIAL_CHAIN
+            _load_chain(ctx, cert.certificate_pem, cert.private_key_file, endpoint.name)
+            if granted_pems:
+                ctx.load_verify_locations(cadata="\n".join(granted_pems))
+            contexts.append(ctx)
+    return EndpointSecurity(
+        contexts[0], contexts[1], endpoint.encryption, frozenset(granted), contexts[2], contexts[3]
+    )
 
 
 def _load_chain(ctx: ssl.SSLContext, pem: str, key_file: str, endpoint: str) -> None:
@@ -104,3 +145,92 @@ def peer_thumbprint(sock: ssl.SSLSocket) -> str | None:
     """The SHA-1 thumbprint (hex) of the certificate the peer presented, if any."""
     der = sock.getpeercert(binary_form=True)
     return None if der is None else hashlib.sha1(der).hexdigest()
+
+
+def check_cipher(sock: ssl.SSLSocket, *, encrypt: bool, address: str) -> None:
+    """Check that the handshake on ``sock`` chose what the ENCRYPTION matrix said: a NULL
+    cipher exactly when the connection is not to be encrypted (SEC-1).
+
+    Raises:
+        LoginFailure: it did not (NEGOTIATE_FAILURE), naming the cipher and ``address``.
+    """
+    cipher = sock.cipher()
+    name = cipher[0] if cipher else "none"
+    if ("NULL" in name) == encrypt:
+        raise LoginFailure(
+            f"Connection handshake failed. The TLS handshake chose the cipher {name}, but the "
+            f"connection is {'' if encrypt else 'not '}to be encrypted ({address})",
+            AuditBrokerLogin.NEGOTIATE_FAILURE,
+        )
+
+
+# X509_V_ERR_* codes of OpenSSL (ssl.SSLCertVerificationError.verify_code)
+_NOT_YET_VALID, _EXPIRED = 9, 10
+_NOT_TRUSTED = {
+    2,  # unable to get issuer certificate
+    18,  # self-signed certificate (not a granted one)
+    19,  # self-signed certificate in the chain
+    20,  # unable to get local issuer certificate
+    21,  # unable to verify the first certificate
+}
+# TLS alerts the peer sent, as OpenSSL names them (ssl.SSLError.reason, after "_ALERT_")
+_REFUSED = "The certificate used by this endpoint was refused by the peer:"
+_ALERTS = {
+    "CERTIFICATE_EXPIRED": f"{_REFUSED} Certificate expired.",
+    "UNKNOWN_CA": f"{_REFUSED} it is not granted CONNECT on the peer's endpoint.",
+    "BAD_CERTIFICATE": f"{_REFUSED} it is not granted CONNECT on the peer's endpoint.",
+    "CERTIFICATE_UNKNOWN": f"{_REFUSED} it is not granted CONNECT on the peer's endpoint.",
+    "CERTIFICATE_REQUIRED": "The peer requires a certificate and this endpoint presented none.",
+}
+
+
+def handshake_failure(exc: OSError, address: str) -> LoginFailure:
+    """The :class:`LoginFailure` of a TLS handshake that failed with ``exc`` on the connection
+    with ``address`` (SEC-1): the status text, in the style of SQL Server's "Connection handshake
+    failed." messages, and the Audit Broker Login subclass.
+
+    - this side refused the peer's certificate (``SSLCertVerificationError``): "The certificate
+      used by the peer is invalid due to the following reason: Certificate expired." (or not yet
+      valid: AUTHENTICATION_FAILURE), "…: Certificate not granted CONNECT on this endpoint."
+      (a certificate, or a CA, that is not granted: AUTHORIZATION_FAILURE);
+    - the peer presented no certificate: AUTHENTICATION_FAILURE;
+    - the peer refused this side's certificate (a TLS alert): "The certificate used by this
+      endpoint was refused by the peer: …" naming the alert;
+    - anything else (a reset, the peer closing, a timeout): the error as the OS or OpenSSL
+      says it.
+    """
+    prefix = "Connection handshake failed."
+    if isinstance(exc, ssl.SSLCertVerificationError):
+        code, message = exc.verify_code, exc.verify_message
+        if code in (_EXPIRED, _NOT_YET_VALID):
+            why = "Certificate expired." if code == _EXPIRED else "Certificate not yet valid."
+            subclass = AuditBrokerLogin.AUTHENTICATION_FAILURE
+        elif code in _NOT_TRUSTED:
+            why = f"Certificate not granted CONNECT on this endpoint ({message})."
+            subclass = AuditBrokerLogin.AUTHORIZATION_FAILURE
+        else:
+            why = f"{message}."
+            subclass = AuditBrokerLogin.AUTHENTICATION_FAILURE
+        return LoginFailure(
+            f"{prefix} The certificate used by the peer is invalid due to the following reason: "
+            f"{why} ({address})",
+            subclass,
+        )
+    reason = getattr(exc, "reason", None) or ""
+    if reason == "PEER_DID_NOT_RETURN_A_CERTIFICATE":
+        return LoginFailure(
+            f"{prefix} The peer presented no certificate ({address})",
+            AuditBrokerLogin.AUTHENTICATION_FAILURE,
+        )
+    alert = reason.partition("_ALERT_")[2] if "_ALERT_" in reason else ""
+    if alert:
+        why = _ALERTS.get(alert, "The peer refused the handshake.")
+        return LoginFailure(
+            f"{prefix} {why} (TLS alert: {alert.lower().replace('_', ' ')}) ({address})",
+            AuditBrokerLogin.AUTHENTICATION_FAILURE,
+        )
+    detail = reason or getattr(exc, "strerror", None) or str(exc) or type(exc).__name__
+    return LoginFailure(
+        f"{prefix} An error occurred during the TLS handshake: {detail} ({address})",
+        AuditBrokerLogin.AUTHENTICATION_FAILURE,
+    )
