@@ -33,6 +33,7 @@ from servicebroker.transport.adjacent import (
     AdjacentConnection,
     ConnectionState,
     PeerHello,
+    encryption_algorithm,
     negotiate_encryption,
 )
 from servicebroker.transport.audit import AuditBrokerLogin
@@ -427,4 +428,57 @@ def test_sec1_the_sender_refuses_a_receiver_whose_certificate_expired(
     )
     record = audit_record(caplog, AuditBrokerLogin.AUTHENTICATION_FAILURE, accept=False)
     assert status in record.getMessage()
+    record = audit_record(caplog, AuditBrokerLogin.AUTHENTICATION_FAILURE)
+    assert (
+        "The certificate used by this endpoint was refused by the peer: Certificate expired. "
+        "(TLS alert: certificate expired)" in record.getMessage()
+    )
     assert b.broker.views.conversation_endpoints() == []
+
+
+@pytest.mark.parametrize(
+    ("encrypted", "columns"), [(True, (3, "AES")), (False, (1, "NONE")), (None, (0, "NONE"))]
+)
+def test_sec1_dm_broker_connections_encryption_columns(
+    encrypted: bool | None, columns: tuple[int, str]
+) -> None:
+    """SEC-1, sys.dm_broker_connections: an encrypted connection shows encryption_algorithm 3
+    "AES"; one the matrix leaves unencrypted 1 ("SIGNING ONLY": every record is still
+    authenticated) with the desc of DISABLED, "NONE"; before the HELLOs 0 "NONE"."""
+    assert encryption_algorithm(encrypted) == columns
+
+
+def test_sec1_audit_broker_login_subclasses_are_microsofts() -> None:
+    """SEC-1: the Audit Broker Login subclasses, ids and names as the event class page lists
+    them."""
+    assert [(s.value, s.desc) for s in AuditBrokerLogin] == [
+        (1, "Login Success"),
+        (2, "Login Protocol Error"),
+        (3, "Message Format Error"),
+        (4, "Negotiate Failure"),
+        (5, "Authentication Failure"),
+        (6, "Authorization Failure"),
+    ]
+
+
+def test_sec1_a_peer_speaking_another_protocol_is_a_message_format_error(
+    sites: tuple[Site, Site], caplog: pytest.LogCaptureFixture
+) -> None:
+    """SEC-1: bytes that are not this protocol's HELLO (an HTTP request on the port) get
+    nothing back, and the acceptor logs an Audit Broker Login Message Format Error."""
+    caplog.set_level(logging.INFO, logger=PEER_LOG)
+    a, b = sites
+    secure(b, a)
+    b.broker.start()
+    eventually(lambda: b.broker.transport.statistics().running, "the warehouse's transport")
+    with socket.create_connection(("127.0.0.1", b.port), timeout=10) as sock:
+        sock.sendall(b"GET / HTTP/1.1\r\nHost: x\r\n\r\n")
+        got = bytearray()
+        with contextlib.suppress(OSError):
+            while data := sock.recv(65536):
+                got += data
+    assert got == b""
+    record = audit_record(caplog, AuditBrokerLogin.MESSAGE_FORMAT_ERROR)
+    assert record.getMessage().startswith(
+        "Audit Broker Login (Message Format Error): login failed for a connection from TCP://"
+    )

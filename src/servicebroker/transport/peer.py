@@ -207,14 +207,8 @@ def connect(
         peer_name=address,
     )
     try:
-        try:
-            raw.sendall(adjacent.start(clock.now()))
-            hello = _events_until(raw, adjacent, clock, lambda e: isinstance(e, PeerHello))
-        except OSError as exc:
-            raise LoginFailure(
-                _failed(f"An error occurred while receiving the peer's HELLO: {exc}", address),
-                AuditBrokerLogin.LOGIN_PROTOCOL_ERROR,
-            ) from None
+        raw.sendall(adjacent.start(clock.now()))
+        hello = _events_until(raw, adjacent, clock, lambda e: isinstance(e, PeerHello))
         if not isinstance(hello, PeerHello):
             raise _closed_failure(hello, adjacent, address)
         if hello.encrypt is None:
@@ -238,10 +232,11 @@ def connect(
         sock.settimeout(None)
         audit_login(log, AuditBrokerLogin.LOGIN_SUCCESS, address, _how(hello.encrypt), accept=False)
         return PeerConnection(sock, adjacent, address, clock, _thumbprint(sock))
-    except LoginFailure as exc:
+    except (OSError, TransportError) as exc:
         raw.close()
-        audit_login(log, exc.subclass, address, str(exc), accept=False)
-        raise
+        failure = _as_failure(exc, address)
+        audit_login(log, failure.subclass, address, str(failure), accept=False)
+        raise failure from None
 
 
 def accept(
@@ -268,33 +263,37 @@ def accept(
         peer_name=peer_address,
     )
     try:
-        try:
-            hello = _events_until(raw, adjacent, clock, lambda e: isinstance(e, PeerHello))
-            if not isinstance(hello, PeerHello):
-                raise _closed_failure(hello, adjacent, peer_address)
-            raw.sendall(adjacent.start(clock.now()))
-            if hello.encrypt is None:
-                refusal = adjacent.encryption_refusal()
-                raw.sendall(adjacent.login(False, refusal, clock.now()))
-                raise LoginFailure(
-                    _failed(refusal, peer_address), AuditBrokerLogin.NEGOTIATE_FAILURE
-                )
-            sock = _secure(raw, hello.encrypt, security, server=True, address=peer_address)
-            sock.sendall(adjacent.login(True, "", clock.now()))
-        except OSError as exc:
-            raise LoginFailure(
-                _failed(f"An error occurred during the login: {exc}", peer_address),
-                AuditBrokerLogin.LOGIN_PROTOCOL_ERROR,
-            ) from None
+        hello = _events_until(raw, adjacent, clock, lambda e: isinstance(e, PeerHello))
+        if not isinstance(hello, PeerHello):
+            raise _closed_failure(hello, adjacent, peer_address)
+        raw.sendall(adjacent.start(clock.now()))
+        if hello.encrypt is None:
+            refusal = adjacent.encryption_refusal()
+            raw.sendall(adjacent.login(False, refusal, clock.now()))
+            raise LoginFailure(_failed(refusal, peer_address), AuditBrokerLogin.NEGOTIATE_FAILURE)
+        sock = _secure(raw, hello.encrypt, security, server=True, address=peer_address)
+        sock.sendall(adjacent.login(True, "", clock.now()))
         sock.settimeout(None)
         audit_login(
             log, AuditBrokerLogin.LOGIN_SUCCESS, peer_address, _how(hello.encrypt), accept=True
         )
         return PeerConnection(sock, adjacent, peer_address, clock, _thumbprint(sock))
-    except LoginFailure as exc:
-        audit_login(log, exc.subclass, peer_address, str(exc), accept=True)
+    except (OSError, TransportError) as exc:
+        failure = _as_failure(exc, peer_address)
+        audit_login(log, failure.subclass, peer_address, str(failure), accept=True)
         raw.close()
         return None
+
+
+def _as_failure(exc: OSError | TransportError, address: str) -> LoginFailure:
+    """``exc`` as a :class:`LoginFailure`: an I/O error or another transport error during the
+    login is a Login Protocol Error (the connection broke, or timed out, mid-way)."""
+    if isinstance(exc, LoginFailure):
+        return exc
+    return LoginFailure(
+        _failed(f"An error occurred during the login: {exc}", address),
+        AuditBrokerLogin.LOGIN_PROTOCOL_ERROR,
+    )
 
 
 def _how(encrypt: bool) -> str:
