@@ -36,8 +36,9 @@ from servicebroker.transport.adjacent import (
     encryption_algorithm,
     negotiate_encryption,
 )
-from servicebroker.transport.audit import AuditBrokerLogin
+from servicebroker.transport.audit import AuditBrokerLogin, LoginFailure
 from servicebroker.transport.certificates import make_ca, make_self_signed, make_signed
+from servicebroker.transport.tls import check_cipher
 
 from .test_transport import (
     CONTRACT,
@@ -482,3 +483,30 @@ def test_sec1_a_peer_speaking_another_protocol_is_a_message_format_error(
     assert record.getMessage().startswith(
         "Audit Broker Login (Message Format Error): login failed for a connection from TCP://"
     )
+
+
+def test_sec1_a_cipher_the_matrix_did_not_choose_fails_the_login(tmp_path: Path) -> None:
+    """SEC-1: the shell checks that the TLS handshake chose what the ENCRYPTION matrix said —
+    an AES connection where the matrix said "not encrypted" (or the reverse) fails the login as
+    a Negotiate Failure naming the cipher."""
+    cert, key = make_self_signed("x", tmp_path)
+    contexts = []
+    for purpose in (ssl.PROTOCOL_TLS_SERVER, ssl.PROTOCOL_TLS_CLIENT):
+        ctx = ssl.SSLContext(purpose)
+        ctx.check_hostname = False
+        ctx.verify_mode = ssl.CERT_NONE
+        ctx.load_cert_chain(cert, key)
+        contexts.append(ctx)
+    left, right = socket.socketpair()
+    server = threading.Thread(
+        target=lambda: contexts[0].wrap_socket(right, server_side=True).close(), daemon=True
+    )
+    server.start()
+    with contexts[1].wrap_socket(left) as tls:
+        check_cipher(tls, encrypt=True, address="TCP://peer:1")  # AES where AES was said
+        with pytest.raises(LoginFailure) as caught:
+            check_cipher(tls, encrypt=False, address="TCP://peer:1")
+    server.join(10)
+    assert caught.value.subclass is AuditBrokerLogin.NEGOTIATE_FAILURE
+    assert str(caught.value).startswith("Connection handshake failed. The TLS handshake chose")
+    assert "not to be encrypted (TCP://peer:1)" in str(caught.value)

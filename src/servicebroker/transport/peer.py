@@ -206,6 +206,7 @@ def connect(
         now=clock.now(),
         peer_name=address,
     )
+    sock: socket.socket = raw
     try:
         raw.sendall(adjacent.start(clock.now()))
         hello = _events_until(raw, adjacent, clock, lambda e: isinstance(e, PeerHello))
@@ -225,7 +226,7 @@ def connect(
             raise handshake_failure(exc, address) from None
         if isinstance(verdict, LoginRefused):
             raise LoginFailure(
-                _failed(verdict.status, address), AuditBrokerLogin.LOGIN_PROTOCOL_ERROR
+                _failed(verdict.status, address), AuditBrokerLogin.AUTHORIZATION_FAILURE
             )
         if not isinstance(verdict, LoggedIn):
             raise _closed_failure(verdict, adjacent, address)
@@ -233,7 +234,7 @@ def connect(
         audit_login(log, AuditBrokerLogin.LOGIN_SUCCESS, address, _how(hello.encrypt), accept=False)
         return PeerConnection(sock, adjacent, address, clock, _thumbprint(sock))
     except (OSError, TransportError) as exc:
-        raw.close()
+        _close(sock, raw)
         failure = _as_failure(exc, address)
         audit_login(log, failure.subclass, address, str(failure), accept=False)
         raise failure from None
@@ -262,6 +263,7 @@ def accept(
         now=clock.now(),
         peer_name=peer_address,
     )
+    sock: socket.socket = raw
     try:
         hello = _events_until(raw, adjacent, clock, lambda e: isinstance(e, PeerHello))
         if not isinstance(hello, PeerHello):
@@ -281,8 +283,16 @@ def accept(
     except (OSError, TransportError) as exc:
         failure = _as_failure(exc, peer_address)
         audit_login(log, failure.subclass, peer_address, str(failure), accept=True)
-        raw.close()
+        _close(sock, raw)
         return None
+
+
+def _close(sock: socket.socket, raw: socket.socket) -> None:
+    """Close a connection whose login failed: the TLS socket (which took over the raw one's
+    file descriptor) if the handshake went that far, else the raw socket."""
+    for s in (sock, raw):
+        with contextlib.suppress(OSError):
+            s.close()
 
 
 def _as_failure(exc: OSError | TransportError, address: str) -> LoginFailure:
@@ -335,7 +345,11 @@ def _secure(
         sock = ctx.wrap_socket(raw, server_side=server)
     except OSError as exc:
         raise handshake_failure(exc, address) from None
-    check_cipher(sock, encrypt=encrypt, address=address)
+    try:
+        check_cipher(sock, encrypt=encrypt, address=address)
+    except LoginFailure:
+        sock.close()
+        raise
     return sock
 
 
