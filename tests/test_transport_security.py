@@ -18,6 +18,7 @@ Transport security does not depend on the storage, so these tests run on SQLite 
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import datetime
 import logging
 import socket
@@ -38,7 +39,9 @@ from servicebroker.transport.adjacent import (
 )
 from servicebroker.transport.audit import AuditBrokerLogin, LoginFailure
 from servicebroker.transport.certificates import make_ca, make_self_signed, make_signed
+from servicebroker.transport.framing import Frame, FrameDecoder, FrameType, encode_frame
 from servicebroker.transport.tls import check_cipher
+from servicebroker.transport.wire import decode_hello, encode_hello
 
 from .test_transport import (
     CONTRACT,
@@ -140,11 +143,14 @@ class Tap:
     listening side (what a network observer would see); with ``tamper``, it flips one bit of
     the first occurrence of those bytes on the wire (once)."""
 
-    def __init__(self, target_port: int, *, tamper: bytes | None = None) -> None:
+    def __init__(
+        self, target_port: int, *, tamper: bytes | None = None, hello_encryption: str = ""
+    ) -> None:
         self.port = free_port()
         self.target_port = target_port
         self.tamper = tamper
         self.tampered = False
+        self.hello_encryption = hello_encryption
         self.seen = bytearray()
         self._listener = socket.create_server(("127.0.0.1", self.port))
         threading.Thread(target=self._serve, daemon=True).start()
@@ -161,6 +167,8 @@ class Tap:
 
     def _pump(self, src: socket.socket, dst: socket.socket, record: bool) -> None:
         try:
+            if self.hello_encryption:
+                dst.sendall(self._rewrite_hello(src))
             while data := src.recv(65536):
                 if record:
                     self.seen += data
@@ -175,6 +183,19 @@ class Tap:
             for sock in (src, dst):
                 with contextlib.suppress(OSError):
                     sock.shutdown(socket.SHUT_RDWR)
+
+    def _rewrite_hello(self, src: socket.socket) -> bytes:
+        """Read the HELLO frame coming from ``src`` (a byte at a time, so nothing after it)
+        and return it with its ENCRYPTION replaced by ``hello_encryption``."""
+        decoder = FrameDecoder()
+        while True:
+            data = src.recv(1)
+            if not data:
+                return b""
+            for frame in decoder.feed(data):
+                hello = decode_hello(frame.payload)
+                changed = dataclasses.replace(hello, encryption=self.hello_encryption)
+                return encode_frame(Frame(FrameType.HELLO, encode_hello(changed)))
 
     def close(self) -> None:
         self._listener.close()
@@ -251,6 +272,36 @@ def test_sec1_disabled_connection_is_integrity_protected(
 
     eventually(retried, "the message's retry")
     assert got == [body]
+
+
+def test_sec1_a_hello_altered_to_downgrade_supported_fails_the_login(
+    sites: tuple[Site, Site], tap_factory: list[Tap], caplog: pytest.LogCaptureFixture
+) -> None:
+    """SEC-1: the HELLOs travel in the clear; an attacker between two SUPPORTED endpoints who
+    rewrites both to say DISABLED (so that the matrix says "not encrypted") does not get the
+    data in the clear: each side offers the cipher suites of its own setting, the protected
+    TLS negotiation still picks AES, and the login fails as a Negotiate Failure naming the
+    cipher — the message waits, and its body never crosses the wire."""
+    caplog.set_level(logging.INFO, logger=PEER_LOG)
+    a, b = sites
+    tap = Tap(b.port, hello_encryption="DISABLED")
+    tap_factory.append(tap)
+    catalog(a.broker, target=False)
+    catalog(b.broker, target=True)
+    secure(a, b, encryption="SUPPORTED")
+    secure(b, a, encryption="SUPPORTED")
+    a.broker.create_route("warehouse", service_name=TARGET, address=f"TCP://127.0.0.1:{tap.port}")
+    a.broker.start()
+    b.broker.start()
+    send_order(a, "<order secret='downgrade-marker-31337'/>")
+
+    status = eventually(lambda: first_status(a.broker), "the refusal's status")
+    assert status.startswith("Connection handshake failed. The TLS handshake chose the cipher")
+    assert "AES" in status and "but the connection is not to be encrypted" in status
+    record = audit_record(caplog, AuditBrokerLogin.NEGOTIATE_FAILURE)
+    assert "not to be encrypted" in record.getMessage()
+    assert b"downgrade-marker-31337" not in bytes(tap.seen)
+    assert b.broker.views.conversation_endpoints() == []
 
 
 def raw_hello_then_tls_without_certificate(port: int) -> tuple[bytes, bytes, str]:

@@ -334,13 +334,14 @@ def _secure(
     address: str,
 ) -> ssl.SSLSocket:
     """The TLS handshake over ``raw`` after the HELLOs (SEC-1): mutual certificate
-    authentication always; encrypted or integrity-only as the ENCRYPTION matrix decided.
+    authentication always; encrypted or integrity-only as the two endpoints' cipher suites
+    make it, which must be what the ENCRYPTION matrix decided (``encrypt``).
 
     Raises:
         LoginFailure: the handshake failed (:func:`.tls.handshake_failure`), or chose a cipher
             the matrix did not say (:func:`.tls.check_cipher`).
     """
-    ctx = security.context(server=server, encrypt=encrypt)
+    ctx = security.server if server else security.client
     try:
         sock = ctx.wrap_socket(raw, server_side=server)
     except OSError as exc:

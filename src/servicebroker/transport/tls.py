@@ -12,14 +12,16 @@ anchor, a CA-signed one is accepted when its own certificate or its CA's is gran
 (``VERIFY_X509_PARTIAL_CHAIN``). Host names are not checked: the certificate is the identity,
 as in SQL Server. An expired or not-yet-valid certificate fails the handshake.
 
-Each side has two pairs of contexts; the pure ENCRYPTION matrix (:func:`.adjacent.negotiate_
-encryption`) says which one a connection uses. An encrypted connection runs TLS 1.2 or later
-with the default (AES) cipher suites. A connection the matrix leaves unencrypted (DISABLED with
-DISABLED or SUPPORTED) runs TLS 1.2 with a NULL cipher (:data:`INTEGRITY_ONLY_CIPHERS`): both
-certificates are exchanged and verified as before, every record carries its HMAC, but the data
-goes in the clear. :func:`check_cipher` makes sure the handshake chose what the matrix said;
-:func:`handshake_failure` turns a failed handshake into the status text and the Audit Broker
-Login subclass.
+The contexts follow this endpoint's own ENCRYPTION (:data:`CIPHERS`): REQUIRED offers only
+encrypting (AES-GCM) cipher suites, TLS 1.2 or 1.3; DISABLED only NULL cipher suites, TLS 1.2
+(:data:`INTEGRITY_ONLY_CIPHERS`: both certificates are exchanged and verified as before, every
+record carries its HMAC, but the data goes in the clear); SUPPORTED offers both, encrypting
+first. So the TLS handshake — whose negotiation the Finished messages protect — reaches the
+outcome of the pure ENCRYPTION matrix (:func:`.adjacent.negotiate_encryption`, decided from the
+HELLOs, which travel in the clear), and :func:`check_cipher` refuses the connection when it did
+not: a HELLO altered on the way (SUPPORTED turned into DISABLED, to have the data sent in the
+clear) fails the login instead of downgrading it. :func:`handshake_failure` turns a failed
+handshake into the status text and the Audit Broker Login subclass.
 """
 
 from __future__ import annotations
@@ -35,6 +37,7 @@ from ..errors import TransportError
 from .audit import AuditBrokerLogin, LoginFailure
 
 __all__ = [
+    "CIPHERS",
     "INTEGRITY_ONLY_CIPHERS",
     "EndpointSecurity",
     "check_cipher",
@@ -47,7 +50,17 @@ INTEGRITY_ONLY_CIPHERS = "ECDHE-ECDSA-NULL-SHA:ECDHE-RSA-NULL-SHA:NULL-SHA256:@S
 """The TLS 1.2 cipher suites of an unencrypted connection (ENCRYPTION DISABLED on one side):
 authenticated key exchange and an HMAC on every record, no encryption. ECDHE-ECDSA-NULL-SHA is
 the one for the EC certificates :mod:`.certificates` makes; the RSA ones serve RSA certificates.
-``@SECLEVEL=0`` because OpenSSL counts a NULL cipher as security level 0."""
+``@SECLEVEL=0`` because OpenSSL counts a NULL cipher as security level 0 (which also admits
+weaker keys in the certificates; only granted certificates are trusted all the same)."""
+
+CIPHERS = {
+    "REQUIRED": "ECDH+AESGCM",
+    "SUPPORTED": f"ECDH+AESGCM:{INTEGRITY_ONLY_CIPHERS}",
+    "DISABLED": INTEGRITY_ONLY_CIPHERS,
+}
+"""The TLS 1.2 cipher suites each ENCRYPTION setting offers (TLS 1.3's are OpenSSL's AES-GCM
+ones first, by the server's preference); DISABLED also stops at TLS 1.2, which has NULL
+ciphers."""
 
 
 @dataclass(frozen=True)
@@ -59,24 +72,14 @@ class EndpointSecurity:
         client: the context of connections this endpoint makes (server certificate verified).
         encryption: the endpoint's ENCRYPTION (DISABLED, SUPPORTED, REQUIRED).
         granted: the SHA-1 thumbprints (hex) of the certificates granted CONNECT.
-        server_plain, client_plain: the same for a connection the ENCRYPTION matrix leaves
-            unencrypted: TLS 1.2 with :data:`INTEGRITY_ONLY_CIPHERS` (authenticated, integrity
-            protected, not encrypted).
+
+    Both contexts offer the cipher suites of ``encryption`` (:data:`CIPHERS`).
     """
 
     server: ssl.SSLContext
     client: ssl.SSLContext
     encryption: str
     granted: frozenset[str]
-    server_plain: ssl.SSLContext
-    client_plain: ssl.SSLContext
-
-    def context(self, *, server: bool, encrypt: bool) -> ssl.SSLContext:
-        """The context of a connection: accepted (``server``) or made, encrypted or not (the
-        outcome of :func:`.adjacent.negotiate_encryption`)."""
-        if server:
-            return self.server if encrypt else self.server_plain
-        return self.client if encrypt else self.client_plain
 
 
 def security_from_catalog(catalog: CatalogSnapshot) -> EndpointSecurity:
@@ -105,23 +108,21 @@ def security_from_catalog(catalog: CatalogSnapshot) -> EndpointSecurity:
                 granted_pems.append(peer.certificate_pem)
                 granted.add(peer.thumbprint.lower())
     contexts = []
-    for encrypt in (True, False):
-        for purpose in (ssl.PROTOCOL_TLS_SERVER, ssl.PROTOCOL_TLS_CLIENT):
-            ctx = ssl.SSLContext(purpose)
-            ctx.minimum_version = ssl.TLSVersion.TLSv1_2
-            if not encrypt:
-                ctx.maximum_version = ssl.TLSVersion.TLSv1_2
-                ctx.set_ciphers(INTEGRITY_ONLY_CIPHERS)
-            ctx.check_hostname = False
-            ctx.verify_mode = ssl.CERT_REQUIRED
-            ctx.verify_flags |= ssl.VERIFY_X509_PARTIAL_CHAIN
-            _load_chain(ctx, cert.certificate_pem, cert.private_key_file, endpoint.name)
-            if granted_pems:
-                ctx.load_verify_locations(cadata="\n".join(granted_pems))
-            contexts.append(ctx)
-    return EndpointSecurity(
-        contexts[0], contexts[1], endpoint.encryption, frozenset(granted), contexts[2], contexts[3]
-    )
+    for purpose in (ssl.PROTOCOL_TLS_SERVER, ssl.PROTOCOL_TLS_CLIENT):
+        ctx = ssl.SSLContext(purpose)
+        ctx.minimum_version = ssl.TLSVersion.TLSv1_2
+        if endpoint.encryption == "DISABLED":
+            ctx.maximum_version = ssl.TLSVersion.TLSv1_2
+        ctx.set_ciphers(CIPHERS[endpoint.encryption])
+        ctx.options |= ssl.OP_CIPHER_SERVER_PREFERENCE
+        ctx.check_hostname = False
+        ctx.verify_mode = ssl.CERT_REQUIRED
+        ctx.verify_flags |= ssl.VERIFY_X509_PARTIAL_CHAIN
+        _load_chain(ctx, cert.certificate_pem, cert.private_key_file, endpoint.name)
+        if granted_pems:
+            ctx.load_verify_locations(cadata="\n".join(granted_pems))
+        contexts.append(ctx)
+    return EndpointSecurity(contexts[0], contexts[1], endpoint.encryption, frozenset(granted))
 
 
 def _load_chain(ctx: ssl.SSLContext, pem: str, key_file: str, endpoint: str) -> None:
@@ -148,15 +149,18 @@ def peer_thumbprint(sock: ssl.SSLSocket) -> str | None:
 
 
 def check_cipher(sock: ssl.SSLSocket, *, encrypt: bool, address: str) -> None:
-    """Check that the handshake on ``sock`` chose what the ENCRYPTION matrix said: a NULL
-    cipher exactly when the connection is not to be encrypted (SEC-1).
+    """Check that the handshake on ``sock`` chose what the ENCRYPTION matrix said (SEC-1): an
+    AES cipher when the connection is to be encrypted, a NULL one when it is not. Since the
+    contexts offer the ciphers of each side's own setting, a mismatch means a HELLO was altered
+    on the way (or the peer runs other code).
 
     Raises:
         LoginFailure: it did not (NEGOTIATE_FAILURE), naming the cipher and ``address``.
     """
     cipher = sock.cipher()
     name = cipher[0] if cipher else "none"
-    if ("NULL" in name) == encrypt:
+    as_said = ("AES" in name and "NULL" not in name) if encrypt else ("NULL" in name)
+    if not as_said:
         raise LoginFailure(
             f"Connection handshake failed. The TLS handshake chose the cipher {name}, but the "
             f"connection is {'' if encrypt else 'not '}to be encrypted ({address})",
