@@ -23,6 +23,7 @@ one instance at 100 bytes; the broker's 10 MB throughput within 2x of raw TLS ba
 
     python benchmarks/transport.py [--messages 20000,2000,20] [--sizes 100,65536,10485760]
         [--batch 100,10,1] [--dialogs 4] [--rabbitmq 127.0.0.1:5672] [--no-rabbitmq]
+        [--encryption REQUIRED | SUPPORTED | DISABLED]
 """
 
 from __future__ import annotations
@@ -94,9 +95,10 @@ def catalog(broker: Broker, *, initiator: bool, target: bool) -> None:
         broker.create_service("//t", queue="tq", contracts=["C"])
 
 
-def setup_pair(folder: Path) -> tuple[str, str]:
-    """Two SQLite files, ``a`` (//i) and ``b`` (//t), each with its certificate, endpoint,
-    the other's certificate granted CONNECT, and a route to the other; returns their paths."""
+def setup_pair(folder: Path, encryption: str = "REQUIRED") -> tuple[str, str]:
+    """Two SQLite files, ``a`` (//i) and ``b`` (//t), each with its certificate, endpoint
+    (ENCRYPTION ``encryption``), the other's certificate granted CONNECT, and a route to the
+    other; returns their paths."""
     paths = (str(folder / "a.db"), str(folder / "b.db"))
     certs = [make_self_signed(n, folder / n) for n in "ab"]
     ports = (free_port(), free_port())
@@ -111,7 +113,7 @@ def setup_pair(folder: Path) -> tuple[str, str]:
                 "sb",
                 listener_port=ports[i],
                 authentication_certificate="me",
-                encryption="REQUIRED",
+                encryption=encryption,
             )
             b.grant_connect("sb", certificate="peer")
             service = "//t" if i == 0 else "//i"
@@ -399,13 +401,20 @@ def main() -> int:
     parser.add_argument("--dialogs", type=int, default=4)
     parser.add_argument("--rabbitmq", default="127.0.0.1:5672")
     parser.add_argument("--no-rabbitmq", action="store_true")
+    parser.add_argument(
+        "--encryption",
+        default="REQUIRED",
+        choices=("REQUIRED", "SUPPORTED", "DISABLED"),
+        help="both endpoints' ENCRYPTION (DISABLED: TLS 1.2 with a NULL cipher, SEC-1)",
+    )
     args = parser.parse_args()
     sizes = [int(s) for s in args.sizes.split(",")]
     counts = [int(s) for s in args.messages.split(",")]
     batches = [int(s) for s in args.batch.split(",")]
     console = Console(width=190)
     table = Table(
-        title="servicebroker between two instances (mutual TLS, loopback) vs within one; "
+        title=f"servicebroker between two instances (mutual TLS, ENCRYPTION {args.encryption}, "
+        "loopback) vs within one; "
         "SQLite WAL synchronous=FULL; one sender and one receiver process"
     )
     for col in (
@@ -427,7 +436,7 @@ def main() -> int:
         for i, (size, total, batch) in enumerate(zip(sizes, counts, batches, strict=True)):
             run = folder / f"run{i}"
             run.mkdir()
-            a, b = setup_pair(run)
+            a, b = setup_pair(run, args.encryption)
             local = setup_local(run)
             between = broker_run(a, b, True, total, batch, args.dialogs, size)
             within = broker_run(local, local, False, total, batch, args.dialogs, size)

@@ -5,6 +5,7 @@ brokers run on manual clocks, so no retry fires unless a test moves the clock.""
 
 from __future__ import annotations
 
+import logging
 import socket
 import time
 from collections.abc import Callable, Iterator
@@ -16,6 +17,7 @@ import pytest
 
 from servicebroker import Broker, ManualClock
 from servicebroker.dialogs import parse_error_body
+from servicebroker.transport.audit import AuditBrokerLogin
 from servicebroker.transport.certificates import make_self_signed
 
 from .conftest import START, drop_url, new_url
@@ -117,6 +119,25 @@ def first_status(broker: Broker) -> str | None:
     return rows[0].transmission_status if rows and rows[0].transmission_status else None
 
 
+def audit_record(
+    caplog: pytest.LogCaptureFixture, subclass: AuditBrokerLogin, *, accept: bool = True
+) -> logging.LogRecord:
+    """The first Audit Broker Login record of ``subclass`` logged by the accepting side (or
+    the connecting side, ``accept=False``), once it is logged (SEC-1)."""
+    side = "from" if accept else "to"
+
+    def probe() -> logging.LogRecord | None:
+        for record in list(caplog.records):
+            if (
+                getattr(record, "audit_broker_login", None) is subclass
+                and f"for a connection {side} " in record.getMessage()
+            ):
+                return record
+        return None
+
+    return eventually(probe, f"an Audit Broker Login ({subclass.desc}) record")
+
+
 def receive_all(broker: Broker, queue: str, n: int) -> list[tuple[str, bytes]]:
     got: list[tuple[str, bytes]] = []
 
@@ -207,10 +228,16 @@ def test_a_message_waits_while_the_target_service_is_missing(sites: tuple[Site, 
     assert [body for _, body in receive_all(b.broker, "warehouse_q", 1)] == [b"<o/>"]
 
 
-def test_a_peer_whose_certificate_is_not_granted_gets_nothing(sites: tuple[Site, Site]) -> None:
+def test_a_peer_whose_certificate_is_not_granted_gets_nothing(
+    sites: tuple[Site, Site], caplog: pytest.LogCaptureFixture
+) -> None:
     """SEC-1: the warehouse has the shop's certificate but granted it no CONNECT: the
     connection is refused, the shop's message waits with the handshake's failure as its
-    transmission_status, and nothing reaches the warehouse."""
+    transmission_status, nothing reaches the warehouse, and the warehouse logs an Audit Broker
+    Login event of subclass Authorization Failure ("the public key delivered … does not
+    correspond to a certificate in the database",
+    https://learn.microsoft.com/en-us/sql/relational-databases/event-classes/audit-broker-login-event-class)."""
+    caplog.set_level(logging.INFO, logger="servicebroker.transport.peer")
     a, b = sites
     catalog(a.broker, target=False)
     catalog(b.broker, target=True)
@@ -223,13 +250,30 @@ def test_a_peer_whose_certificate_is_not_granted_gets_nothing(sites: tuple[Site,
         handle = tx.begin_dialog(INITIATOR, TARGET, contract=CONTRACT)
         tx.send(handle, "Order", "<o/>")
 
-    assert "handshake failed" in eventually(lambda: first_status(a.broker), "the refusal's status")
+    status = eventually(lambda: first_status(a.broker), "the refusal's status")
+    assert status == (
+        "Connection handshake failed. The certificate used by this endpoint was refused by the "
+        "peer: it is not granted CONNECT on the peer's endpoint. (TLS alert: unknown ca) "
+        f"(TCP://127.0.0.1:{b.port})"
+    )
+    record = audit_record(caplog, AuditBrokerLogin.AUTHORIZATION_FAILURE)
+    assert record.levelno == logging.WARNING
+    assert (
+        "The certificate used by the peer is invalid due to the following reason: Certificate "
+        "not granted CONNECT on this endpoint (self-signed certificate)." in record.getMessage()
+    )
     assert b.broker.views.conversation_endpoints() == []
     assert b.broker.transport.statistics().connections_refused >= 1
 
 
-def test_required_against_disabled_is_refused(sites: tuple[Site, Site]) -> None:
-    """SEC-1: ENCRYPTION REQUIRED and DISABLED cannot talk; the status says so."""
+def test_required_against_disabled_is_refused(
+    sites: tuple[Site, Site], caplog: pytest.LogCaptureFixture
+) -> None:
+    """SEC-1: ENCRYPTION REQUIRED and DISABLED cannot talk ("to connect to this endpoint,
+    another endpoint must have ENCRYPTION set to either SUPPORTED or REQUIRED",
+    https://learn.microsoft.com/en-us/sql/t-sql/statements/create-endpoint-transact-sql); the
+    status says so and the acceptor logs an Audit Broker Login Negotiate Failure."""
+    caplog.set_level(logging.INFO, logger="servicebroker.transport.peer")
     a, b = sites
     catalog(a.broker, target=False)
     catalog(b.broker, target=True)
@@ -242,7 +286,16 @@ def test_required_against_disabled_is_refused(sites: tuple[Site, Site]) -> None:
         tx.send(tx.begin_dialog(INITIATOR, TARGET, contract=CONTRACT), "Order", "<o/>")
 
     text = eventually(lambda: first_status(a.broker), "the refusal's status")
-    assert "REQUIRED" in text and "DISABLED" in text
+    assert text == (
+        "Connection handshake failed. There is no compatible encryption: this endpoint's "
+        "ENCRYPTION is REQUIRED and the peer's is DISABLED (REQUIRED and DISABLED cannot talk, "
+        f"SEC-1) (TCP://127.0.0.1:{b.port})"
+    )
+    record = audit_record(caplog, AuditBrokerLogin.NEGOTIATE_FAILURE)
+    assert "this endpoint's ENCRYPTION is DISABLED and the peer's is REQUIRED" in (
+        record.getMessage()
+    )
+    assert b.broker.views.conversation_endpoints() == []
 
 
 def test_an_unreadable_private_key_fails_the_start_and_tick_4c_retries_it(

@@ -133,7 +133,9 @@ class BrokerConnectionRow:
     broker instance. ``state``/``state_desc`` and ``login_state``/``login_state_desc`` as
     SQL Server shows them; times are datetimes (broker clock); ``address`` the peer's
     ``TCP://host:port``; ``peer_certificate`` the SHA-1 thumbprint of the certificate the peer
-    presented; ``encryption_algorithm_desc`` "AES" over TLS, "NONE" in the clear."""
+    presented; ``encryption_algorithm`` / ``encryption_algorithm_desc`` 3 "AES" for an
+    encrypted connection, 1 (SIGNING ONLY) "NONE" for one the ENCRYPTION matrix leaves
+    unencrypted (authenticated and integrity-protected, SEC-1)."""
 
     connection_id: uuid.UUID
     address: str
@@ -148,6 +150,7 @@ class BrokerConnectionRow:
     login_state_desc: str
     authentication_method: str
     peer_certificate: str | None
+    encryption_algorithm: int
     encryption_algorithm_desc: str
     total_bytes_sent: int
     total_bytes_received: int
@@ -405,7 +408,8 @@ class Views(CatalogViews, NetworkViews):
                     st.login_state_desc,
                     "CERTIFICATE",
                     conn.peer_certificate,
-                    "AES" if st.encrypted else "NONE",
+                    st.encryption_algorithm,
+                    st.encryption_algorithm_desc,
                     st.total_bytes_sent,
                     st.total_bytes_received,
                     st.total_fragments_sent,

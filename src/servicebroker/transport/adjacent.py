@@ -60,6 +60,7 @@ __all__ = [
     "LoginState",
     "PeerHello",
     "RefusalReceived",
+    "encryption_algorithm",
     "negotiate_encryption",
 ]
 
@@ -135,8 +136,12 @@ _LOGIN_DESC = {
 def negotiate_encryption(ours: str, theirs: str) -> bool | None:
     """SEC-1's ENCRYPTION matrix: True (encrypt), False (plain) or None (refuse the login).
 
-    DISABLED with DISABLED or SUPPORTED is plain; SUPPORTED or REQUIRED on both sides is
-    encrypted; REQUIRED against DISABLED is refused.
+    As CREATE ENDPOINT defines ENCRYPTION (https://learn.microsoft.com/en-us/sql/t-sql/
+    statements/create-endpoint-transact-sql): DISABLED with DISABLED or SUPPORTED is plain;
+    SUPPORTED or REQUIRED on both sides is encrypted; REQUIRED against DISABLED is refused.
+    The decision is the same on both sides (it is symmetric). A plain connection is still
+    authenticated by both certificates and integrity-protected (the shell's TLS with a NULL
+    cipher, :mod:`.tls`); it is only not encrypted.
 
     Raises:
         TransportError: either value is not DISABLED, SUPPORTED or REQUIRED.
@@ -149,6 +154,19 @@ def negotiate_encryption(ours: str, theirs: str) -> bool | None:
     if "DISABLED" in (ours, theirs):
         return None if "REQUIRED" in (ours, theirs) else False
     return True
+
+
+def encryption_algorithm(encrypted: bool | None) -> tuple[int, str]:
+    """``encryption_algorithm`` and ``encryption_algorithm_desc`` of sys.dm_broker_connections
+    for a connection the ENCRYPTION matrix made ``encrypted`` (None: not decided yet):
+    (3, "AES") encrypted (TLS with AES-GCM); (1, "NONE") not encrypted — the value 1 is
+    "SIGNING ONLY" (every record still carries its HMAC) and the text is the desc of DISABLED;
+    (0, "NONE") before the HELLOs.
+    https://learn.microsoft.com/en-us/sql/relational-databases/system-dynamic-management-views/
+    sys-dm-broker-connections-transact-sql"""
+    if encrypted is None:
+        return 0, "NONE"
+    return (3, "AES") if encrypted else (1, "NONE")
 
 
 @dataclass(frozen=True, slots=True)
@@ -242,6 +260,16 @@ class ConnectionStatistics:
     def login_state_desc(self) -> str:
         """The login_state_desc text."""
         return self.login_state.desc
+
+    @property
+    def encryption_algorithm(self) -> int:
+        """0 before the HELLOs, 1 signing only (not encrypted), 3 AES (:func:`encryption_algorithm`)."""
+        return encryption_algorithm(self.encrypted)[0]
+
+    @property
+    def encryption_algorithm_desc(self) -> str:
+        """ "AES" encrypted, "NONE" not (:func:`encryption_algorithm`)."""
+        return encryption_algorithm(self.encrypted)[1]
 
 
 class AdjacentConnection:
@@ -349,7 +377,7 @@ class AdjacentConnection:
                 f"connection is {self.state.name}: login needs the peer's HELLO first"
             )
         if accepted and self.encrypted is None:
-            accepted, status = False, self._encryption_refusal()
+            accepted, status = False, self.encryption_refusal()
         if accepted:
             self.state = ConnectionState.LOGGED_IN
             self.login_state = LoginState.ONLINE
@@ -365,11 +393,15 @@ class AdjacentConnection:
         self._closed(status, error=True)
         return data
 
-    def _encryption_refusal(self) -> str:
+    def encryption_refusal(self) -> str:
+        """The status of a login the ENCRYPTION matrix refuses (SEC-1), from this side's view:
+        "Connection handshake failed. There is no compatible encryption: this endpoint's
+        ENCRYPTION is … and the peer's is …"."""
         theirs = self.peer_hello.encryption if self.peer_hello is not None else "?"
         return (
-            f"Connection handshake failed: this endpoint's ENCRYPTION is {self.encryption} and "
-            f"the peer's is {theirs} (REQUIRED and DISABLED cannot talk, SEC-1)"
+            f"Connection handshake failed. There is no compatible encryption: this endpoint's "
+            f"ENCRYPTION is {self.encryption} and the peer's is {theirs} (REQUIRED and DISABLED "
+            f"cannot talk, SEC-1)"
         )
 
     def receive_data(self, data: bytes, now: float) -> list[Event]:

@@ -3,7 +3,8 @@
 
 :func:`connect` and :func:`accept` run the opening on a blocking socket — each side's HELLO in
 the clear (it carries the broker instance and the ENCRYPTION setting), then the TLS handshake
-with both certificates (mutual TLS, :mod:`.tls`), then the accepting side's LOGIN verdict —
+with both certificates (mutual TLS, :mod:`.tls`; encrypted, or integrity-only when the
+ENCRYPTION matrix says so), then the accepting side's LOGIN verdict —
 and return a :class:`PeerConnection` whose reader thread feeds every byte received to the
 state machine and hands the events to the transport service. Writes go through
 :meth:`PeerConnection.send`, one at a time.
@@ -30,9 +31,10 @@ from .adjacent import (
     LoginRefused,
     PeerHello,
 )
+from .audit import AuditBrokerLogin, LoginFailure, audit_login
 from .routing import parse_tcp_address
 from .settings import TransportSettings
-from .tls import EndpointSecurity, peer_thumbprint
+from .tls import EndpointSecurity, check_cipher, handshake_failure, peer_thumbprint
 
 __all__ = ["HANDSHAKE_SECONDS", "PeerConnection", "accept", "connect"]
 
@@ -197,6 +199,15 @@ def _events_until(
                 return event
 
 
+def _failed(status: str, address: str) -> str:
+    """The status text of a failed handshake: "Connection handshake failed. …" once, then the
+    peer's address."""
+    prefix = "Connection handshake failed"
+    if status.startswith(prefix):
+        return f"{status} ({address})"
+    return f"{prefix}. {status} ({address})"
+
+
 def connect(
     address: str,
     our_instance: uuid.UUID,
@@ -205,12 +216,14 @@ def connect(
     clock: Clock,
 ) -> PeerConnection:
     """Open a connection to the endpoint at ``address`` (``TCP://host:port``) and log in.
+    A failed login is logged as an Audit Broker Login event (:mod:`.audit`).
 
     Raises:
         TransportError: the connection could not be made or was refused; the message is the
             ``transmission_status`` the waiting messages show (NET-7): connection refused,
-            the handshake failed (certificate not granted, expired, another CA, ENCRYPTION
-            mismatch), or the login was refused.
+            or "Connection handshake failed. …" (certificate not granted, expired, from
+            another CA, none presented; ENCRYPTION REQUIRED against DISABLED; the login
+            refused) — a :class:`LoginFailure` then, with its Audit Broker Login subclass.
     """
     host, port = parse_tcp_address(address)
     try:
@@ -227,26 +240,38 @@ def connect(
         now=clock.now(),
         peer_name=address,
     )
+    sock: socket.socket = raw
     try:
         raw.sendall(adjacent.start(clock.now()))
         hello = _events_until(raw, adjacent, clock, lambda e: isinstance(e, PeerHello))
-        if isinstance(hello, ConnectionClosed):
-            raise TransportError(f"Connection handshake failed: {hello.status} ({address})")
-        assert isinstance(hello, PeerHello)
-        sock = _secure(raw, hello, security, server=False, address=address)
-        verdict = _events_until(
-            sock, adjacent, clock, lambda e: isinstance(e, LoggedIn | LoginRefused)
-        )
+        if not isinstance(hello, PeerHello):
+            raise _closed_failure(hello, adjacent, address)
+        if hello.encrypt is None:
+            raise LoginFailure(
+                _failed(adjacent.encryption_refusal(), address),
+                AuditBrokerLogin.NEGOTIATE_FAILURE,
+            )
+        sock = _secure(raw, hello.encrypt, security, server=False, address=address)
+        try:
+            verdict = _events_until(
+                sock, adjacent, clock, lambda e: isinstance(e, LoggedIn | LoginRefused)
+            )
+        except OSError as exc:  # TLS 1.3: the peer's refusal of our certificate comes here
+            raise handshake_failure(exc, address) from None
+        if isinstance(verdict, LoginRefused):
+            raise LoginFailure(
+                _failed(verdict.status, address), AuditBrokerLogin.AUTHORIZATION_FAILURE
+            )
         if not isinstance(verdict, LoggedIn):
-            status = verdict.status if isinstance(verdict, LoginRefused | ConnectionClosed) else ""
-            raise TransportError(f"Connection handshake failed: {status} ({address})")
+            raise _closed_failure(verdict, adjacent, address)
         sock.settimeout(None)
+        audit_login(log, AuditBrokerLogin.LOGIN_SUCCESS, address, _how(hello.encrypt), accept=False)
         return PeerConnection(sock, adjacent, address, clock, _thumbprint(sock))
     except (OSError, TransportError) as exc:
-        raw.close()
-        if isinstance(exc, TransportError):
-            raise
-        raise TransportError(f"Connection handshake failed: {exc} ({address})") from None
+        _close(sock, raw)
+        failure = _as_failure(exc, address)
+        audit_login(log, failure.subclass, address, str(failure), accept=False)
+        raise failure from None
 
 
 def accept(
@@ -258,9 +283,11 @@ def accept(
     clock: Clock,
 ) -> PeerConnection | None:
     """Open an accepted connection: HELLO, TLS with the peer's certificate required and
-    verified against the certificates granted CONNECT, then LOGIN. A refused peer gets
-    nothing but the refusal; the refusal is logged as SQL Server's Audit Broker Login event
-    (None is returned)."""
+    verified against the certificates granted CONNECT (encrypted or not, as the ENCRYPTION
+    matrix says), then LOGIN. A refused peer gets nothing but the refusal (the TLS alert, or
+    a LOGIN refusal when the ENCRYPTION settings exclude each other); every login, accepted
+    or refused, is logged as SQL Server's Audit Broker Login event with its subclass
+    (:mod:`.audit`). None is returned for a refused one."""
     raw.settimeout(HANDSHAKE_SECONDS)
     adjacent = AdjacentConnection(
         our_instance,
@@ -270,48 +297,95 @@ def accept(
         now=clock.now(),
         peer_name=peer_address,
     )
+    sock: socket.socket = raw
     try:
         hello = _events_until(raw, adjacent, clock, lambda e: isinstance(e, PeerHello))
         if not isinstance(hello, PeerHello):
-            raise TransportError(getattr(hello, "status", "no HELLO"))
+            raise _closed_failure(hello, adjacent, peer_address)
         raw.sendall(adjacent.start(clock.now()))
         if hello.encrypt is None:
-            raw.sendall(adjacent.login(False, "", clock.now()))
-            raise TransportError(adjacent.closed_status or "ENCRYPTION mismatch")
-        sock = _secure(raw, hello, security, server=True, address=peer_address)
+            refusal = adjacent.encryption_refusal()
+            raw.sendall(adjacent.login(False, refusal, clock.now()))
+            raise LoginFailure(_failed(refusal, peer_address), AuditBrokerLogin.NEGOTIATE_FAILURE)
+        sock = _secure(raw, hello.encrypt, security, server=True, address=peer_address)
         sock.sendall(adjacent.login(True, "", clock.now()))
         sock.settimeout(None)
+        audit_login(
+            log, AuditBrokerLogin.LOGIN_SUCCESS, peer_address, _how(hello.encrypt), accept=True
+        )
         return PeerConnection(sock, adjacent, peer_address, clock, _thumbprint(sock))
     except (OSError, TransportError) as exc:
-        log.warning(
-            "Audit Broker Login: login failed for a connection from %s: %s", peer_address, exc
-        )
-        raw.close()
+        failure = _as_failure(exc, peer_address)
+        audit_login(log, failure.subclass, peer_address, str(failure), accept=True)
+        _close(sock, raw)
         return None
 
 
+def _close(sock: socket.socket, raw: socket.socket) -> None:
+    """Close a connection whose login failed: the TLS socket (which took over the raw one's
+    file descriptor) if the handshake went that far, else the raw socket."""
+    for s in (sock, raw):
+        with contextlib.suppress(OSError):
+            s.close()
+
+
+def _as_failure(exc: OSError | TransportError, address: str) -> LoginFailure:
+    """``exc`` as a :class:`LoginFailure`: an I/O error or another transport error during the
+    login is a Login Protocol Error (the connection broke, or timed out, mid-way)."""
+    if isinstance(exc, LoginFailure):
+        return exc
+    return LoginFailure(
+        _failed(f"An error occurred during the login: {exc}", address),
+        AuditBrokerLogin.LOGIN_PROTOCOL_ERROR,
+    )
+
+
+def _how(encrypt: bool) -> str:
+    return "certificates verified, " + (
+        "encrypted (AES)" if encrypt else "not encrypted (ENCRYPTION DISABLED: integrity only)"
+    )
+
+
+def _closed_failure(event: Event, adjacent: AdjacentConnection, address: str) -> LoginFailure:
+    """The failure of a handshake that ended before its HELLO or LOGIN: a bad frame is a
+    Message Format Error, anything else (the peer closed, a frame out of place) a Login
+    Protocol Error."""
+    status = event.status if isinstance(event, ConnectionClosed) else type(event).__name__
+    subclass = (
+        AuditBrokerLogin.MESSAGE_FORMAT_ERROR
+        if adjacent.bad_frames
+        else AuditBrokerLogin.LOGIN_PROTOCOL_ERROR
+    )
+    return LoginFailure(_failed(status, address), subclass)
+
+
 def _secure(
-    raw: socket.socket, hello: PeerHello, security: EndpointSecurity, *, server: bool, address: str
-) -> socket.socket:
-    """The TLS handshake over ``raw`` after the HELLOs (SEC-1)."""
-    if hello.encrypt is None:
-        raise TransportError(
-            f"Connection handshake failed: this endpoint's ENCRYPTION is {security.encryption} "
-            f"and the peer's is {hello.hello.encryption} ({address})"
-        )
-    if not hello.encrypt:
-        raise TransportError(
-            "Connection handshake failed: ENCRYPTION DISABLED on both endpoints is not supported "
-            f"by this version; set SUPPORTED or REQUIRED ({address})"
-        )
+    raw: socket.socket,
+    encrypt: bool,
+    security: EndpointSecurity,
+    *,
+    server: bool,
+    address: str,
+) -> ssl.SSLSocket:
+    """The TLS handshake over ``raw`` after the HELLOs (SEC-1): mutual certificate
+    authentication always; encrypted or integrity-only as the two endpoints' cipher suites
+    make it, which must be what the ENCRYPTION matrix decided (``encrypt``).
+
+    Raises:
+        LoginFailure: the handshake failed (:func:`.tls.handshake_failure`), or chose a cipher
+            the matrix did not say (:func:`.tls.check_cipher`).
+    """
     ctx = security.server if server else security.client
     try:
-        return ctx.wrap_socket(raw, server_side=server)
-    except ssl.SSLError as exc:
-        raise TransportError(
-            f"Connection handshake failed: the certificate exchange failed: "
-            f"{exc.reason or exc} ({address})"
-        ) from None
+        sock = ctx.wrap_socket(raw, server_side=server)
+    except OSError as exc:
+        raise handshake_failure(exc, address) from None
+    try:
+        check_cipher(sock, encrypt=encrypt, address=address)
+    except LoginFailure:
+        sock.close()
+        raise
+    return sock
 
 
 def _thumbprint(sock: socket.socket) -> str | None:

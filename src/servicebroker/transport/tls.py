@@ -11,6 +11,17 @@ trust anchors are exactly the granted certificates — a self-signed peer certif
 anchor, a CA-signed one is accepted when its own certificate or its CA's is granted
 (``VERIFY_X509_PARTIAL_CHAIN``). Host names are not checked: the certificate is the identity,
 as in SQL Server. An expired or not-yet-valid certificate fails the handshake.
+
+The contexts follow this endpoint's own ENCRYPTION (:data:`CIPHERS`): REQUIRED offers only
+encrypting (AES-GCM) cipher suites, TLS 1.2 or 1.3; DISABLED only NULL cipher suites, TLS 1.2
+(:data:`INTEGRITY_ONLY_CIPHERS`: both certificates are exchanged and verified as before, every
+record carries its HMAC, but the data goes in the clear); SUPPORTED offers both, encrypting
+first. So the TLS handshake — whose negotiation the Finished messages protect — reaches the
+outcome of the pure ENCRYPTION matrix (:func:`.adjacent.negotiate_encryption`, decided from the
+HELLOs, which travel in the clear), and :func:`check_cipher` refuses the connection when it did
+not: a HELLO altered on the way (SUPPORTED turned into DISABLED, to have the data sent in the
+clear) fails the login instead of downgrading it. :func:`handshake_failure` turns a failed
+handshake into the status text and the Audit Broker Login subclass.
 """
 
 from __future__ import annotations
@@ -23,8 +34,33 @@ from dataclasses import dataclass
 
 from ..catalog import CatalogSnapshot
 from ..errors import TransportError
+from .audit import AuditBrokerLogin, LoginFailure
 
-__all__ = ["EndpointSecurity", "peer_thumbprint", "security_from_catalog"]
+__all__ = [
+    "CIPHERS",
+    "INTEGRITY_ONLY_CIPHERS",
+    "EndpointSecurity",
+    "check_cipher",
+    "handshake_failure",
+    "peer_thumbprint",
+    "security_from_catalog",
+]
+
+INTEGRITY_ONLY_CIPHERS = "ECDHE-ECDSA-NULL-SHA:ECDHE-RSA-NULL-SHA:NULL-SHA256:@SECLEVEL=0"
+"""The TLS 1.2 cipher suites of an unencrypted connection (ENCRYPTION DISABLED on one side):
+authenticated key exchange and an HMAC on every record, no encryption. ECDHE-ECDSA-NULL-SHA is
+the one for the EC certificates :mod:`.certificates` makes; the RSA ones serve RSA certificates.
+``@SECLEVEL=0`` because OpenSSL counts a NULL cipher as security level 0 (which also admits
+weaker keys in the certificates; only granted certificates are trusted all the same)."""
+
+CIPHERS = {
+    "REQUIRED": "ECDH+AESGCM",
+    "SUPPORTED": f"ECDH+AESGCM:{INTEGRITY_ONLY_CIPHERS}",
+    "DISABLED": INTEGRITY_ONLY_CIPHERS,
+}
+"""The TLS 1.2 cipher suites each ENCRYPTION setting offers (TLS 1.3's are OpenSSL's AES-GCM
+ones first, by the server's preference); DISABLED also stops at TLS 1.2, which has NULL
+ciphers."""
 
 
 @dataclass(frozen=True)
@@ -36,6 +72,8 @@ class EndpointSecurity:
         client: the context of connections this endpoint makes (server certificate verified).
         encryption: the endpoint's ENCRYPTION (DISABLED, SUPPORTED, REQUIRED).
         granted: the SHA-1 thumbprints (hex) of the certificates granted CONNECT.
+
+    Both contexts offer the cipher suites of ``encryption`` (:data:`CIPHERS`).
     """
 
     server: ssl.SSLContext
@@ -73,6 +111,10 @@ def security_from_catalog(catalog: CatalogSnapshot) -> EndpointSecurity:
     for purpose in (ssl.PROTOCOL_TLS_SERVER, ssl.PROTOCOL_TLS_CLIENT):
         ctx = ssl.SSLContext(purpose)
         ctx.minimum_version = ssl.TLSVersion.TLSv1_2
+        if endpoint.encryption == "DISABLED":
+            ctx.maximum_version = ssl.TLSVersion.TLSv1_2
+        ctx.set_ciphers(CIPHERS[endpoint.encryption])
+        ctx.options |= ssl.OP_CIPHER_SERVER_PREFERENCE
         ctx.check_hostname = False
         ctx.verify_mode = ssl.CERT_REQUIRED
         ctx.verify_flags |= ssl.VERIFY_X509_PARTIAL_CHAIN
@@ -104,3 +146,95 @@ def peer_thumbprint(sock: ssl.SSLSocket) -> str | None:
     """The SHA-1 thumbprint (hex) of the certificate the peer presented, if any."""
     der = sock.getpeercert(binary_form=True)
     return None if der is None else hashlib.sha1(der).hexdigest()
+
+
+def check_cipher(sock: ssl.SSLSocket, *, encrypt: bool, address: str) -> None:
+    """Check that the handshake on ``sock`` chose what the ENCRYPTION matrix said (SEC-1): an
+    AES cipher when the connection is to be encrypted, a NULL one when it is not. Since the
+    contexts offer the ciphers of each side's own setting, a mismatch means a HELLO was altered
+    on the way (or the peer runs other code).
+
+    Raises:
+        LoginFailure: it did not (NEGOTIATE_FAILURE), naming the cipher and ``address``.
+    """
+    cipher = sock.cipher()
+    name = cipher[0] if cipher else "none"
+    as_said = ("AES" in name and "NULL" not in name) if encrypt else ("NULL" in name)
+    if not as_said:
+        raise LoginFailure(
+            f"Connection handshake failed. The TLS handshake chose the cipher {name}, but the "
+            f"connection is {'' if encrypt else 'not '}to be encrypted ({address})",
+            AuditBrokerLogin.NEGOTIATE_FAILURE,
+        )
+
+
+# X509_V_ERR_* codes of OpenSSL (ssl.SSLCertVerificationError.verify_code)
+_NOT_YET_VALID, _EXPIRED = 9, 10
+_NOT_TRUSTED = {
+    2,  # unable to get issuer certificate
+    18,  # self-signed certificate (not a granted one)
+    19,  # self-signed certificate in the chain
+    20,  # unable to get local issuer certificate
+    21,  # unable to verify the first certificate
+}
+# TLS alerts the peer sent, as OpenSSL names them (ssl.SSLError.reason, after "_ALERT_")
+_REFUSED = "The certificate used by this endpoint was refused by the peer:"
+_ALERTS = {
+    "CERTIFICATE_EXPIRED": f"{_REFUSED} Certificate expired.",
+    "UNKNOWN_CA": f"{_REFUSED} it is not granted CONNECT on the peer's endpoint.",
+    "BAD_CERTIFICATE": f"{_REFUSED} it is not granted CONNECT on the peer's endpoint.",
+    "CERTIFICATE_UNKNOWN": f"{_REFUSED} it is not granted CONNECT on the peer's endpoint.",
+    "CERTIFICATE_REQUIRED": "The peer requires a certificate and this endpoint presented none.",
+}
+
+
+def handshake_failure(exc: OSError, address: str) -> LoginFailure:
+    """The :class:`LoginFailure` of a TLS handshake that failed with ``exc`` on the connection
+    with ``address`` (SEC-1): the status text, in the style of SQL Server's "Connection handshake
+    failed." messages, and the Audit Broker Login subclass.
+
+    - this side refused the peer's certificate (``SSLCertVerificationError``): "The certificate
+      used by the peer is invalid due to the following reason: Certificate expired." (or not yet
+      valid: AUTHENTICATION_FAILURE), "…: Certificate not granted CONNECT on this endpoint."
+      (a certificate, or a CA, that is not granted: AUTHORIZATION_FAILURE);
+    - the peer presented no certificate: AUTHENTICATION_FAILURE;
+    - the peer refused this side's certificate (a TLS alert): "The certificate used by this
+      endpoint was refused by the peer: …" naming the alert;
+    - anything else (a reset, the peer closing, a timeout): the error as the OS or OpenSSL
+      says it.
+    """
+    prefix = "Connection handshake failed."
+    if isinstance(exc, ssl.SSLCertVerificationError):
+        code, message = exc.verify_code, exc.verify_message
+        if code in (_EXPIRED, _NOT_YET_VALID):
+            why = "Certificate expired." if code == _EXPIRED else "Certificate not yet valid."
+            subclass = AuditBrokerLogin.AUTHENTICATION_FAILURE
+        elif code in _NOT_TRUSTED:
+            why = f"Certificate not granted CONNECT on this endpoint ({message})."
+            subclass = AuditBrokerLogin.AUTHORIZATION_FAILURE
+        else:
+            why = f"{message}."
+            subclass = AuditBrokerLogin.AUTHENTICATION_FAILURE
+        return LoginFailure(
+            f"{prefix} The certificate used by the peer is invalid due to the following reason: "
+            f"{why} ({address})",
+            subclass,
+        )
+    reason = getattr(exc, "reason", None) or ""
+    if reason == "PEER_DID_NOT_RETURN_A_CERTIFICATE":
+        return LoginFailure(
+            f"{prefix} The peer presented no certificate ({address})",
+            AuditBrokerLogin.AUTHENTICATION_FAILURE,
+        )
+    alert = reason.partition("_ALERT_")[2] if "_ALERT_" in reason else ""
+    if alert:
+        why = _ALERTS.get(alert, "The peer refused the handshake.")
+        return LoginFailure(
+            f"{prefix} {why} (TLS alert: {alert.lower().replace('_', ' ')}) ({address})",
+            AuditBrokerLogin.AUTHENTICATION_FAILURE,
+        )
+    detail = reason or getattr(exc, "strerror", None) or str(exc) or type(exc).__name__
+    return LoginFailure(
+        f"{prefix} An error occurred during the TLS handshake: {detail} ({address})",
+        AuditBrokerLogin.AUTHENTICATION_FAILURE,
+    )
