@@ -14,7 +14,7 @@ from typing import TypeVar
 
 import pytest
 
-from servicebroker import Broker, ManualClock
+from servicebroker import Broker, ManualClock, TransportSettings
 from servicebroker.dialogs import parse_error_body
 from servicebroker.transport.certificates import make_self_signed
 
@@ -64,21 +64,41 @@ def catalog(broker: Broker, *, target: bool) -> None:
         broker.create_service(INITIATOR, queue="shop_q")
 
 
-def secure(site: Site, peer: Site, *, grant: bool = True, encryption: str = "REQUIRED") -> None:
+def secure(
+    site: Site,
+    peer: Site,
+    *,
+    grant: bool = True,
+    encryption: str = "REQUIRED",
+    listener_ip: str = "127.0.0.1",
+) -> None:
     b = site.broker
     b.create_certificate(
         "me", certificate_file=str(site.cert[0]), private_key_file=str(site.cert[1])
     )
     b.create_certificate("peer", certificate_file=str(peer.cert[0]))
     b.create_endpoint(
-        "sb", listener_port=site.port, authentication_certificate="me", encryption=encryption
+        "sb",
+        listener_port=site.port,
+        listener_ip=listener_ip,
+        authentication_certificate="me",
+        encryption=encryption,
     )
     if grant:
         b.grant_connect("sb", certificate="peer")
 
 
 @pytest.fixture
-def sites(backend: str, tmp_path: Path) -> Iterator[tuple[Site, Site]]:
+def transport_settings() -> TransportSettings | None:
+    """The brokers' transport settings (None: the defaults); a test parametrizes it to change
+    them (``@pytest.mark.parametrize("transport_settings", [TransportSettings(...)])``)."""
+    return None
+
+
+@pytest.fixture
+def sites(
+    backend: str, tmp_path: Path, transport_settings: TransportSettings | None
+) -> Iterator[tuple[Site, Site]]:
     urls = [new_url(backend, tmp_path / "a"), new_url(backend, tmp_path / "b")]
     made = []
     for i, u in enumerate(urls):
@@ -86,7 +106,7 @@ def sites(backend: str, tmp_path: Path) -> Iterator[tuple[Site, Site]]:
         clock = ManualClock(START)
         made.append(
             Site(
-                Broker.open(u, clock=clock, poll_interval=0.01),
+                Broker.open(u, clock=clock, poll_interval=0.01, transport=transport_settings),
                 clock,
                 free_port(),
                 make_self_signed("ab"[i], tmp_path / "ab"[i]),
