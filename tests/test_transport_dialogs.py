@@ -108,8 +108,9 @@ def test_drop_service_at_the_target_instance_sends_the_far_side_error_8470(
 ) -> None:
     """DROP SERVICE on the target's broker: its endpoints and messages are deleted there and
     the initiator on the other instance gets the Error -8470 "Remote service has been
-    dropped." through the transport, goes to ER, and its END closes it; nothing is left in
-    either transmission queue.
+    dropped." first on its queue (SYS-2) through the transport (NET-2: unsequenced, kept in
+    the transmission queue until acknowledged), goes to ER, and its END closes it; nothing is
+    left in either transmission queue.
     https://learn.microsoft.com/en-us/sql/t-sql/statements/drop-service-transact-sql"""
     a, b = sites
     connect(a, b)
@@ -275,8 +276,11 @@ def test_pri14_to_16_transmission_order_by_level_with_aging_across_destinations(
     """PRI-14, PRI-15, PRI-16 (HONOR_BROKER_PRIORITY ON), PRI-18 (aging) across instances:
     the shop's transport rows leave by level, then send order, to each destination — two
     connections to the warehouse (two addresses, each with its own service) — and a level-1
-    message that has waited 100 s (aging, one level per 10 s) goes first. The order shows in
-    each target queue's queuing_order."""
+    message that has waited 100 s (aging, one level per 10 s) goes first; with
+    HONOR_BROKER_PRIORITY OFF they leave in send order. The order shows in each target
+    queue's queuing_order.
+    https://learn.microsoft.com/en-us/sql/t-sql/statements/create-broker-priority-transact-sql
+    """
     a, b = sites
     catalog(a.broker, target=False)
     catalog(b.broker, target=True)
@@ -315,6 +319,16 @@ def test_pri14_to_16_transmission_order_by_level_with_aging_across_destinations(
     assert arrived("warehouse_q", 5) == [b"<old/>", *rush, *low]
     assert arrived("returns_q", 4) == [*rush, *low]
     assert len({c.address for c in a.broker.transport.connections()}) == 2
+
+    # PRI-16: with HONOR_BROKER_PRIORITY OFF every row leaves at level 5, in send order (one
+    # commit, so the transmitter finds the four rows together)
+    a.broker.alter_database(honor_broker_priority=False)
+    with a.broker.transaction() as tx:
+        slow = tx.begin_dialog(INITIATOR, TARGET, contract=CONTRACT)
+        fast = tx.begin_dialog(RUSH, TARGET, contract=CONTRACT)
+        for h, body in ((slow, low[0]), (slow, low[1]), (fast, rush[0]), (fast, rush[1])):
+            tx.send(h, "Order", body)
+    assert arrived("warehouse_q", 9)[5:] == [*low, *rush]
 
 
 @pytest.mark.parametrize(

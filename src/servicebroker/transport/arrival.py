@@ -14,7 +14,8 @@ disabled), or an Error the broker makes for the sender (unsequenced, NET-2).
 :func:`take_acknowledgement` is the sending side: an acknowledged message leaves the
 transmission queue (NET-3), the dialog is pinned to the instance that acknowledged it (RTE-4),
 and the acknowledgement of a dialog's EndDialog or Error closes an endpoint waiting in DO.
-:func:`take_broker_error` applies an Error the far broker made (a refusal of the dialog).
+:func:`take_broker_error` applies an Error the far broker made, unsequenced (a refusal of the
+dialog, or DROP SERVICE there); :func:`take_arrival` hands it such a message and acknowledges it.
 """
 
 from __future__ import annotations
@@ -93,7 +94,9 @@ def take_arrival(applier: Applier, header: MessageHeader, body: bytes) -> Outcom
     """Take a complete sequenced message from another instance into this database (NET-2:
     the next expected sequence is queued, an earlier one is a duplicate, a later one waits;
     PRI-3: a dialog's first message creates the target endpoint, at this database's level,
-    PRI-7; the target's checks of contract, message type, SENT BY and validation).
+    PRI-7; the target's checks of contract, message type, SENT BY and validation). A message
+    whose endpoint's queue is OFF is refused (QUE-3); a new dialog's message whose lifetime has
+    passed is discarded (DLG-5); an unsequenced Error ends this side (:func:`take_broker_error`).
 
     Args:
         applier: the receiving commit's delivery work (its write transaction).
