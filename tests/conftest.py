@@ -18,7 +18,10 @@ from pathlib import Path
 import pytest
 from hypothesis import settings
 
-from servicebroker import Broker, ManualClock
+from servicebroker import Broker, ManualClock, TransportSettings
+from servicebroker.transport.certificates import make_self_signed
+
+from .transport_sites import Site, free_port
 
 # CI runs the property tests derandomized: the same examples on every run, so a red build is a
 # regression, not a new draw; a developer's runs draw afresh and keep what fails in .hypothesis/
@@ -196,3 +199,38 @@ def spark(tmp_path_factory: pytest.TempPathFactory) -> Iterator[object]:
     )
     yield s
     s.stop()
+
+
+# -- two brokers for the transport's tests (helpers: tests/transport_sites.py) ---------------
+@pytest.fixture
+def transport_settings() -> TransportSettings | None:
+    """The brokers' transport settings (None: the defaults); a test parametrizes it to change
+    them (``@pytest.mark.parametrize("transport_settings", [TransportSettings(...)])``)."""
+    return None
+
+
+@pytest.fixture
+def sites(
+    backend: str, tmp_path: Path, transport_settings: TransportSettings | None
+) -> Iterator[tuple[Site, Site]]:
+    """Two brokers on ``backend`` (two SQLite files or two PostgreSQL databases), each on its
+    own manual clock with a free port and a self-signed certificate; nothing else set up
+    (``transport_sites.connect`` makes the usual shop and warehouse)."""
+    urls = [new_url(backend, tmp_path / "a"), new_url(backend, tmp_path / "b")]
+    made = []
+    for i, u in enumerate(urls):
+        (tmp_path / "ab"[i]).mkdir(exist_ok=True)
+        clock = ManualClock(START)
+        made.append(
+            Site(
+                Broker.open(u, clock=clock, poll_interval=0.01, transport=transport_settings),
+                clock,
+                free_port(),
+                make_self_signed("ab"[i], tmp_path / "ab"[i]),
+            )
+        )
+    yield made[0], made[1]
+    for site in made:
+        site.broker.close()
+    for u in urls:
+        drop_url(u)

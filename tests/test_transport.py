@@ -6,148 +6,25 @@ brokers run on manual clocks, so no retry fires unless a test moves the clock.""
 from __future__ import annotations
 
 import logging
-import socket
-import time
-from collections.abc import Callable, Iterator
-from dataclasses import dataclass
-from pathlib import Path
-from typing import TypeVar
 
 import pytest
 
-from servicebroker import Broker, ManualClock
 from servicebroker.dialogs import parse_error_body
 from servicebroker.transport.audit import AuditBrokerLogin
-from servicebroker.transport.certificates import make_self_signed
 
-from .conftest import START, drop_url, new_url
-
-T = TypeVar("T")
-CONTRACT = "//orders/Contract"
-INITIATOR = "//shop/Orders"
-TARGET = "//warehouse/Orders"
-
-
-def eventually(probe: Callable[[], T | None], what: str, timeout: float = 20.0) -> T:
-    """Wait (real time, polling) until ``probe`` returns something truthy; fail naming ``what``."""
-    deadline = time.monotonic() + timeout
-    while True:
-        got = probe()
-        if got:
-            return got
-        if time.monotonic() > deadline:
-            pytest.fail(f"timed out waiting for {what}")
-        time.sleep(0.01)
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
-@dataclass
-class Site:
-    broker: Broker
-    clock: ManualClock
-    port: int
-    cert: tuple[Path, Path]
-
-
-def catalog(broker: Broker, *, target: bool) -> None:
-    broker.create_message_type("Order", validation="WELL_FORMED_XML")
-    broker.create_message_type("Receipt")
-    broker.create_contract(CONTRACT, {"Order": "INITIATOR", "Receipt": "TARGET"})
-    if target:
-        broker.create_queue("warehouse_q")
-        broker.create_service(TARGET, queue="warehouse_q", contracts=[CONTRACT])
-    else:
-        broker.create_queue("shop_q")
-        broker.create_service(INITIATOR, queue="shop_q")
-
-
-def secure(site: Site, peer: Site, *, grant: bool = True, encryption: str = "REQUIRED") -> None:
-    b = site.broker
-    b.create_certificate(
-        "me", certificate_file=str(site.cert[0]), private_key_file=str(site.cert[1])
-    )
-    b.create_certificate("peer", certificate_file=str(peer.cert[0]))
-    b.create_endpoint(
-        "sb", listener_port=site.port, authentication_certificate="me", encryption=encryption
-    )
-    if grant:
-        b.grant_connect("sb", certificate="peer")
-
-
-@pytest.fixture
-def sites(backend: str, tmp_path: Path) -> Iterator[tuple[Site, Site]]:
-    urls = [new_url(backend, tmp_path / "a"), new_url(backend, tmp_path / "b")]
-    made = []
-    for i, u in enumerate(urls):
-        (tmp_path / "ab"[i]).mkdir(exist_ok=True)
-        clock = ManualClock(START)
-        made.append(
-            Site(
-                Broker.open(u, clock=clock, poll_interval=0.01),
-                clock,
-                free_port(),
-                make_self_signed("ab"[i], tmp_path / "ab"[i]),
-            )
-        )
-    yield made[0], made[1]
-    for site in made:
-        site.broker.close()
-    for u in urls:
-        drop_url(u)
-
-
-def connect(a: Site, b: Site, **options: object) -> None:
-    """Shop on ``a``, warehouse on ``b``, each granting the other, routes both ways."""
-    catalog(a.broker, target=False)
-    catalog(b.broker, target=True)
-    secure(a, b, **options)  # type: ignore[arg-type]
-    secure(b, a, **options)  # type: ignore[arg-type]
-    a.broker.create_route("warehouse", service_name=TARGET, address=f"TCP://127.0.0.1:{b.port}")
-    b.broker.create_route("shop", service_name=INITIATOR, address=f"TCP://127.0.0.1:{a.port}")
-    a.broker.start()
-    b.broker.start()
-
-
-def first_status(broker: Broker) -> str | None:
-    """The transmission_status of the first message waiting, once it has one (NET-7)."""
-    rows = broker.views.transmission_queue()
-    return rows[0].transmission_status if rows and rows[0].transmission_status else None
-
-
-def audit_record(
-    caplog: pytest.LogCaptureFixture, subclass: AuditBrokerLogin, *, accept: bool = True
-) -> logging.LogRecord:
-    """The first Audit Broker Login record of ``subclass`` logged by the accepting side (or
-    the connecting side, ``accept=False``), once it is logged (SEC-1)."""
-    side = "from" if accept else "to"
-
-    def probe() -> logging.LogRecord | None:
-        for record in list(caplog.records):
-            if (
-                getattr(record, "audit_broker_login", None) is subclass
-                and f"for a connection {side} " in record.getMessage()
-            ):
-                return record
-        return None
-
-    return eventually(probe, f"an Audit Broker Login ({subclass.desc}) record")
-
-
-def receive_all(broker: Broker, queue: str, n: int) -> list[tuple[str, bytes]]:
-    got: list[tuple[str, bytes]] = []
-
-    def probe() -> bool:
-        with broker.transaction() as tx:
-            got.extend((m.message_type_name, m.message_body) for m in tx.receive(queue, top=1000))
-        return len(got) >= n
-
-    eventually(probe, f"{n} messages on {queue}")
-    return got
+from .transport_sites import (
+    CONTRACT,
+    INITIATOR,
+    TARGET,
+    Site,
+    audit_record,
+    catalog,
+    connect,
+    eventually,
+    first_status,
+    receive_all,
+    secure,
+)
 
 
 def test_dialog_between_instances_exactly_once_in_order_both_ways(sites: tuple[Site, Site]) -> None:

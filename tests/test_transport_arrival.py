@@ -9,7 +9,8 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 
 from servicebroker import Broker
-from servicebroker.delivery import Applier
+from servicebroker.delivery import SERVICE_DROPPED, Applier
+from servicebroker.dialogs import ERROR, error_body, parse_error_body
 from servicebroker.transport.arrival import Verdict, take_arrival
 from servicebroker.transport.wire import MessageHeader
 
@@ -69,3 +70,38 @@ def test_a_later_message_of_a_new_dialog_waits_for_the_first(broker: Broker) -> 
         assert [m.message_body for m in tx.receive("tq", top=10)] == [b"m0", b"m1"]
     [target] = broker.views.conversation_endpoints()
     assert target.far_broker_instance == str(FAR) and target.receive_sequence == 2
+
+
+def test_lifetime_queue_off_and_the_far_brokers_error(broker: Broker) -> None:
+    """The storage side of issue 12's fixes. DLG-5: a new dialog's message whose lifetime
+    has passed is discarded (acknowledged, no endpoint). QUE-3, NET-7: a message for an
+    endpoint whose queue is OFF is refused with a status naming the queue. An unsequenced
+    Error from the far broker (DROP SERVICE there: -8470) puts the endpoint in ER with the
+    Error on its queue, once: a second copy changes nothing."""
+    broker.create_queue("tq")
+    broker.create_service("//here/Target", queue="tq", contracts=["DEFAULT"])
+    now = broker.clock.now()
+    with arriving(broker) as applier:
+        expired = header(uuid.uuid4().bytes, 0, lifetime=now - 1)
+        assert take_arrival(applier, expired, b"m0").verdict is Verdict.DELIVERED
+    assert broker.views.conversation_endpoints() == []
+    conversation = uuid.uuid4().bytes
+    with arriving(broker) as applier:
+        first = header(conversation, 0, lifetime=now + 60)
+        assert take_arrival(applier, first, b"m0").verdict is Verdict.DELIVERED
+    broker.alter_queue("tq", status=False)
+    with arriving(broker) as applier:
+        outcome = take_arrival(applier, header(conversation, 1), b"m1")
+    assert outcome.verdict is Verdict.REFUSED and "'tq' is disabled" in outcome.status
+    broker.alter_queue("tq", status=True)
+    dropped = error_body(*SERVICE_DROPPED)
+    for _ in range(2):
+        with arriving(broker) as applier:
+            error = header(conversation, -1, message_type=ERROR, message_size=len(dropped))
+            assert take_arrival(applier, error, dropped).verdict is Verdict.DELIVERED
+    [target] = broker.views.conversation_endpoints()
+    assert target.state == "ER"
+    with broker.transaction() as tx:
+        got = tx.receive("tq", top=10)
+    assert [m.message_type_name for m in got] == [ERROR, "DEFAULT"]
+    assert parse_error_body(got[0].message_body) == SERVICE_DROPPED

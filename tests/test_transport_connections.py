@@ -7,19 +7,18 @@ import logging
 
 import pytest
 
-from .test_transport import (  # noqa: F401  (sites: the fixture)
+from .transport_sites import (
     INITIATOR,
     TARGET,
     Site,
     connect,
     eventually,
     receive_all,
-    sites,
 )
 
 
 def test_a_bad_frame_closes_the_connection_and_the_peer_is_told_why(
-    sites: tuple[Site, Site],  # noqa: F811
+    sites: tuple[Site, Site],
     caplog: pytest.LogCaptureFixture,
 ) -> None:
     """NET-6: bytes that are no frame close the connection; the closing side still writes

@@ -15,7 +15,7 @@ from servicebroker import Broker, TransportSettings
 from servicebroker.storage.rows import TransportMark, TransportRow
 from servicebroker.transport.pending import PendingRows, Read, key_of, plan_offers
 
-from .test_transport import (  # noqa: F401  (sites: the fixture)
+from .transport_sites import (
     INITIATOR,
     TARGET,
     Site,
@@ -26,7 +26,6 @@ from .test_transport import (  # noqa: F401  (sites: the fixture)
     free_port,
     receive_all,
     secure,
-    sites,
 )
 
 MB = 1024 * 1024
@@ -124,7 +123,7 @@ def test_plan_keeps_each_window_and_says_which_rows_have_no_route(tmp_path: Path
         assert plan.unrouted == []
 
 
-def test_a_queue_of_large_messages_is_not_read_into_memory(sites: tuple[Site, Site]) -> None:  # noqa: F811
+def test_a_queue_of_large_messages_is_not_read_into_memory(sites: tuple[Site, Site]) -> None:
     """NET-5: twelve 4 MB messages wait for an unreachable instance with a 4 MB window: the
     transmitter holds one of them, not the queue (the bodies are read one by one, as their
     messages go). Measured with tracemalloc across the broker's threads."""
@@ -163,7 +162,7 @@ def test_a_queue_of_large_messages_is_not_read_into_memory(sites: tuple[Site, Si
 
 @pytest.mark.slow
 @pytest.mark.parametrize("backend", ["sqlite"])  # 100 MB twice on disk: SQLite's files suffice
-def test_a_100_mb_body_travels_whole(sites: tuple[Site, Site]) -> None:  # noqa: F811
+def test_a_100_mb_body_travels_whole(sites: tuple[Site, Site]) -> None:
     """NET-5: a 100 MB body goes in 256 KiB fragments and arrives whole, once."""
     a, b = sites
     connect(a, b)
@@ -185,7 +184,7 @@ def test_a_100_mb_body_travels_whole(sites: tuple[Site, Site]) -> None:  # noqa:
 
 
 def test_tick_3b_takes_a_message_back_from_an_address_its_route_no_longer_gives(
-    sites: tuple[Site, Site],  # noqa: F811
+    sites: tuple[Site, Site],
 ) -> None:
     """TICK-3b: a message on its way to a dead address stays there only until the
     transmitter reclassifies (every 2nd tick): after ALTER ROUTE gives the live address, it

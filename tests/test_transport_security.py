@@ -43,7 +43,7 @@ from servicebroker.transport.framing import Frame, FrameDecoder, FrameType, enco
 from servicebroker.transport.tls import check_cipher
 from servicebroker.transport.wire import decode_hello, encode_hello
 
-from .test_transport import (
+from .transport_sites import (
     CONTRACT,
     INITIATOR,
     TARGET,
@@ -55,10 +55,7 @@ from .test_transport import (
     free_port,
     receive_all,
     secure,
-    sites,
 )
-
-__all__ = ["sites"]  # the fixture, imported from tests/test_transport.py
 
 PEER_LOG = "servicebroker.transport.peer"
 SETTINGS = ("DISABLED", "SUPPORTED", "REQUIRED")

@@ -350,11 +350,21 @@ class Applier:
         """The endpoint's service is dropped (DROP SERVICE): the endpoint, its queued and
         retained messages and its unsent ones are deleted, and its far endpoint gets an Error
         ``code``/``text`` first on its queue (SYS-2) — moving to ER, or closing if it had
-        ended (DLG-4); the far endpoint of a service being dropped too goes without one."""
+        ended (DLG-4); the far endpoint of a service being dropped too goes without one. A far
+        endpoint at another broker instance gets the Error through the transport: unsequenced
+        (NET-2), as the broker's own refusals travel, held until that instance acknowledges
+        it."""
         self._routes.clear()
         self.transmission.drop_endpoint(row)
         far = self.far_of(row)
+        remote = self.remote_of(row) if far is None else None
         self._delete_endpoint(row)
+        if remote is not None:
+            error = self._system(row, ERROR, error_body(code, text), sequence=-1)
+            self.transmission.hold(
+                row, error, Arrival.ERROR, "", remote=True, to_broker_instance=remote or None
+            )
+            return
         if far is None or self._rows.get(far.conversation_handle) is None:
             return
         new_state = on_arrival(far.state, Arrival.ERROR)

@@ -62,10 +62,12 @@ def fire_dialog_timer(applier: Applier, handle: bytes, now: float) -> None:
 def expire_lifetime(applier: Applier, handle: bytes, now: float) -> None:
     """A passed LIFETIME (DLG-5) puts the endpoint in ER with an Error message on its own
     queue, or closes it when this side had ended; a conversation whose endpoints are all closed
-    is deleted."""
+    is deleted. The side's messages still in the transmission queue are dropped (NET-7: a
+    message waits until delivered or until its dialog's lifetime ends)."""
     row = applier.endpoint(handle)
     if row is None or row.lifetime > now or row.state in (State.ER, State.CD):
         return
+    applier.transmission.drop_endpoint(row)
     applier.change_state(row, on_lifetime_expired(row.state))
     if row.state == State.ER:
         applier.put_local(row, ERROR, error_body(LIFETIME_EXPIRED_CODE, LIFETIME_EXPIRED_TEXT))

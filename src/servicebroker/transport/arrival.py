@@ -14,7 +14,8 @@ disabled), or an Error the broker makes for the sender (unsequenced, NET-2).
 :func:`take_acknowledgements` is the sending side: an acknowledged message leaves the
 transmission queue (NET-3), the dialog is pinned to the instance that acknowledged it (RTE-4),
 and the acknowledgement of a dialog's EndDialog or Error closes an endpoint waiting in DO.
-:func:`take_broker_error` applies an Error the far broker made (a refusal of the dialog).
+:func:`take_broker_error` applies an Error the far broker made, unsequenced (a refusal of the
+dialog, or DROP SERVICE there); :func:`take_arrival` hands it such a message and acknowledges it.
 """
 
 from __future__ import annotations
@@ -25,8 +26,17 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 
 from ..delivery import CONTRACT_REFUSED_CODE, Applier
-from ..dialogs import END_DIALOG, ERROR, TARGET_START, Arrival, on_arrival
-from ..errors import MessageValidationError
+from ..dialogs import (
+    END_DIALOG,
+    ERROR,
+    TARGET_START,
+    Arrival,
+    State,
+    is_ended,
+    on_arrival,
+    parse_error_body,
+)
+from ..errors import ConversationError, MessageValidationError
 from ..messages import Outgoing, new_id, validate_body
 from ..storage.rows import EndpointRow
 from .wire import MessageHeader
@@ -54,7 +64,8 @@ class Verdict(enum.Enum):
     """What the transport answers for a message once the commit that took it is durable."""
 
     DELIVERED = "delivered"
-    """On its queue (or discarded by the endpoint's state, DLG-4): acknowledge it."""
+    """On its queue, taken (an unsequenced Error), or discarded — by the endpoint's state
+    (DLG-4), or because its new dialog's lifetime has ended (DLG-5): acknowledge it."""
     DUPLICATE = "duplicate"
     """A copy of a message already taken: acknowledge it again, drop it (NET-2)."""
     LATER = "later"
@@ -84,7 +95,9 @@ def take_arrival(applier: Applier, header: MessageHeader, body: bytes) -> Outcom
     """Take a complete sequenced message from another instance into this database (NET-2:
     the next expected sequence is queued, an earlier one is a duplicate, a later one waits;
     PRI-3: a dialog's first message creates the target endpoint, at this database's level,
-    PRI-7; the target's checks of contract, message type, SENT BY and validation).
+    PRI-7; the target's checks of contract, message type, SENT BY and validation). A message
+    whose endpoint's queue is OFF is refused (QUE-3); a new dialog's message whose lifetime has
+    passed is discarded (DLG-5); an unsequenced Error ends this side (:func:`take_broker_error`).
 
     Args:
         applier: the receiving commit's delivery work (its write transaction).
@@ -98,11 +111,17 @@ def take_arrival(applier: Applier, header: MessageHeader, body: bytes) -> Outcom
         StorageError: the database failed (the caller's transaction is rolled back and
             nothing is acknowledged: the sender sends again, NET-4).
     """
+    if header.sequence < 0:
+        return _take_unsequenced(applier, header, body)
     catalog = applier.catalog
     row = applier.side(header.conversation_id, not header.is_initiator)
     if row is None:
         if not header.is_initiator:
             return _DUPLICATE  # the initiator's endpoint is gone (closed): nothing to take
+        if header.lifetime is not None and header.lifetime <= applier.now:
+            # DLG-5, NET-7: the dialog's lifetime ended before its first message got here
+            # (the sender's copy still retried): the initiator has its Error; discarded
+            return _DELIVERED
         target = catalog.services.get(header.to_service)
         if target is None:
             return Outcome(
@@ -152,6 +171,10 @@ def take_arrival(applier: Applier, header: MessageHeader, body: bytes) -> Outcom
         return _DUPLICATE
     if header.sequence > row.receive_sequence:
         return _LATER
+    home = catalog.queues_by_id.get(row.queue_id)
+    if home is not None and not home.status and not is_ended(row.state):
+        # QUE-3, NET-7: the endpoint's queue is OFF (ALTER QUEUE, or poison handling POI-1)
+        return Outcome(Verdict.REFUSED, f"The target queue {home.name!r} is disabled.")
     refusal = _check_message(applier, row, header, body)
     if refusal is not None:
         return refusal
@@ -173,6 +196,24 @@ def take_arrival(applier: Applier, header: MessageHeader, body: bytes) -> Outcom
     applier.enqueue(row, out)
     applier.close_if_done(row)
     return _DELIVERED
+
+
+def _take_unsequenced(applier: Applier, header: MessageHeader, body: bytes) -> Outcome:
+    """An unsequenced message (NET-2) — the Error the far broker made: it refused this side's
+    dialog, or its service was dropped (DROP SERVICE) — ends this side's dialog
+    (:func:`take_broker_error`). Acknowledged, so a sender that keeps it in its transmission
+    queue until then deletes it; a second copy changes nothing."""
+    if header.message_type == ERROR:
+        code, text = _error_of(body)
+        take_broker_error(applier, header.conversation_id, not header.is_initiator, code, text)
+    return _DELIVERED
+
+
+def _error_of(body: bytes) -> tuple[int, str]:
+    try:
+        return parse_error_body(body)
+    except ConversationError:
+        return -8400, body.decode("utf-8", "replace")
 
 
 def _check_message(
@@ -238,11 +279,12 @@ def take_acknowledgements(
 def take_broker_error(
     applier: Applier, conversation_id: bytes, is_initiator: bool, code: int, description: str
 ) -> None:
-    """The far broker refused this side's dialog for good (an Error it made, unsequenced: the
-    contract, the message type, SENT BY or the validation): the
-    endpoint's unsent messages are dropped and it goes to ER with the Error first on its queue
-    (SYS-2), as a local refusal does."""
+    """The far broker ended this side's dialog for good (an Error it made, unsequenced: it
+    refused the contract, the message type, SENT BY or the validation, or its service was
+    dropped): the endpoint's unsent messages are dropped and it goes to ER with the Error
+    first on its queue (SYS-2), as a local refusal does; an endpoint this side had ended
+    closes. Nothing for an endpoint gone, or already in ER (a copy of the Error)."""
     row = applier.side(conversation_id, is_initiator)
-    if row is None:
+    if row is None or row.state in (State.ER, State.CD):
         return
     applier.fail(row, code, description)

@@ -26,8 +26,8 @@ from functools import partial
 
 from ..context import BrokerContext
 from ..delivery import Applier
-from ..dialogs import ERROR, error_body, parse_error_body
-from ..errors import ConversationError, TransportError
+from ..dialogs import ERROR, error_body
+from ..errors import TransportError
 from .adjacent import (
     AckReceived,
     AdjacentConnection,
@@ -36,7 +36,7 @@ from .adjacent import (
     FragmentReceived,
     RefusalReceived,
 )
-from .arrival import Outcome, Verdict, take_acknowledgements, take_arrival, take_broker_error
+from .arrival import Outcome, Verdict, take_acknowledgements, take_arrival
 from .destinations import Destinations
 from .inbound import Completed, Inbound
 from .outbound import Outbound
@@ -523,13 +523,6 @@ class TransportService:
             while work:
                 conn, item = work.pop()
                 h = item.header
-                if h.sequence < 0:
-                    if h.message_type == ERROR:
-                        code, text = _error_of(item.body)
-                        take_broker_error(
-                            applier, h.conversation_id, not h.is_initiator, code, text
-                        )
-                    continue
                 outcome = take_arrival(applier, h, item.body)
                 answers.append((conn, item, outcome))
                 if outcome.verdict is Verdict.DELIVERED:
@@ -678,10 +671,3 @@ def _send_fragment(fragment: Fragment, adjacent: AdjacentConnection, now: float)
 
 def _send_refusal(refusal: Refusal, adjacent: AdjacentConnection, now: float) -> bytes:
     return adjacent.send_refusal(refusal, now)
-
-
-def _error_of(body: bytes) -> tuple[int, str]:
-    try:
-        return parse_error_body(body)
-    except ConversationError:
-        return -8400, body.decode("utf-8", "replace")
