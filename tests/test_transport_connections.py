@@ -45,3 +45,27 @@ def test_a_bad_frame_closes_the_connection_and_the_peer_is_told_why(
     with a.broker.transaction() as tx:
         tx.send(h, "Order", b"<o>2</o>")
     assert [body for _, body in receive_all(b.broker, "warehouse_q", 1)] == [b"<o>2</o>"]
+
+
+def test_a_broker_stopped_and_started_again_listens_and_sends(
+    sites: tuple[Site, Site],
+) -> None:
+    """Stopped and started again three times in a row: one listener thread, no failed start,
+    and the messages flow again (stop() waits for the transport's threads to end, so a start
+    right after runs them on the new socket)."""
+    a, b = sites
+    connect(a, b)
+    with a.broker.transaction() as tx:
+        h = tx.begin_dialog(INITIATOR, TARGET, contract="//orders/Contract")
+        tx.send(h, "Order", b"<o>1</o>")
+    assert receive_all(b.broker, "warehouse_q", 1)
+    for _ in range(3):
+        b.broker.stop()
+        b.broker.start()
+    names = [t.name for t in b.broker.views.dm_broker_background_threads()]
+    assert names.count("transport listener") == 1
+    assert b.broker.transport.statistics().start_status is None
+    a.clock.advance(20)  # TICK-3a: 15 s after the disconnection
+    with a.broker.transaction() as tx:
+        tx.send(h, "Order", b"<o>2</o>")
+    assert [body for _, body in receive_all(b.broker, "warehouse_q", 1)] == [b"<o>2</o>"]

@@ -200,3 +200,34 @@ def test_tick_3b_takes_a_message_back_from_an_address_its_route_no_longer_gives(
     a.clock.advance(10)  # the 2nd tick: TICK-3b
     assert [body for _, body in receive_all(b.broker, "warehouse_q", 1)] == [b"<o>1</o>"]
     eventually(lambda: not a.broker.views.transmission_queue(), "the acknowledgement")
+
+
+def test_tick_3b_takes_back_a_message_whose_row_left_the_transmission_queue(
+    sites: tuple[Site, Site],
+) -> None:
+    """TICK-3b: END CONVERSATION WITH CLEANUP deletes a waiting message from the transmission
+    queue; the transmitter's copy (on its way to an instance not up yet) is taken back at the
+    next reclassification, so the far instance never gets it — only the later dialog's."""
+    a, b = sites
+    catalog(a.broker, target=False)
+    catalog(b.broker, target=True)
+    secure(a, b)
+    secure(b, a)
+    a.broker.create_route("warehouse", service_name=TARGET, address=f"TCP://127.0.0.1:{b.port}")
+    b.broker.create_route("shop", service_name=INITIATOR, address=f"TCP://127.0.0.1:{a.port}")
+    a.broker.start()
+    with a.broker.transaction() as tx:
+        first = tx.begin_dialog(INITIATOR, TARGET, contract="//orders/Contract")
+        tx.send(first, "Order", b"<o>cleaned up</o>")
+    eventually(lambda: "refused" in (first_status(a.broker) or ""), "the connection failure")
+    with a.broker.transaction() as tx:
+        tx.end_conversation(first, cleanup=True)
+    assert not a.broker.views.transmission_queue()
+    a.clock.advance(10)  # TICK-3b
+    b.broker.start()
+    with a.broker.transaction() as tx:
+        second = tx.begin_dialog(INITIATOR, TARGET, contract="//orders/Contract")
+        tx.send(second, "Order", b"<o>later</o>")
+    a.clock.advance(60)  # TICK-3a: 60 s after the failed attempt
+    assert [body for _, body in receive_all(b.broker, "warehouse_q", 1)] == [b"<o>later</o>"]
+    assert len(b.broker.views.conversation_endpoints()) == 1

@@ -159,6 +159,7 @@ class Broker(CatalogStatements, NetworkStatements):
             self._context,
             delivered,
             self._supervisor.start,
+            self._supervisor.join,
             transport,
         )
         tasks = self.timer.tasks

@@ -422,6 +422,11 @@ class StorageConnection(Protocol):
         :meth:`transmission_remote_body` reads it."""
         ...
 
+    def transmission_remote_ids(self, low: int, high: int) -> set[int]:
+        """The ids of the transport's rows between ``low`` and ``high`` (inclusive): which of
+        the messages on their way are still in the transmission queue."""
+        ...
+
     def transmission_remote_body(self, transmission_id: int) -> bytes | None:
         """The body of the transport's row ``transmission_id`` (None: the row is gone)."""
         ...

@@ -413,6 +413,10 @@ class NamedQueryConnection:
             )
         return rows
 
+    def transmission_remote_ids(self, low: int, high: int) -> set[int]:
+        """The ids of the transport's rows from ``low`` to ``high``."""
+        return {int(r[0]) for r in self._all("transmission_remote_ids", (low, high))}
+
     def transmission_remote_body(self, transmission_id: int) -> bytes | None:
         """The body of the transport's row ``transmission_id`` (None: gone)."""
         value = self._one("transmission_remote_body", (transmission_id,))

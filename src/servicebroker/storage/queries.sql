@@ -266,6 +266,10 @@ SELECT transmission_id, conversation_id, is_initiator, to_service_name, from_ser
 FROM transmission_queue WHERE is_remote = 1 AND transmission_id > ?
 ORDER BY transmission_id LIMIT ?;
 
+-- name: transmission_remote_ids
+SELECT transmission_id FROM transmission_queue
+WHERE is_remote = 1 AND transmission_id BETWEEN ? AND ?;
+
 -- name: transmission_remote_body
 SELECT message_body FROM transmission_queue WHERE transmission_id = ? AND is_remote = 1;
 

@@ -28,7 +28,15 @@ from ..storage.rows import TransportMark, TransportRow
 from .routing import RouteChoice, choose_route
 from .wire import MessageHeader
 
-__all__ = ["MessageKey", "OfferPlan", "PendingRows", "header_of", "key_of", "plan_offers"]
+__all__ = [
+    "MessageKey",
+    "OfferPlan",
+    "PendingRows",
+    "header_of",
+    "key_of",
+    "plan_offers",
+    "stale_offers",
+]
 
 MessageKey = tuple[bytes, bool, int]
 """A message's key: (conversation_id, is_initiator of the sending side, sequence)."""
@@ -94,6 +102,10 @@ class PendingRows:
             self._known.add(row.transmission_id)
             self._ids[key_of(row)] = row.transmission_id
             self._last = max(self._last, row.transmission_id)
+
+    def id_of(self, key: MessageKey) -> int | None:
+        """The ``transmission_id`` of message ``key``'s row, if read."""
+        return self._ids.get(key)
 
     def gone(self, key: MessageKey) -> None:
         """The row of message ``key`` left the transmission queue (acknowledged, NET-3)."""
@@ -187,6 +199,45 @@ def plan_offers(
         planned[address] = planned.get(address, 0) + row.message_size
         plan.offers.append((row, address))
     return plan
+
+
+def stale_offers(
+    offered: Mapping[MessageKey, str],
+    targets: Mapping[MessageKey, tuple[str, str | None]],
+    *,
+    gone: Callable[[MessageKey], bool],
+    catalog: CatalogSnapshot,
+    now: float,
+) -> list[MessageKey]:
+    """TICK-3b: the messages on their way to take back — their row left the transmission
+    queue (``gone``: END CONVERSATION, an expired lifetime, DROP SERVICE …) or their route
+    now gives another address than the one in ``offered`` (ALTER / DROP ROUTE, an expired
+    route; RTE-1..3).
+
+    Args:
+        offered: each message on its way and its address.
+        targets: each one's (TO SERVICE, broker instance).
+        gone: True for a message whose row is no longer in the transmission queue.
+        catalog: the routes and this database's services.
+        now: broker-clock seconds (route expiry).
+    """
+    routes = catalog.routes.values()
+    choices: dict[tuple[str, str | None], str | None] = {}
+    stale = []
+    for key, address in offered.items():
+        target = targets[key]
+        if target not in choices:
+            choice = choose_route(
+                routes,
+                service_name=target[0],
+                broker_instance=target[1],
+                local_services=catalog.services,
+                now=now,
+            )
+            choices[target] = choice.address if choice else None
+        if gone(key) or choices[target] != address:
+            stale.append(key)
+    return stale
 
 
 def header_of(row: TransportRow, catalog: CatalogSnapshot, instance: uuid.UUID) -> MessageHeader:

@@ -41,8 +41,8 @@ from .destinations import Destinations
 from .inbound import Completed, Inbound
 from .outbound import Outbound
 from .peer import PeerConnection, accept, connect
-from .pending import MessageKey, PendingRows, header_of, key_of, plan_offers
-from .routing import choose_route, format_tcp_address
+from .pending import MessageKey, PendingRows, header_of, key_of, plan_offers, stale_offers
+from .routing import format_tcp_address
 from .settings import TransportSettings
 from .tls import EndpointSecurity, security_from_catalog
 from .wire import Ack, Fragment, MessageHeader, Refusal
@@ -54,6 +54,7 @@ log = logging.getLogger(__name__)
 _POLL = 0.05  # real seconds between looks at the transmission queue for new rows
 _BATCH = 2000  # rows read per level per look
 _MAX_OFFERED = 20_000  # messages on their way at most (all destinations); more wait unread
+_THREADS = ("transport listener", "transport transmitter", "transport dispatcher")
 _INLINE_BYTES = 16 * 1024  # a larger body is read alone when its message is offered
 _FRAME_BYTES = 1024 * 1024  # fragment bytes written per destination per pass
 
@@ -118,6 +119,7 @@ class TransportService:
             messages, queues where a message arrived on an empty queue), to wake waiters and
             monitors.
         start_thread: starts a supervised thread ``(name, target)``.
+        join_thread: waits ``(name, timeout)`` real seconds for a supervised thread to end.
         settings: the transport's settings (:class:`TransportSettings`).
     """
 
@@ -126,13 +128,16 @@ class TransportService:
         context: BrokerContext,
         committed: Callable[[set[int], frozenset[int]], None],
         start_thread: Callable[[str, Callable[[], None]], None],
+        join_thread: Callable[[str, float], None],
         settings: TransportSettings | None = None,
     ) -> None:
         self._context = context
         self._committed = committed
         self._start_thread = start_thread
+        self._join_thread = join_thread
         self.settings = settings or TransportSettings()
         self._lock = threading.RLock()
+        self._start_lock = threading.Lock()
         self._cond = threading.Condition(self._lock)
         self._state = _State()
         self._inbound = Inbound(self.settings)
@@ -157,7 +162,12 @@ class TransportService:
         """Start the listener and the transmitter when the broker has a STARTED Service Broker
         endpoint; returns whether the transport runs. A start that fails (the private key
         cannot be read, the port is taken) is logged, kept as :attr:`start_status` and
-        retried by TICK-4c (:meth:`retry_start`)."""
+        retried by TICK-4c (:meth:`retry_start`). One start runs at a time (the broker's and
+        TICK-4c's never both bind the port)."""
+        with self._start_lock:
+            return self._start()
+
+    def _start(self) -> bool:
         with self._lock:
             self._wanted = True
             if self._running:
@@ -187,9 +197,10 @@ class TransportService:
             self._running = True
             self._start_status = None
             self._pending.read_all()
-        self._start_thread("transport listener", self._listen)
-        self._start_thread("transport transmitter", self._transmit)
-        self._start_thread("transport dispatcher", self._dispatch)
+        for name, target in zip(
+            _THREADS, (self._listen, self._transmit, self._dispatch), strict=True
+        ):
+            self._start_thread(name, target)
         return True
 
     def stop(self) -> None:
@@ -209,6 +220,8 @@ class TransportService:
             listener.close()
         for conn in connections:
             conn.close("the broker is stopping")
+        for name in _THREADS:  # ended before a new start runs them again
+            self._join_thread(name, 5.0)
 
     @property
     def running(self) -> bool:
@@ -241,30 +254,32 @@ class TransportService:
             self._cond.notify_all()
 
     def reclassify(self, now: float) -> None:
-        """TICK-3b: route every message again by the current routes and catalog. A message
-        on its way to an address its route no longer gives (ALTER / DROP ROUTE, an expired
-        route) is taken back and offered again by route (or waits with the status of no
-        route); the transport's rows are all read again (on PostgreSQL a row committed out
-        of id order is found at once anyway: see :mod:`.pending`)."""
+        """TICK-3b: every message on its way whose row left the transmission queue (END
+        CONVERSATION, an expired lifetime, DROP SERVICE), or whose route now gives another
+        address (ALTER / DROP ROUTE, an expired route), is taken back — the latter offered
+        again by route, or waiting with the status of no route; the transport's rows are all
+        read again (on PostgreSQL a row committed out of id order is found at once anyway:
+        see :mod:`.pending`)."""
+        with self._lock:
+            ids = {k: self._pending.id_of(k) for k in self._state.offered}
+        known = [i for i in ids.values() if i is not None]
         with self._context.storage.connection() as conn:
             catalog = self._context.catalog.snapshot(conn, fresh=True)
-        routes = catalog.routes.values()
+            there = conn.transmission_remote_ids(min(known), max(known)) if known else set()
         with self._lock:
-            choices: dict[tuple[str, str | None], str | None] = {}
-            for key, (service, instance) in list(self._state.targets.items()):
-                if (service, instance) not in choices:
-                    choice = choose_route(
-                        routes,
-                        service_name=service,
-                        broker_instance=instance,
-                        local_services=catalog.services,
-                        now=now,
-                    )
-                    choices[service, instance] = choice.address if choice else None
-                address = self._state.offered[key]
-                if choices[service, instance] != address:
-                    self._state.outbound[address].withdraw(key)
-                    del self._state.offered[key], self._state.targets[key]
+            state = self._state
+
+            def gone(key: MessageKey) -> bool:
+                tid = ids.get(key)
+                return tid is not None and tid not in there
+
+            for key in stale_offers(
+                state.offered, state.targets, gone=gone, catalog=catalog, now=now
+            ):
+                state.outbound[state.offered.pop(key)].withdraw(key)
+                del state.targets[key]
+                if gone(key):
+                    self._pending.gone(key)
             self._pending.read_all()
             self._cond.notify_all()
 

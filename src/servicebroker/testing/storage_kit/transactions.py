@@ -39,7 +39,7 @@ def check_transmission_queue(open_storage: StorageOpener) -> None:
     to 1), TransmissionRow fields, transmission_exists / _count / _waiting,
     set_transmission_status, list_transmission (priority, then id), delete_transmission and
     delete_transmission_of_endpoint; the transport's rows: transmission_remote (per level,
-    after an id, large bodies left out), transmission_remote_body, transmission_remote_mark,
+    after an id, large bodies left out), transmission_remote_body, transmission_remote_ids, transmission_remote_mark,
     transmission_exists_of, delete_transmission_messages, set_transmission_message_status."""
     with kit.Bench(open_storage) as bench:
         conn = bench.connect(bench.storage())
@@ -114,6 +114,8 @@ def check_transmission_queue(open_storage: StorageOpener) -> None:
             "transmission_remote(after=id): the rows above it; a body over inline_bytes left out",
         )
         kit.equal(conn.transmission_remote_body(r1), b"r1", "transmission_remote_body")
+        kit.equal(conn.transmission_remote_ids(r0, r1), {r0, r1}, "transmission_remote_ids")
+        kit.equal(conn.transmission_remote_ids(r1 + 1, r1 + 9), set(), "transmission_remote_ids")
         kit.equal(conn.transmission_remote_body(-1), None, "transmission_remote_body of no row")
         kit.equal(
             conn.transmission_remote_mark(r0), TransportMark(r1, 1), "transmission_remote_mark"
