@@ -28,7 +28,7 @@ import subprocess
 import sys
 import time
 from collections import Counter, defaultdict
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import closing
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -105,6 +105,16 @@ class Child:
         code = self.proc.wait(timeout)
         self.out.close()
         return code
+
+    def exited(self) -> bool:
+        """Whether the process has ended."""
+        return self.proc is not None and self.proc.poll() is not None
+
+    def dump(self) -> None:
+        """Have the process write its threads' stacks to its log (faulthandler)."""
+        if self.proc is not None and self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGUSR1)
+            time.sleep(0.5)  # for the log to be written, not an outcome
 
     def kill(self) -> None:
         assert self.proc is not None
@@ -201,7 +211,10 @@ def cycle(run: Run, kind: str, rng: random.Random) -> float:
         time.sleep(rng.uniform(0.0, 0.3))  # the moment of the kill, not an outcome
         victim.kill()
     else:
-        run.die.write_text(kind.split()[1])  # "before" / "after": the receiver kills itself
+        ready = run.die.with_suffix(".new")  # written whole, then renamed: read whole
+        ready.write_text(kind.split()[1])  # "before" / "after": the receiver kills itself
+        ready.replace(run.die)
+        watch(run, lambda: victim.exited(), f"the receiver to kill itself ({kind})")
         assert victim.wait_dead() == -signal.SIGKILL, kind
         assert not run.die.exists()
     marks = newest_sent(run.sender.db)
@@ -213,8 +226,18 @@ def cycle(run: Run, kind: str, rng: random.Random) -> float:
         run.receiver.check_alive()
         return received_beyond(run.receiver.db, marks)
 
-    eventually(recovered, f"a new message after restarting the {victim.role} ({kind})", 30.0)
+    watch(run, recovered, f"a new message after restarting the {victim.role} ({kind})")
     return time.monotonic() - restarted
+
+
+def watch(run: Run, probe: Callable[[], object], what: str, timeout: float = 30.0) -> None:
+    """:func:`eventually`, and when it times out each process's stacks in its log."""
+    try:
+        eventually(probe, what, timeout)
+    except pytest.fail.Exception:
+        run.sender.dump()
+        run.receiver.dump()
+        raise
 
 
 def outcome(shop: Path, warehouse: Path) -> tuple[int, int, int, int]:
@@ -279,7 +302,7 @@ def test_sigkill_cycles_lose_duplicate_and_reorder_nothing(
                 and warehouse_reader.views.transmission_queue_count() == 0
             )
 
-        eventually(drained, "everything sent received and acknowledged", 60.0)
+        watch(run, drained, "everything sent received and acknowledged", 60.0)
         run.sender.terminate()
         run.receiver.terminate()
         assert shop_reader.views.transmission_queue_count() == 0

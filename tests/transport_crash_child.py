@@ -23,6 +23,8 @@ Both end cleanly on SIGTERM (the broker is closed).
 from __future__ import annotations
 
 import argparse
+import faulthandler
+import logging
 import os
 import re
 import signal
@@ -132,6 +134,10 @@ def main(argv: list[str]) -> None:
     parser.add_argument("--stop", type=Path, help="sender: stop sending once this file exists")
     parser.add_argument("--die", type=Path, help="receiver: the kill-point file (see module)")
     args = parser.parse_args(argv)
+    logging.basicConfig(
+        level=logging.INFO, format=f"%(asctime)s {args.role} %(threadName)s %(message)s"
+    )
+    faulthandler.register(signal.SIGUSR1)  # the parent asks for the stacks when stuck
     if args.die is not None:
         arm_kill_points(args.die)
     signal.signal(signal.SIGTERM, lambda *_: stopping.set())
