@@ -109,6 +109,11 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         choices=("quick", "full"),
         help="messages per cell of tests/test_transport_faults.py: quick 1,000, full 10,000",
     )
+    parser.addoption(
+        "--transport-crash-cycles",
+        default="50",
+        help="SIGKILL cycles of tests/test_transport_crash.py (the long form: 300)",
+    )
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:

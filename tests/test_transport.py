@@ -191,3 +191,26 @@ def test_an_unreadable_private_key_fails_the_start_and_tick_4c_retries_it(
     key.write_bytes(saved)
     a.clock.advance(25)  # every 5th notification of the 5-second timer
     eventually(lambda: a.broker.transport.statistics().running, "the transport's start")
+
+
+def test_a_connection_closed_by_this_side_is_made_again_for_the_next_message(
+    sites: tuple[Site, Site],
+) -> None:
+    """TICK-4a, TICK-3a: the shop closes its connection after 90 s without traffic; the
+    connection leaves the shop's connections, and the next message opens a new one once the
+    15 s suppression after a disconnection is over (a connection this side closed, or whose
+    write failed, is torn down like one the peer closed)."""
+    a, b = sites
+    connect(a, b)
+    with a.broker.transaction() as tx:
+        handle = tx.begin_dialog(INITIATOR, TARGET, contract=CONTRACT)
+        tx.send(handle, "Order", "<o n='1'/>")
+    receive_all(b.broker, "warehouse_q", 1)
+    eventually(lambda: not a.broker.views.transmission_queue(), "the first message acknowledged")
+    a.clock.advance(91)
+    a.broker.transport.close_idle(a.clock.now())
+    eventually(lambda: not a.broker.transport.connections(), "the idle connection torn down")
+    with a.broker.transaction() as tx:
+        tx.send(handle, "Order", "<o n='2'/>")
+    a.clock.advance(16)
+    assert [body for _, body in receive_all(b.broker, "warehouse_q", 1)] == [b"<o n='2'/>"]

@@ -114,7 +114,9 @@ class PeerConnection:
 
     def read(self, handle: Callable[[PeerConnection, list[Event]], None]) -> None:
         """The reader thread's loop: every byte received becomes events for ``handle``, until
-        the connection closes (the last event is :class:`ConnectionClosed`)."""
+        the connection closes; the last event is always one :class:`ConnectionClosed`, also
+        when this side closed it (:meth:`close`, a write that failed), so the transport
+        tears the connection down and connects again (TICK-3a)."""
         while True:
             try:
                 data = self.sock.recv(_READ)
@@ -125,12 +127,16 @@ class PeerConnection:
                 return
             with self._lock:
                 now = self.clock.now()
+                was_closed = self.adjacent.state is ConnectionState.CLOSED
                 events = (
                     self.adjacent.receive_data(data, now)
                     if data
                     else self.adjacent.receive_eof(now)
                 )
-            if self.adjacent.state is ConnectionState.CLOSED:
+                if was_closed:  # closed by this side: the state machine says nothing more
+                    status = self.adjacent.closed_status or "the connection was closed"
+                    events = [ConnectionClosed(status)]
+            if not was_closed and self.adjacent.state is ConnectionState.CLOSED:
                 self._goodbye()  # acks of what was committed here, and why we close
             if events:
                 handle(self, events)
