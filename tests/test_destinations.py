@@ -11,6 +11,8 @@ ADDR = "TCP://peer:4022"
 
 
 def test_tick3a_suppressed_15_seconds_after_a_disconnection() -> None:
+    """TICK-3a: a destination with messages is connected to at once, one attempt at a time,
+    and not again for 15 s after a disconnection."""
     d = Destinations()
     d.add(ADDR)
     assert d.due(0.0) == [ADDR] and d.should_connect(ADDR, 0.0)
@@ -26,7 +28,8 @@ def test_tick3a_suppressed_15_seconds_after_a_disconnection() -> None:
 
 
 def test_tick3a_suppressed_60_seconds_after_each_failed_attempt_with_its_status() -> None:
-    # NET-7: the failure shows as the waiting messages' transmission_status
+    """TICK-3a: 60 s without an attempt after each failed one; NET-7: the failure shows as
+    the waiting messages' transmission_status until a connection is made."""
     d = Destinations()
     d.on_connecting(ADDR, 0.0)
     d.on_failed(
