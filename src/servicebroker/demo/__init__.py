@@ -48,6 +48,7 @@ from .flights import (
 from .instances import (
     DemoBrokers,
     carrier_activation,
+    carriers_off,
     open_brokers,
     setup_catalog,
     start,
@@ -108,7 +109,7 @@ def _process_year(
         for month in months:
             progress.update(month_task, description=f"month {month:2d}: Spark sends")
             if month != months[0]:
-                carrier_activation(brokers, carriers, state, on=False)
+                carriers_off(brokers, carriers, state, clock)
             (
                 messages.where(messages.month == month)
                 .repartition(2, "group_key")

@@ -32,13 +32,23 @@ from .procedures import (
     DEPARTED,
     FLIGHT_CONTRACTS,
     FLIGHT_PROCESSED,
+    READER_WAIT,
     SCHEDULED,
     DemoState,
     airport_procedure,
     carrier_procedure,
 )
 
-__all__ = ["DemoBrokers", "TransportFigures", "open_brokers"]
+__all__ = [
+    "DemoBrokers",
+    "TransportFigures",
+    "carrier_activation",
+    "carriers_off",
+    "open_brokers",
+    "setup_catalog",
+    "start",
+    "wait_quiet",
+]
 
 AIRPORT_READERS = 2
 CARRIER_READERS = 1
@@ -296,6 +306,39 @@ def carrier_activation(
                 status=on,
             ),
         )
+
+
+def carriers_off(
+    brokers: DemoBrokers,
+    carriers: list[str],
+    state: DemoState,
+    clock: ManualClock,
+    *,
+    timeout: float = 600.0,
+) -> None:
+    """Turn the carriers' activation OFF and wait until none of their procedures runs.
+
+    STATUS = OFF starts no new reader but leaves the running ones be (ACT-9); the demo's
+    readers wait in RECEIVE for READER_WAIT broker seconds, and the clock stands still, so a
+    reader left over from the last month would take the next month's messages as they arrive
+    — in arrival order, not as one backlog in priority order (PRI-12). The clock moves past
+    READER_WAIT, so their RECEIVEs come back empty and they return (``dm_broker_activated_tasks``
+    then lists none of the carrier queues, ACT-7).
+
+    Raises:
+        BrokerError: a carrier procedure still runs after ``timeout`` real seconds.
+    """
+    carrier_activation(brokers, carriers, state, on=False)
+    names = {f"carrier_{code}" for code in carriers}
+    deadline = time.monotonic() + timeout
+    last_advance = float("-inf")
+    while any(t.queue_name in names for t in brokers.carrier.views.dm_broker_activated_tasks()):
+        if time.monotonic() > deadline:
+            raise BrokerError("the carriers' activated procedures did not end within the limit")
+        if time.monotonic() - last_advance > 1.0:
+            clock.advance(READER_WAIT + 1.0)
+            last_advance = time.monotonic()
+        time.sleep(0.05)
 
 
 def _transported(brokers: DemoBrokers) -> int:
