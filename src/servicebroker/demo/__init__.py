@@ -5,10 +5,11 @@ Per flight, the origin airport's service begins a dialog with the carrier's serv
 aircraft's conversation group: RELATED_CONVERSATION_GROUP per tail number) and sends Scheduled,
 then Departed and Arrived, or Cancelled — written by Spark through the ``servicebroker`` data
 source, month by month. The carrier queues' activation is turned ON once Spark has written the
-month (ALTER QUEUE … ACTIVATION (STATUS = ON)) and OFF again before the next, so each month's
-flights wait as one backlog that the conversation priorities order (PRI-12: a priority orders
-what is waiting; flights drained as each Spark partition commits would be received in the
-partitions' order). Each carrier queue's activated procedure records the flight in the
+month (ALTER QUEUE … ACTIVATION (STATUS = ON)) and OFF again before the next (the readers
+still waiting from the month before are let end: STATUS = OFF stops no running procedure), so
+each month's flights wait as one backlog that the conversation priorities order (PRI-12: a
+priority orders what is waiting; flights drained as each Spark partition commits would be
+received in the partitions' order). Each carrier queue's activated procedure records the flight in the
 RECEIVE's transaction, flags a departed flight whose Arrived never comes with a conversation
 timer at scheduled arrival + 2 h, replies FlightProcessed and ends its side; each airport queue's
 procedure receives the replies per aircraft and ends its side. The broker's clock follows the
