@@ -158,6 +158,7 @@ def test_the_layout_reads_as_the_architecture() -> None:
         "servicebroker",
         "servicebroker.cli",
         "servicebroker.demo",
+        "servicebroker.demo.instances",
         "servicebroker.demo.procedures",
         "servicebroker.spark.datasource",
         "servicebroker.testing",

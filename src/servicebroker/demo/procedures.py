@@ -22,6 +22,7 @@ __all__ = [
     "DEPARTED",
     "FLIGHT_CONTRACTS",
     "FLIGHT_PROCESSED",
+    "READER_WAIT",
     "SCHEDULED",
     "DemoState",
     "airport_procedure",
