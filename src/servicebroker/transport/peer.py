@@ -35,6 +35,7 @@ from .audit import AuditBrokerLogin, LoginFailure, audit_login
 from .routing import parse_tcp_address
 from .settings import TransportSettings
 from .tls import EndpointSecurity, check_cipher, handshake_failure, peer_thumbprint
+from .wire import Ack
 
 __all__ = ["HANDSHAKE_SECONDS", "PeerConnection", "accept", "connect"]
 
@@ -111,6 +112,18 @@ class PeerConnection:
                 with self._lock:
                     self._fail(f"sending failed: {exc}")
                 return False
+
+    def queue_ack(self, ack: Ack) -> None:
+        """Keep ``ack`` to ride on the next frame to the peer (NET-3), under the state lock
+        (the transmitter takes the pending acks under it too)."""
+        with self._lock:
+            self.adjacent.queue_ack(ack)
+
+    @property
+    def pending_acks(self) -> bool:
+        """True while acknowledgements wait for a frame to the peer."""
+        with self._lock:
+            return bool(self.adjacent.pending_acks)
 
     def read(self, handle: Callable[[PeerConnection, list[Event]], None]) -> None:
         """The reader thread's loop: every byte received becomes events for ``handle``, until

@@ -445,7 +445,7 @@ class TransportService:
         for conn, frames in work:
             conn.send(*(partial(_send_fragment, frame) for frame in frames))
         for conn in conns:
-            if conn.adjacent.pending_acks:
+            if conn.pending_acks:
                 conn.send(lambda a, n: a.flush_acks(n))
 
     def _connect(self, address: str) -> None:
@@ -489,7 +489,7 @@ class TransportService:
                         if isinstance(item, Completed):
                             completed.append(item)
                         elif isinstance(item, Ack):
-                            conn.adjacent.queue_ack(item)
+                            conn.queue_ack(item)
                         else:
                             log.warning("message dispatcher dropped a message: %s", item.reason)
                 elif isinstance(event, AckReceived):
@@ -581,7 +581,7 @@ class TransportService:
                 if out.open and out.peer_instance == peer:
                     target = out
                     break
-            target.adjacent.queue_ack(ack)
+            target.queue_ack(ack)
 
     def _error_back(self, conn: PeerConnection, h: MessageHeader, body: bytes) -> None:
         """Send the sender the broker's Error for its dialog (unsequenced, NET-2)."""
