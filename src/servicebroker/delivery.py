@@ -216,8 +216,10 @@ class Applier:
             self._purged_queues.clear()
 
     def finish(self) -> None:
-        """Write queue rows, changed endpoints and endpoint deletions."""
+        """Write queue rows, the transport's transmission rows, changed endpoints and
+        endpoint deletions."""
         self.flush_messages()
+        self.transmission.flush()
         changed = [
             row for row in self._dirty.values() if self._rows.get(row.conversation_handle) is row
         ]

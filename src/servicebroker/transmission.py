@@ -22,7 +22,7 @@ from __future__ import annotations
 import threading
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Protocol
+from typing import Any, Protocol
 
 from .catalog import CatalogCache, CatalogSnapshot
 from .clock import Clock
@@ -69,6 +69,7 @@ class TransmissionQueue:
         self.catalog = catalog
         self.now = now
         self._any: bool | None = None
+        self._remote: list[tuple[Any, ...]] = []
 
     def blocks(self, sender: EndpointRow) -> bool:
         """True when a message sent earlier by ``sender``'s side of its conversation waits here:
@@ -97,35 +98,44 @@ class TransmissionQueue:
         transport's: it leaves for another broker instance (``to_broker_instance`` when
         known) and is deleted when that instance acknowledges it (NET-3)."""
         from_service = self.catalog.services_by_id[sender.service_id].name
-        self.conn.insert_transmission(
-            (
-                sender.conversation_handle,
-                sender.conversation_id,
-                int(sender.is_initiator),
-                sender.far_service,
-                from_service,
-                sender.service_contract_id,
-                self.now,
-                out.sequence,
-                out.message_type_id,
-                out.validation,
-                out.body,
-                out.message_id,
-                arrival.value,
-                reason,
-                sender.priority,
-                sender.lifetime,
-                int(remote),
-                to_broker_instance,
-            )
+        row = (
+            sender.conversation_handle,
+            sender.conversation_id,
+            int(sender.is_initiator),
+            sender.far_service,
+            from_service,
+            sender.service_contract_id,
+            self.now,
+            out.sequence,
+            out.message_type_id,
+            out.validation,
+            out.body,
+            out.message_id,
+            arrival.value,
+            reason,
+            sender.priority,
+            sender.lifetime,
+            int(remote),
+            to_broker_instance,
         )
-        if not remote:
+        if remote:  # written in one batch by flush(): nothing reads them in this transaction
+            self._remote.append(row)
+        else:
+            self.conn.insert_transmissions([row])
             self._any = True
         return reason
+
+    def flush(self) -> None:
+        """Write the transport's rows held since the last flush, in send order (before the
+        commit, and before anything deletes transmission rows)."""
+        if self._remote:
+            self.conn.insert_transmissions(self._remote)
+            self._remote = []
 
     def drop_endpoint(self, sender: EndpointRow) -> None:
         """Drop the unsent messages of ``sender``'s side (END CONVERSATION WITH ERROR or WITH
         CLEANUP, DLG-4)."""
+        self.flush()
         self.conn.delete_transmission_of_endpoint(sender.conversation_id, sender.is_initiator)
 
     def batch(

@@ -399,10 +399,10 @@ class StorageConnection(Protocol):
         ...
 
     # -- transmission queue ----------------------------------------------------------------
-    def insert_transmission(self, row: Sequence[Any]) -> None:
-        """Hold a message in the transmission queue: ``row`` has the fields of a
-        :class:`TransmissionRow` but its ``transmission_id``, in order (the id comes next in
-        insert order). In the write transaction."""
+    def insert_transmissions(self, rows: Iterable[Sequence[Any]]) -> None:
+        """Hold messages in the transmission queue, in the given order: each row has the
+        fields of a :class:`TransmissionRow` but its ``transmission_id``, in order (the ids
+        come next in insert order). In the write transaction."""
         ...
 
     def transmission_pending(self, limit: int) -> list[TransmissionRow]:

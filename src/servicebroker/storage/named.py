@@ -377,9 +377,9 @@ class NamedQueryConnection:
         self._run("move_conversation_messages", (group_id, old_group, handle))
 
     # -- transmission queue --------------------------------------------------------------
-    def insert_transmission(self, row: Sequence[Any]) -> None:
-        """Hold a message in the transmission queue (a TransmissionRow without its id)."""
-        self._run("insert_transmission", row)
+    def insert_transmissions(self, rows: Iterable[Sequence[Any]]) -> None:
+        """Hold messages in the transmission queue, in order (TransmissionRows without ids)."""
+        self._many("insert_transmission", rows)
 
     def transmission_pending(self, limit: int) -> list[TransmissionRow]:
         """For each level 10..1, its oldest ``limit`` transmission-queue rows in send order

@@ -35,7 +35,7 @@ __all__ = [
 
 
 def check_transmission_queue(open_storage: StorageOpener) -> None:
-    """insert_transmission, transmission_pending (each level's oldest ``limit``, levels 10 down
+    """insert_transmissions, transmission_pending (each level's oldest ``limit``, levels 10 down
     to 1), TransmissionRow fields, transmission_exists / _count / _waiting,
     set_transmission_status, list_transmission (priority, then id), delete_transmission and
     delete_transmission_of_endpoint; the transport's rows: transmission_remote (per level,
@@ -54,7 +54,7 @@ def check_transmission_queue(open_storage: StorageOpener) -> None:
             kit.transmission(second, 9, b"c"),
             kit.transmission(third, 1, b"d"),
         ]
-        kit.committed(conn, lambda: kit.each(conn.insert_transmission, rows))
+        kit.committed(conn, lambda: conn.insert_transmissions(rows))
         pending = conn.transmission_pending(10)
         kit.typed(pending, TransmissionRow, "transmission_pending")
         kit.equal(
@@ -98,7 +98,7 @@ def check_transmission_queue(open_storage: StorageOpener) -> None:
             kit.transmission(first, 5, b"r1", sequence=1, to_broker_instance=far),
         ]
         local = kit.transmission(second, 5, b"l")
-        kit.committed(conn, lambda: kit.each(conn.insert_transmission, [*remote, local]))
+        kit.committed(conn, lambda: conn.insert_transmissions([*remote, local]))
         kit.equal(conn.transmission_exists_of(remote=True), True, "transmission_exists_of remote")
         remote_rows = conn.transmission_remote(10, inline_bytes=2)
         kit.typed(remote_rows, TransportRow, "transmission_remote")
@@ -216,7 +216,7 @@ def check_catalog_rows_and_version(open_storage: StorageOpener) -> None:
 
         def carry() -> None:
             conn.insert_messages([carried])
-            conn.insert_transmission(held)
+            conn.insert_transmissions([held])
 
         kit.committed(conn, carry)
         kit.equal(
@@ -295,7 +295,7 @@ def check_rollback_discards_writes(open_storage: StorageOpener) -> None:
         kit.equal(conn.in_write, True, "in_write after begin_write")
         conn.insert_endpoint(endpoint)
         conn.insert_messages([kit.message(queue_id, endpoint.conversation_group_id, kit.new_id())])
-        conn.insert_transmission(kit.transmission(endpoint.conversation_id, 5, b""))
+        conn.insert_transmissions([kit.transmission(endpoint.conversation_id, 5, b"")])
         conn.catalog_write("insert_queue", (name, 1, 0, 1, 0, None, 0, NOW))
         conn.bump_catalog_version()
         kit.expect(conn.get_endpoint(endpoint.conversation_handle) is not None, "own write unseen")
