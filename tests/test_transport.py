@@ -22,8 +22,10 @@ from .transport_sites import (
     connect,
     eventually,
     first_status,
+    link,
     receive_all,
     secure,
+    shop_and_warehouse,
 )
 
 
@@ -88,11 +90,7 @@ def test_a_message_waits_while_the_target_service_is_missing(sites: tuple[Site, 
     b.broker.create_message_type("Order", validation="WELL_FORMED_XML")
     b.broker.create_message_type("Receipt")
     b.broker.create_contract(CONTRACT, {"Order": "INITIATOR", "Receipt": "TARGET"})
-    secure(a, b)
-    secure(b, a)
-    a.broker.create_route("warehouse", service_name=TARGET, address=f"TCP://127.0.0.1:{b.port}")
-    a.broker.start()
-    b.broker.start()
+    link(a, b)
     with a.broker.transaction() as tx:
         handle = tx.begin_dialog(INITIATOR, TARGET, contract=CONTRACT)
         tx.send(handle, "Order", "<o/>")
@@ -116,13 +114,7 @@ def test_a_peer_whose_certificate_is_not_granted_gets_nothing(
     https://learn.microsoft.com/en-us/sql/relational-databases/event-classes/audit-broker-login-event-class)."""
     caplog.set_level(logging.INFO, logger="servicebroker.transport.peer")
     a, b = sites
-    catalog(a.broker, target=False)
-    catalog(b.broker, target=True)
-    secure(a, b)
-    secure(b, a, grant=False)
-    a.broker.create_route("warehouse", service_name=TARGET, address=f"TCP://127.0.0.1:{b.port}")
-    a.broker.start()
-    b.broker.start()
+    shop_and_warehouse(a, b, warehouse_grants=False)
     with a.broker.transaction() as tx:
         handle = tx.begin_dialog(INITIATOR, TARGET, contract=CONTRACT)
         tx.send(handle, "Order", "<o/>")
@@ -152,13 +144,7 @@ def test_required_against_disabled_is_refused(
     status says so and the acceptor logs an Audit Broker Login Negotiate Failure."""
     caplog.set_level(logging.INFO, logger="servicebroker.transport.peer")
     a, b = sites
-    catalog(a.broker, target=False)
-    catalog(b.broker, target=True)
-    secure(a, b)
-    secure(b, a, encryption="DISABLED")
-    a.broker.create_route("warehouse", service_name=TARGET, address=f"TCP://127.0.0.1:{b.port}")
-    a.broker.start()
-    b.broker.start()
+    shop_and_warehouse(a, b, encryption=("REQUIRED", "DISABLED"))
     with a.broker.transaction() as tx:
         tx.send(tx.begin_dialog(INITIATOR, TARGET, contract=CONTRACT), "Order", "<o/>")
 

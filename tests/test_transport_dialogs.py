@@ -24,6 +24,7 @@ from .transport_sites import (
     connect,
     eventually,
     first_status,
+    link,
     receive_all,
     secure,
 )
@@ -179,11 +180,7 @@ def test_pri7_each_instance_receives_by_its_own_broker_priorities(
     a.broker.create_broker_priority("rush", local_service_name=RUSH, priority_level=2)
     b.broker.create_broker_priority("orders", remote_service_name=INITIATOR, priority_level=3)
     b.broker.create_broker_priority("rush", remote_service_name=RUSH, priority_level=8)
-    secure(a, b)
-    secure(b, a)
-    a.broker.create_route("warehouse", service_name=TARGET, address=f"TCP://127.0.0.1:{b.port}")
-    a.broker.start()
-    b.broker.start()
+    link(a, b)
     with a.broker.transaction() as tx:
         orders = tx.begin_dialog(INITIATOR, TARGET, contract=CONTRACT)
         rush = tx.begin_dialog(RUSH, TARGET, contract=CONTRACT)

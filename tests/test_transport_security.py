@@ -55,6 +55,7 @@ from .transport_sites import (
     free_port,
     receive_all,
     secure,
+    shop_and_warehouse,
 )
 
 PEER_LOG = "servicebroker.transport.peer"
@@ -81,14 +82,7 @@ def backend() -> str:
 def start_pair(a: Site, b: Site, *, enc_a: str = "REQUIRED", enc_b: str = "REQUIRED") -> None:
     """Shop on ``a``, warehouse on ``b``, each granting the other's certificate, with their
     own ENCRYPTION settings; routes both ways; both started."""
-    catalog(a.broker, target=False)
-    catalog(b.broker, target=True)
-    secure(a, b, encryption=enc_a)
-    secure(b, a, encryption=enc_b)
-    a.broker.create_route("warehouse", service_name=TARGET, address=f"TCP://127.0.0.1:{b.port}")
-    b.broker.create_route("shop", service_name=INITIATOR, address=f"TCP://127.0.0.1:{a.port}")
-    a.broker.start()
-    b.broker.start()
+    shop_and_warehouse(a, b, encryption=(enc_a, enc_b), route_back=True)
 
 
 def send_order(site: Site, body: str = "<o/>") -> uuid.UUID:
@@ -228,13 +222,7 @@ def test_sec1_disabled_carries_data_in_the_clear_and_required_does_not(
     a, b = sites
     tap = Tap(b.port)
     tap_factory.append(tap)
-    catalog(a.broker, target=False)
-    catalog(b.broker, target=True)
-    secure(a, b, encryption=encryption)
-    secure(b, a, encryption=encryption)
-    a.broker.create_route("warehouse", service_name=TARGET, address=f"TCP://127.0.0.1:{tap.port}")
-    a.broker.start()
-    b.broker.start()
+    shop_and_warehouse(a, b, port=tap.port, encryption=(encryption, encryption))
     body = "<order secret='plain-text-marker-4711'/>"
     send_order(a, body)
     assert [m for _, m in receive_all(b.broker, "warehouse_q", 1)] == [body.encode()]
@@ -255,13 +243,7 @@ def test_sec1_disabled_connection_is_integrity_protected(
     marker = b"integrity-marker-0815"
     tap = Tap(b.port, tamper=marker)
     tap_factory.append(tap)
-    catalog(a.broker, target=False)
-    catalog(b.broker, target=True)
-    secure(a, b, encryption="DISABLED")
-    secure(b, a, encryption="DISABLED")
-    a.broker.create_route("warehouse", service_name=TARGET, address=f"TCP://127.0.0.1:{tap.port}")
-    a.broker.start()
-    b.broker.start()
+    shop_and_warehouse(a, b, port=tap.port, encryption=("DISABLED", "DISABLED"))
     body = b"<order n='" + marker + b"'/>"
     send_order(a, body.decode())
     eventually(lambda: tap.tampered, "the relay's changed bit")
@@ -295,13 +277,7 @@ def test_sec1_a_hello_altered_to_downgrade_supported_fails_the_login(
     a, b = sites
     tap = Tap(b.port, hello_encryption="DISABLED")
     tap_factory.append(tap)
-    catalog(a.broker, target=False)
-    catalog(b.broker, target=True)
-    secure(a, b, encryption="SUPPORTED")
-    secure(b, a, encryption="SUPPORTED")
-    a.broker.create_route("warehouse", service_name=TARGET, address=f"TCP://127.0.0.1:{tap.port}")
-    a.broker.start()
-    b.broker.start()
+    shop_and_warehouse(a, b, port=tap.port, encryption=("SUPPORTED", "SUPPORTED"))
     send_order(a, "<order secret='downgrade-marker-31337'/>")
 
     status = eventually(lambda: first_status(a.broker), "the refusal's status")
@@ -380,13 +356,9 @@ def test_sec1_a_certificate_from_another_ca_is_refused(
     ca1 = make_ca("ca1", tmp_path / "ca1")
     ca2 = make_ca("ca2", tmp_path / "ca2")
     a.cert = make_signed("shop", tmp_path / "shop", ca2[0], ca2[1])
-    catalog(a.broker, target=False)
-    catalog(b.broker, target=True)
-    secure(a, b)
-    secure(b, Site(a.broker, a.clock, a.port, ca1))  # the warehouse grants CA1's certificate
-    a.broker.create_route("warehouse", service_name=TARGET, address=f"TCP://127.0.0.1:{b.port}")
-    a.broker.start()
-    b.broker.start()
+    shop_and_warehouse(
+        a, b, warehouse_trusts=Site(a.broker, a.clock, a.port, ca1)
+    )  # the warehouse grants CA1's certificate
     send_order(a)
 
     status = eventually(lambda: first_status(a.broker), "the refusal's status")
@@ -412,13 +384,9 @@ def test_sec1_a_certificate_signed_by_a_granted_ca_is_accepted(
     a, b = sites
     ca1 = make_ca("ca1", tmp_path / "ca1")
     a.cert = make_signed("shop", tmp_path / "shop", ca1[0], ca1[1])
-    catalog(a.broker, target=False)
-    catalog(b.broker, target=True)
-    secure(a, b)
-    secure(b, Site(a.broker, a.clock, a.port, ca1))  # the warehouse grants CA1's certificate
-    a.broker.create_route("warehouse", service_name=TARGET, address=f"TCP://127.0.0.1:{b.port}")
-    a.broker.start()
-    b.broker.start()
+    shop_and_warehouse(
+        a, b, warehouse_trusts=Site(a.broker, a.clock, a.port, ca1)
+    )  # the warehouse grants CA1's certificate
     send_order(a)
     assert [body for _, body in receive_all(b.broker, "warehouse_q", 1)] == [b"<o/>"]
 
@@ -439,13 +407,7 @@ def test_sec1_an_expired_certificate_is_refused(
     caplog.set_level(logging.INFO, logger=PEER_LOG)
     a, b = sites
     a.cert = expired_pair(tmp_path / "old", "shop")
-    catalog(a.broker, target=False)
-    catalog(b.broker, target=True)
-    secure(a, b)
-    secure(b, a)
-    a.broker.create_route("warehouse", service_name=TARGET, address=f"TCP://127.0.0.1:{b.port}")
-    a.broker.start()
-    b.broker.start()
+    shop_and_warehouse(a, b)
     send_order(a)
 
     status = eventually(lambda: first_status(a.broker), "the refusal's status")
@@ -472,13 +434,7 @@ def test_sec1_the_sender_refuses_a_receiver_whose_certificate_expired(
     caplog.set_level(logging.INFO, logger=PEER_LOG)
     a, b = sites
     b.cert = expired_pair(tmp_path / "old", "warehouse")
-    catalog(a.broker, target=False)
-    catalog(b.broker, target=True)
-    secure(a, b)
-    secure(b, a)
-    a.broker.create_route("warehouse", service_name=TARGET, address=f"TCP://127.0.0.1:{b.port}")
-    a.broker.start()
-    b.broker.start()
+    shop_and_warehouse(a, b)
     send_order(a)
 
     status = eventually(lambda: first_status(a.broker), "the refusal's status")

@@ -11,7 +11,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TypeVar
+from typing import Any, TypeVar
 
 import pytest
 
@@ -86,16 +86,41 @@ def secure(
         b.grant_connect("sb", certificate="peer")
 
 
-def connect(a: Site, b: Site, **options: object) -> None:
-    """Shop on ``a``, warehouse on ``b``, each granting the other, routes both ways."""
+def shop_and_warehouse(a: Site, b: Site, **link_options: Any) -> None:
+    """The shop's catalog on ``a``, the warehouse's on ``b``, then :func:`link`."""
     catalog(a.broker, target=False)
     catalog(b.broker, target=True)
-    secure(a, b, **options)  # type: ignore[arg-type]
-    secure(b, a, **options)  # type: ignore[arg-type]
-    a.broker.create_route("warehouse", service_name=TARGET, address=f"TCP://127.0.0.1:{b.port}")
-    b.broker.create_route("shop", service_name=INITIATOR, address=f"TCP://127.0.0.1:{a.port}")
+    link(a, b, **link_options)
+
+
+def link(
+    a: Site,
+    b: Site,
+    *,
+    port: int | None = None,
+    encryption: tuple[str, str] = ("REQUIRED", "REQUIRED"),
+    warehouse_trusts: Site | None = None,
+    warehouse_grants: bool = True,
+    route_back: bool = False,
+) -> None:
+    """Endpoints on ``a`` and ``b`` with ``encryption`` (a's, b's), each granting the other's
+    certificate — ``b`` granting ``warehouse_trusts``'s instead of a's, or none
+    (``warehouse_grants=False``) — a route from ``a`` to the warehouse on ``b`` (at ``port``,
+    default b's), a route back with ``route_back``; both brokers started."""
+    secure(a, b, encryption=encryption[0])
+    secure(b, warehouse_trusts or a, grant=warehouse_grants, encryption=encryption[1])
+    a.broker.create_route(
+        "warehouse", service_name=TARGET, address=f"TCP://127.0.0.1:{port or b.port}"
+    )
+    if route_back:
+        b.broker.create_route("shop", service_name=INITIATOR, address=f"TCP://127.0.0.1:{a.port}")
     a.broker.start()
     b.broker.start()
+
+
+def connect(a: Site, b: Site, *, encryption: str = "REQUIRED") -> None:
+    """Shop on ``a``, warehouse on ``b``, each granting the other, routes both ways."""
+    shop_and_warehouse(a, b, encryption=(encryption, encryption), route_back=True)
 
 
 def first_status(broker: Broker) -> str | None:
