@@ -14,9 +14,11 @@
   messages, publisher confirms (pika's BlockingChannel waits for each confirm), manual acks
   (one ``multiple`` ack per batch), publisher and consumer each their own process. Skipped,
   with the reason printed, if ``pika`` is missing or the server unreachable.
-- the raw TLS socket's bandwidth for the 10 MB body: a Python ssl socket pair over loopback
+- the raw TLS socket's bandwidth for the largest body: a Python ssl socket pair over loopback
   with the same kind of self-signed certificates (EC P-256, mutual, TLS >= 1.2), the reader a
-  thread, as messages per second of that size.
+  thread, as messages per second of that size; and the transport's own layers alone on such a
+  pair (Outbound, framing, Inbound reassembly and acks, no storage): what the protocol costs
+  beside what the two databases cost.
 
 Targets are printed beside the figures (not asserted): between instances >= 50 % of within
 one instance at 100 bytes; the broker's 10 MB throughput within 2x of raw TLS bandwidth.
@@ -46,8 +48,18 @@ from typing import Any
 from rich.console import Console
 from rich.table import Table
 
-from servicebroker import Broker
+from servicebroker import Broker, TransportSettings
+from servicebroker.transport.adjacent import (
+    AckReceived,
+    AdjacentConnection,
+    ConnectionState,
+    FragmentReceived,
+    PeerHello,
+)
 from servicebroker.transport.certificates import make_self_signed
+from servicebroker.transport.inbound import Completed, Inbound
+from servicebroker.transport.outbound import Outbound
+from servicebroker.transport.wire import Ack, MessageHeader
 
 ctx = mp.get_context("spawn")
 STAMP = struct.Struct("<d")
@@ -381,6 +393,88 @@ def tls_run(folder: Path, total: int, size: int) -> float:
     return total / elapsed
 
 
+def protocol_run(folder: Path, total: int, size: int) -> float:
+    """Messages of ``size`` bytes per second through the transport's own layers and nothing
+    else: the same TLS socket pair, the sender's ``Outbound`` fragments each body (NET-5) and
+    its ``AdjacentConnection`` frames them (CRC-32), the receiver's ``AdjacentConnection``
+    checks the frames and its ``Inbound`` reassembles each body, whose whole-message ack goes
+    back at once — no storage, no commit. Between this and "between instances" is what the
+    two databases cost."""
+    (sc, sk), (cc, ck) = (make_self_signed(n, folder / f"proto{n}") for n in ("s", "c"))
+    server = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+    client = ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT)
+    for c, (cert, key), peer in ((server, (sc, sk), cc), (client, (cc, ck), sc)):
+        c.minimum_version = ssl.TLSVersion.TLSv1_2
+        c.verify_mode = ssl.CERT_REQUIRED
+        c.load_cert_chain(cert, key)
+        c.load_verify_locations(peer)
+    client.check_hostname = False
+    listener = socket.create_server(("127.0.0.1", 0))
+    port = listener.getsockname()[1]
+    settings = TransportSettings()
+
+    def receive() -> None:
+        raw, _ = listener.accept()
+        with server.wrap_socket(raw, server_side=True) as sock:
+            adjacent = AdjacentConnection(
+                uuid.uuid4(), is_accept=True, encryption="REQUIRED", now=0
+            )
+            inbound = Inbound(settings)
+            sock.sendall(adjacent.start(0))
+            done = 0
+            while done < total:
+                data = sock.recv(1 << 20)
+                if not data:
+                    return
+                for event in adjacent.receive_data(data, 0):
+                    if isinstance(event, PeerHello):
+                        sock.sendall(adjacent.login(True, "", 0))
+                    elif isinstance(event, FragmentReceived):
+                        for item in inbound.on_fragment(event.fragment, 0):
+                            if isinstance(item, Ack):  # a fragment held (NET-5)
+                                adjacent.queue_ack(item)
+                            elif isinstance(item, Completed):
+                                h = item.header
+                                adjacent.queue_ack(
+                                    Ack(h.conversation_id, h.is_initiator, h.sequence)
+                                )
+                                done += 1
+                sock.sendall(adjacent.flush_acks(0))
+
+    reader = threading.Thread(target=receive)
+    reader.start()
+    adjacent = AdjacentConnection(uuid.uuid4(), is_accept=False, encryption="REQUIRED", now=0)
+    outbound = Outbound(settings)
+    conversation = uuid.uuid4().bytes
+    body = body_of(size)
+    with client.wrap_socket(socket.create_connection(("127.0.0.1", port))) as sock:
+        sock.sendall(adjacent.start(0))
+        while adjacent.state is not ConnectionState.LOGGED_IN:
+            adjacent.receive_data(sock.recv(1 << 16), 0)
+        start = time.perf_counter()
+        for n in range(total):
+            outbound.offer(
+                MessageHeader(
+                    conversation, True, n, uuid.uuid4().bytes, "//i", "//t", "C", "M", "NONE",
+                    adjacent.our_instance, None, 5, None, size, 1,
+                ),
+                body,
+                0,
+            )  # fmt: skip
+        acked = 0
+        while acked < total:
+            frames = outbound.frames_due(0, 1 << 22)
+            if frames:
+                sock.sendall(b"".join(adjacent.send_fragment(f, 0) for f in frames))
+            for event in adjacent.receive_data(sock.recv(1 << 16), 0):
+                if isinstance(event, AckReceived):
+                    acked += len(outbound.on_ack(event.ack, 0))
+        elapsed = time.perf_counter() - start
+    reader.join()
+    listener.close()
+    return total / elapsed
+
+
 # -- the report -----------------------------------------------------------------------------------
 
 
@@ -480,6 +574,20 @@ def main() -> int:
                     )
             if size == max(sizes):
                 raw = tls_run(run, total, size)
+                proto = protocol_run(run, total, size)
+                table.add_row(
+                    _size(size),
+                    f"{total:,}",
+                    "",
+                    "the transport's layers alone (no storage)",
+                    f"{proto:,.1f}",
+                    f"{proto * size / 1e6:,.1f}",
+                    "",
+                    "",
+                    "",
+                    f"raw / layers {raw / proto:.1f}x",
+                    "",
+                )
                 tls_ratio = raw / between.rate
                 ok = tls_ratio <= 2
                 table.add_row(

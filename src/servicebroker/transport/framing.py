@@ -101,8 +101,9 @@ def encode_frame(frame: Frame, *, max_payload: int = MAX_PAYLOAD) -> bytes:
             f"{frame.type.name} frame of {size} bytes is beyond the frame limit of "
             f"{max_payload} bytes (a larger message travels in fragments)"
         )
-    head = _HEADER.pack(MAGIC, FRAME_VERSION, frame.type, size) + bytes(frame.payload)
-    return head + _CHECKSUM.pack(zlib.crc32(head))
+    head = _HEADER.pack(MAGIC, FRAME_VERSION, frame.type, size)
+    checksum = zlib.crc32(frame.payload, zlib.crc32(head))
+    return b"".join((head, frame.payload, _CHECKSUM.pack(checksum)))  # the payload copied once
 
 
 class FrameDecoder:
@@ -159,7 +160,8 @@ class FrameDecoder:
             (checksum,) = _CHECKSUM.unpack_from(self._buffer, end)
             if zlib.crc32(memoryview(self._buffer)[:end]) != checksum:
                 self._fail(f"{FrameType(kind).name} frame of {size} bytes fails its checksum")
-            frames.append(Frame(FrameType(kind), bytes(self._buffer[_HEADER.size : end])))
+            payload = bytes(memoryview(self._buffer)[_HEADER.size : end])  # copied once
+            frames.append(Frame(FrameType(kind), payload))
             del self._buffer[: end + _CHECKSUM.size]
         self.frames_decoded += len(frames)
         return frames
