@@ -351,9 +351,10 @@ def rabbit_run(address: str, total: int, batch: int, size: int) -> Result:
 # -- raw TLS --------------------------------------------------------------------------------------
 
 
-def tls_run(folder: Path, total: int, size: int) -> float:
-    """Messages of ``size`` bytes per second through one mutual-TLS socket pair on loopback."""
-    (sc, sk), (cc, ck) = (make_self_signed(n, folder / f"raw{n}") for n in ("s", "c"))
+def tls_contexts(folder: Path) -> tuple[ssl.SSLContext, ssl.SSLContext]:
+    """Server and client contexts for a mutual-TLS socket pair on loopback: self-signed
+    certificates (as the brokers use), each side trusting the other's, TLS >= 1.2."""
+    (sc, sk), (cc, ck) = (make_self_signed(n, folder / n) for n in ("s", "c"))
     server = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
     client = ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT)
     for c, (cert, key), peer in ((server, (sc, sk), cc), (client, (cc, ck), sc)):
@@ -362,6 +363,12 @@ def tls_run(folder: Path, total: int, size: int) -> float:
         c.load_cert_chain(cert, key)
         c.load_verify_locations(peer)
     client.check_hostname = False
+    return server, client
+
+
+def tls_run(folder: Path, total: int, size: int) -> float:
+    """Messages of ``size`` bytes per second through one mutual-TLS socket pair on loopback."""
+    server, client = tls_contexts(folder / "raw")
     listener = socket.create_server(("127.0.0.1", 0))
     port = listener.getsockname()[1]
     expected = total * size
@@ -400,15 +407,7 @@ def protocol_run(folder: Path, total: int, size: int) -> float:
     checks the frames and its ``Inbound`` reassembles each body, whose whole-message ack goes
     back at once — no storage, no commit. Between this and "between instances" is what the
     two databases cost."""
-    (sc, sk), (cc, ck) = (make_self_signed(n, folder / f"proto{n}") for n in ("s", "c"))
-    server = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
-    client = ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT)
-    for c, (cert, key), peer in ((server, (sc, sk), cc), (client, (cc, ck), sc)):
-        c.minimum_version = ssl.TLSVersion.TLSv1_2
-        c.verify_mode = ssl.CERT_REQUIRED
-        c.load_cert_chain(cert, key)
-        c.load_verify_locations(peer)
-    client.check_hostname = False
+    server, client = tls_contexts(folder / "proto")
     listener = socket.create_server(("127.0.0.1", 0))
     port = listener.getsockname()[1]
     settings = TransportSettings()
