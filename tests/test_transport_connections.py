@@ -5,16 +5,28 @@ from __future__ import annotations
 
 import contextlib
 import logging
+import socket
+import ssl
+import threading
+import uuid
 
 import pytest
+
+from servicebroker import TransportSettings
+from servicebroker.transport.adjacent import AckReceived, AdjacentConnection, PeerHello
+from servicebroker.transport.peer import connect as connect_to
+from servicebroker.transport.tls import security_from_catalog
+from servicebroker.transport.wire import Ack
 
 from .transport_sites import (
     INITIATOR,
     TARGET,
     Site,
+    catalog,
     connect,
     eventually,
     receive_all,
+    secure,
 )
 
 
@@ -71,3 +83,46 @@ def test_a_broker_stopped_and_started_again_listens_and_sends(
     with a.broker.transaction() as tx:
         tx.send(h, "Order", b"<o>2</o>")
     assert [body for _, body in receive_all(b.broker, "warehouse_q", 1)] == [b"<o>2</o>"]
+
+
+@pytest.mark.parametrize("backend", ["sqlite"])  # the handshake does not touch the storage
+def test_frames_the_peer_sends_right_behind_its_login_are_taken(
+    sites: tuple[Site, Site],
+) -> None:
+    """NET-3: an acceptor may write its LOGIN and the next frames in one go (here an ACK);
+    the connecting side reads them in the same read as the LOGIN and hands them on to the
+    connection's reader — none is lost to the handshake. The acceptor is played by hand:
+    HELLO in the clear, TLS with the warehouse's certificate, LOGIN and ACK in one write."""
+    a, b = sites
+    catalog(a.broker, target=False)
+    secure(a, b)
+    server = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+    server.load_cert_chain(*b.cert)
+    server.load_verify_locations(a.cert[0])
+    server.verify_mode = ssl.CERT_REQUIRED
+    listener = socket.create_server(("127.0.0.1", 0))
+    ack = Ack(uuid.UUID(int=7).bytes, True, 3)
+
+    def acceptor() -> None:
+        raw, _ = listener.accept()
+        adjacent = AdjacentConnection(uuid.uuid4(), is_accept=True, encryption="REQUIRED", now=0)
+        while not any(isinstance(e, PeerHello) for e in adjacent.receive_data(raw.recv(1), 0)):
+            pass
+        raw.sendall(adjacent.start(0))
+        with server.wrap_socket(raw, server_side=True) as tls:
+            adjacent.queue_ack(ack)
+            tls.sendall(adjacent.login(True, "", 0) + adjacent.flush_acks(0))
+            tls.recv(1)  # until the connecting side closes
+
+    thread = threading.Thread(target=acceptor, daemon=True)
+    thread.start()
+    security = security_from_catalog(a.broker.catalog)
+    address = f"TCP://127.0.0.1:{listener.getsockname()[1]}"
+    conn = connect_to(address, uuid.uuid4(), security, TransportSettings(), a.clock)
+    events: list[object] = []
+    reader = threading.Thread(target=conn.read, args=(lambda c, e: events.extend(e),))
+    reader.start()
+    eventually(lambda: AckReceived(ack) in events, "the ACK written behind the LOGIN")
+    conn.close("done")
+    reader.join(5)
+    listener.close()

@@ -58,6 +58,7 @@ class PeerConnection:
             peer's socket address for one it accepted.
         clock: the broker clock (``now`` of every event).
         peer_certificate: the SHA-1 thumbprint of the certificate the peer presented.
+        received: events the handshake read behind its last one (taken first by :meth:`read`).
     """
 
     def __init__(
@@ -67,8 +68,10 @@ class PeerConnection:
         address: str,
         clock: Clock,
         peer_certificate: str | None,
+        received: list[Event] | None = None,
     ) -> None:
         self.sock = sock
+        self._received = received or []
         self.adjacent = adjacent
         self.address = address
         self.clock = clock
@@ -130,6 +133,9 @@ class PeerConnection:
         the connection closes; the last event is always one :class:`ConnectionClosed`, also
         when this side closed it (:meth:`close`, a write that failed), so the transport
         tears the connection down and connects again (TICK-3a)."""
+        received, self._received = self._received, []
+        if received:
+            handle(self, received)
         while True:
             try:
                 data = self.sock.recv(_READ)
@@ -205,17 +211,19 @@ def _events_until(
     adjacent: AdjacentConnection,
     clock: Clock,
     done: Callable[[Event], bool],
-) -> Event:
+) -> tuple[Event, list[Event]]:
     """Read until an event ``done`` accepts (or the connection closes), reading no further
-    than the frame that gives it (HELLO is followed by the TLS handshake on the same socket)."""
+    than the frame that gives it while HELLO is awaited (the TLS handshake follows on the same
+    socket); returns that event and the events that came after it in the same read (frames
+    the peer sent right behind its LOGIN), for the connection to take first."""
     while True:
         data = sock.recv(1) if adjacent.state is ConnectionState.CONNECTING else sock.recv(_READ)
         events = (
             adjacent.receive_data(data, clock.now()) if data else adjacent.receive_eof(clock.now())
         )
-        for event in events:
+        for i, event in enumerate(events):
             if done(event) or isinstance(event, ConnectionClosed):
-                return event
+                return event, events[i + 1 :]
 
 
 def _failed(status: str, address: str) -> str:
@@ -262,7 +270,7 @@ def connect(
     sock: socket.socket = raw
     try:
         raw.sendall(adjacent.start(clock.now()))
-        hello = _events_until(raw, adjacent, clock, lambda e: isinstance(e, PeerHello))
+        hello, _ = _events_until(raw, adjacent, clock, lambda e: isinstance(e, PeerHello))
         if not isinstance(hello, PeerHello):
             raise _closed_failure(hello, adjacent, address)
         if hello.encrypt is None:
@@ -272,7 +280,7 @@ def connect(
             )
         sock = _secure(raw, hello.encrypt, security, server=False, address=address)
         try:
-            verdict = _events_until(
+            verdict, behind = _events_until(
                 sock, adjacent, clock, lambda e: isinstance(e, LoggedIn | LoginRefused)
             )
         except OSError as exc:  # TLS 1.3: the peer's refusal of our certificate comes here
@@ -285,7 +293,7 @@ def connect(
             raise _closed_failure(verdict, adjacent, address)
         sock.settimeout(None)
         audit_login(log, AuditBrokerLogin.LOGIN_SUCCESS, address, _how(hello.encrypt), accept=False)
-        return PeerConnection(sock, adjacent, address, clock, _thumbprint(sock))
+        return PeerConnection(sock, adjacent, address, clock, _thumbprint(sock), behind)
     except (OSError, TransportError) as exc:
         _close(sock, raw)
         failure = _as_failure(exc, address)
@@ -318,7 +326,7 @@ def accept(
     )
     sock: socket.socket = raw
     try:
-        hello = _events_until(raw, adjacent, clock, lambda e: isinstance(e, PeerHello))
+        hello, _ = _events_until(raw, adjacent, clock, lambda e: isinstance(e, PeerHello))
         if not isinstance(hello, PeerHello):
             raise _closed_failure(hello, adjacent, peer_address)
         raw.sendall(adjacent.start(clock.now()))
