@@ -37,6 +37,7 @@ from .adjacent import (
     RefusalReceived,
 )
 from .arrival import Outcome, Verdict, take_acknowledgements, take_arrival
+from .audit import LoginFailure
 from .destinations import Destinations
 from .inbound import Completed, Inbound
 from .outbound import Outbound
@@ -457,7 +458,8 @@ class TransportService:
             conn = connect(address, instance, security, self.settings, clock)
         except TransportError as exc:
             status = str(exc)
-            log.warning("transport: %s", status)
+            if not isinstance(exc, LoginFailure):  # a login failure's audit record says it
+                log.warning("transport: %s", status)
             with self._lock:
                 self._state.connecting.discard(address)
                 self._destinations.on_failed(address, clock.now(), status)
