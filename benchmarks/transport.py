@@ -49,6 +49,7 @@ from rich.console import Console
 from rich.table import Table
 
 from servicebroker import Broker, TransportSettings
+from servicebroker.testing.ports import free_port
 from servicebroker.transport.adjacent import (
     AckReceived,
     AdjacentConnection,
@@ -73,13 +74,6 @@ def body_of(size: int) -> bytes:
 def stamped(body: bytes) -> bytes:
     """``body`` with the wall time now in its first 8 bytes."""
     return STAMP.pack(time.time()) + body[8:]
-
-
-def free_port() -> int:
-    """A TCP port free on 127.0.0.1 now."""
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 @dataclass
@@ -168,6 +162,7 @@ def _sender(
                 seen[r.connection_id] = r.total_bytes_sent + r.total_bytes_received
 
     watcher = threading.Thread(target=watch) if start else None
+    out.put(("ready", None))  # opened (and listening): the parent may start the clock
     go.wait()
     if watcher is not None:
         watcher.start()
@@ -194,6 +189,7 @@ def _receiver(path: str, start: bool, total: int, batch: int, go: Any, done: Any
     if start:
         broker.start()
     latencies: list[float] = []
+    out.put(("ready", None))
     go.wait()
     while len(latencies) < total:
         with broker.transaction() as tx:
@@ -204,6 +200,14 @@ def _receiver(path: str, start: bool, total: int, batch: int, go: Any, done: Any
     out.put(("latencies", latencies))
     done.set()
     broker.close()
+
+
+def _await_ready(out: Any, n: int) -> None:
+    """Wait until ``n`` processes said ("ready", None) on ``out``: each has opened what it
+    needs (and its broker listens), so the clock starts on the load alone."""
+    for _ in range(n):
+        key, _ = out.get(timeout=120)
+        assert key == "ready", f"a process reported {key!r} before it was ready"
 
 
 def broker_run(
@@ -227,7 +231,7 @@ def broker_run(
     ]
     for p in procs:
         p.start()
-    time.sleep(1.5)  # both processes opened their broker (and listen)
+    _await_ready(out, len(procs))
     start = time.time()
     go.set()
     got: dict[str, Any] = {}
@@ -275,7 +279,7 @@ def rabbit_reason(address: str) -> str | None:
     return None
 
 
-def _rabbit_publisher(address: str, queue: str, total: int, size: int, go: Any) -> None:
+def _rabbit_publisher(address: str, queue: str, total: int, size: int, go: Any, out: Any) -> None:
     import pika
 
     conn = pika.BlockingConnection(_rabbit_params(address))
@@ -283,6 +287,7 @@ def _rabbit_publisher(address: str, queue: str, total: int, size: int, go: Any) 
     ch.confirm_delivery()
     props = pika.BasicProperties(delivery_mode=2)
     body = body_of(size)
+    out.put(("ready", None))
     go.wait()
     for _ in range(total):
         ch.basic_publish("", queue, stamped(body), props, mandatory=True)
@@ -296,6 +301,7 @@ def _rabbit_consumer(address: str, queue: str, total: int, batch: int, go: Any, 
     ch = conn.channel()
     ch.basic_qos(prefetch_count=batch)
     latencies: list[float] = []
+    out.put(("ready", None))
     go.wait()
     pending, last = 0, 0
     for method, _, body in ch.consume(queue, inactivity_timeout=1):
@@ -326,12 +332,12 @@ def rabbit_run(address: str, total: int, batch: int, size: int) -> Result:
     conn.channel().queue_declare(queue, durable=True)
     go, out = ctx.Event(), ctx.Queue()
     procs = [
-        ctx.Process(target=_rabbit_publisher, args=(address, queue, total, size, go)),
+        ctx.Process(target=_rabbit_publisher, args=(address, queue, total, size, go, out)),
         ctx.Process(target=_rabbit_consumer, args=(address, queue, total, batch, go, out)),
     ]
     for p in procs:
         p.start()
-    time.sleep(1.5)
+    _await_ready(out, len(procs))
     start = time.time()
     go.set()
     got = dict(out.get(timeout=600) for _ in range(2))

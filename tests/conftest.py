@@ -19,9 +19,10 @@ import pytest
 from hypothesis import settings
 
 from servicebroker import Broker, ManualClock, TransportSettings
+from servicebroker.testing.ports import free_port
 from servicebroker.transport.certificates import make_self_signed
 
-from .transport_sites import Site, free_port
+from .transport_sites import Site
 
 # CI runs the property tests derandomized: the same examples on every run, so a red build is a
 # regression, not a new draw; a developer's runs draw afresh and keep what fails in .hypothesis/

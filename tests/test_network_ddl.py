@@ -11,12 +11,12 @@ from pathlib import Path
 
 import pytest
 
-from servicebroker import Broker, CatalogError
+from servicebroker import Broker, CatalogError, ManualClock
 from servicebroker.catalog.ddl import parse_ddl
 from servicebroker.transport.certificates import make_self_signed
 
 
-def test_create_route_examples_of_the_reference_page(broker: Broker) -> None:
+def test_create_route_examples_of_the_reference_page(broker: Broker, clock: ManualClock) -> None:
     ran = broker.execute_ddl(
         """
         CREATE ROUTE ExpenseRoute
@@ -54,7 +54,8 @@ def test_create_route_examples_of_the_reference_page(broker: Broker) -> None:
     assert rows["ExpenseRoute"].address == "TCP://10.2.19.72:1234"
     assert rows["ExpenseRoute"].broker_instance == "d8d4d268-00a3-4c62-8f91-634b89c1e315"
     assert rows["Dispatch"].address == "TCP://dispatch.Adventure-Works.com:4022"
-    assert rows["Timed"].lifetime is not None
+    timed = rows["Timed"].lifetime  # LIFETIME = 259200 seconds from now (RTE-1)
+    assert timed is not None and timed.timestamp() == pytest.approx(clock.now() + 259200)
 
 
 def test_route_ddl_errors(broker: Broker) -> None:

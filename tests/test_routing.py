@@ -3,8 +3,6 @@ steps, first match wins) and RTE-3 (the order among a step's routes)."""
 
 from __future__ import annotations
 
-import uuid
-
 import pytest
 
 from servicebroker.errors import CatalogError, TransportError
@@ -194,5 +192,9 @@ def test_parse_tcp_address_refuses_naming_the_address(bad: object) -> None:
 
 
 def test_broker_instance_compared_as_guid() -> None:
+    """RTE-2: a BROKER_INSTANCE is a GUID — braces and capitals name the same instance."""
     routes = [route("i1", "TCP://a:1", service=SVC, instance=I1)]
-    assert choose(routes, instance=str(uuid.UUID(I1)).upper()) is not None
+    assert choose(routes, instance="{" + I1.upper() + "}") == RouteChoice(
+        "i1", "TCP://a:1", I1, None
+    )
+    assert choose(routes, instance=I2) is None

@@ -19,6 +19,7 @@ from servicebroker.transport.tls import security_from_catalog
 from servicebroker.transport.wire import Ack
 
 from .transport_sites import (
+    CONTRACT,
     INITIATOR,
     TARGET,
     Site,
@@ -126,3 +127,22 @@ def test_frames_the_peer_sends_right_behind_its_login_are_taken(
     conn.close("done")
     reader.join(5)
     listener.close()
+
+
+def test_the_sending_broker_stopped_and_started_again_connects_at_once(
+    sites: tuple[Site, Site],
+) -> None:
+    """TICK-3a: a broker stopped while connected and started again connects to its
+    destination at once, as on its first start (no suppression carried across the restart),
+    and its next message arrives without the clock moving."""
+    a, b = sites
+    connect(a, b)
+    with a.broker.transaction() as tx:
+        h = tx.begin_dialog(INITIATOR, TARGET, contract=CONTRACT)
+        tx.send(h, "Order", b"<o>1</o>")
+    assert receive_all(b.broker, "warehouse_q", 1)
+    a.broker.stop()
+    a.broker.start()
+    with a.broker.transaction() as tx:
+        tx.send(h, "Order", b"<o>2</o>")
+    assert [body for _, body in receive_all(b.broker, "warehouse_q", 1)] == [b"<o>2</o>"]

@@ -37,6 +37,7 @@ from typing import IO
 import pytest
 
 from servicebroker import Broker, ManualClock
+from servicebroker.testing.ports import free_port
 from servicebroker.transport.certificates import make_self_signed
 
 from .conftest import START
@@ -47,7 +48,6 @@ from .transport_sites import (
     Site,
     catalog,
     eventually,
-    free_port,
     secure,
 )
 

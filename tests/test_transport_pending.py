@@ -13,6 +13,7 @@ import pytest
 
 from servicebroker import Broker, TransportSettings
 from servicebroker.storage.rows import TransportMark, TransportRow
+from servicebroker.testing.ports import free_port
 from servicebroker.transport.pending import PendingRows, Read, key_of, plan_offers
 
 from .transport_sites import (
@@ -23,7 +24,6 @@ from .transport_sites import (
     connect,
     eventually,
     first_status,
-    free_port,
     receive_all,
     secure,
 )
@@ -56,7 +56,7 @@ def row(tid: int, *, size: int = 10, priority: int = 5, service: str = TARGET) -
 def test_only_rows_above_those_read_are_read_again() -> None:
     """The first read takes every level's oldest rows; then only the rows above the highest
     id read; nothing when nothing is new."""
-    pending = PendingRows(batch=100)
+    pending = PendingRows()
     first = pending.next_read(TransportMark(3, 0))
     assert first == Read(None)
     pending.learn([row(1), row(2), row(3)], first)
@@ -69,7 +69,7 @@ def test_a_row_committed_below_the_last_id_read_makes_a_full_read() -> None:
     """PostgreSQL commits ids out of order: id 2 committed after id 3 was read shows as one
     more row at or below 3 than known, and everything is read again (it is not left for
     TICK-3b)."""
-    pending = PendingRows(batch=100)
+    pending = PendingRows()
     pending.learn([row(1), row(3)], Read(None))
     assert pending.next_read(TransportMark(3, 3)) == Read(None)
     pending.learn([row(1), row(2), row(3)], Read(None))
@@ -77,7 +77,7 @@ def test_a_row_committed_below_the_last_id_read_makes_a_full_read() -> None:
 
 
 def test_acknowledged_rows_are_forgotten_and_read_all_reads_everything() -> None:
-    pending = PendingRows(batch=100)
+    pending = PendingRows()
     pending.learn([row(1), row(2)], Read(None))
     pending.gone(key_of(row(1)))
     assert pending.next_read(TransportMark(2, 1)) is None  # row 1 deleted: nothing new

@@ -30,6 +30,7 @@ from pathlib import Path
 
 import pytest
 
+from servicebroker.testing.ports import free_port
 from servicebroker.transport.adjacent import (
     AdjacentConnection,
     ConnectionState,
@@ -52,7 +53,6 @@ from .transport_sites import (
     catalog,
     eventually,
     first_status,
-    free_port,
     receive_all,
     secure,
     shop_and_warehouse,
@@ -79,12 +79,6 @@ def backend() -> str:
     return "sqlite"
 
 
-def start_pair(a: Site, b: Site, *, enc_a: str = "REQUIRED", enc_b: str = "REQUIRED") -> None:
-    """Shop on ``a``, warehouse on ``b``, each granting the other's certificate, with their
-    own ENCRYPTION settings; routes both ways; both started."""
-    shop_and_warehouse(a, b, encryption=(enc_a, enc_b), route_back=True)
-
-
 def send_order(site: Site, body: str = "<o/>") -> uuid.UUID:
     with site.broker.transaction() as tx:
         handle = tx.begin_dialog(INITIATOR, TARGET, contract=CONTRACT)
@@ -107,7 +101,7 @@ def test_sec1_encryption_matrix_over_tls(
     waiting with the refusal as its transmission_status and a Negotiate Failure logged."""
     caplog.set_level(logging.INFO, logger=PEER_LOG)
     a, b = sites
-    start_pair(a, b, enc_a=enc_a, enc_b=enc_b)
+    shop_and_warehouse(a, b, encryption=(enc_a, enc_b), route_back=True)
     send_order(a)
     expected = MATRIX[enc_a, enc_b]
     assert negotiate_encryption(enc_a, enc_b) is expected  # the pure decision agrees

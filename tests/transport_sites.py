@@ -6,8 +6,6 @@ tests share. The ``sites`` and ``transport_settings`` fixtures are in ``conftest
 from __future__ import annotations
 
 import logging
-import random
-import socket
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -35,32 +33,6 @@ def eventually(probe: Callable[[], T | None], what: str, timeout: float = 20.0) 
         if time.monotonic() > deadline:
             pytest.fail(f"timed out waiting for {what}")
         time.sleep(0.01)
-
-
-_GIVEN: set[int] = set()
-
-
-def free_port() -> int:
-    """A port nothing listens on now, below the kernel's ephemeral range, and not given out
-    before in this process: between now and the listener's bind, neither the source port of
-    an outgoing connection (always in the ephemeral range) nor another site can take it."""
-    try:
-        with open("/proc/sys/net/ipv4/ip_local_port_range") as f:
-            ephemeral = int(f.read().split()[0])
-    except (OSError, ValueError, IndexError):
-        ephemeral = 32768
-    for _ in range(1000):
-        port = random.randrange(20000, ephemeral)
-        if port in _GIVEN:
-            continue
-        with socket.socket() as s:
-            try:
-                s.bind(("127.0.0.1", port))
-            except OSError:
-                continue
-        _GIVEN.add(port)
-        return port
-    raise RuntimeError("no free port below the ephemeral range")
 
 
 @dataclass

@@ -40,7 +40,7 @@ from .messages import Outgoing, new_id
 from .storage.base import StorageConnection
 from .storage.rows import EndpointRow, QueueInsert
 from .transmission import TransmissionQueue
-from .transport.routing import choose_route
+from .transport.routing import LOCAL, RouteChooser
 
 __all__ = ["Applier", "check_begun_dialogs"]
 
@@ -90,12 +90,11 @@ class Applier:
         self.arrived_on_empty: set[int] = set()
         guid = catalog.service_broker_guid
         self._own_instance = None if guid is None else str(guid)
-        self._route_cache: dict[str, str | None] = {}
-        routes = catalog.routes.values()
-        # RTE-2: with no route to another instance every dialog stays here (no lookup)
-        self._network_routes = (
-            list(routes) if any(r.address.upper() != "LOCAL" for r in routes) else []
+        self._route_chooser = RouteChooser(
+            catalog.routes.values(), local_services=catalog.services, now=now
         )
+        # RTE-2: with no route to another instance every dialog stays here (no lookup)
+        self._network_routes = any(r.address.upper() != LOCAL for r in catalog.routes.values())
 
     # -- rows ----------------------------------------------------------------------------
     def prefetch(self, conversation_ids: Iterable[bytes]) -> None:
@@ -164,8 +163,9 @@ class Applier:
         return self.side(row.conversation_id, not row.is_initiator)
 
     def side(self, conversation_id: bytes, is_initiator: bool) -> EndpointRow | None:
-        """The endpoint of that side of the conversation in this database, if it exists (read
-        once, locked, then cached)."""
+        """The endpoint of that side (``is_initiator``) of conversation ``conversation_id``
+        (16 bytes) in this database, or None: read once, locked, then cached — how a message or
+        an acknowledgement from another instance finds its endpoint (NET-2, RTE-4)."""
         key = (conversation_id, is_initiator)
         if key not in self._sides:
             row = self.conn.get_far_endpoint(conversation_id, is_initiator, for_update=True)
@@ -337,10 +337,10 @@ class Applier:
         self._enqueue(row, self._system(row, message_type_name, body, sequence=-1))
 
     def fail(self, row: EndpointRow, code: int, text: str) -> None:
-        """The broker ends ``row`` with an error (DROP CONTRACT): its unsent messages are
-        dropped and it goes to ER with an Error message first on its own queue (SYS-2), as
-        for a passed LIFETIME; an endpoint this side had ended closes, and a conversation
-        whose endpoints are all closed is deleted."""
+        """The broker ends ``row`` with error ``code``/``text`` (a passed LIFETIME, DLG-5; DROP
+        CONTRACT): its unsent messages are dropped (NET-7), its conversation timer cleared, and
+        it goes to ER with the Error message first on its own queue (SYS-2); an endpoint this
+        side had ended closes, and a conversation whose endpoints are all closed is deleted."""
         self.transmission.drop_endpoint(row)
         self.change_state(row, on_lifetime_expired(row.state))
         row.dialog_timer = None
@@ -363,9 +363,7 @@ class Applier:
         self._delete_endpoint(row)
         if remote is not None:
             error = self._system(row, ERROR, error_body(code, text), sequence=-1)
-            self.transmission.hold(
-                row, error, Arrival.ERROR, "", remote=True, to_broker_instance=remote or None
-            )
+            self.transmission.hold_remote(row, error, Arrival.ERROR, remote)
             return
         if far is None or self._rows.get(far.conversation_handle) is None:
             return
@@ -420,9 +418,7 @@ class Applier:
         remote = self.remote_of(sender)
         if remote is None:
             return False
-        self.transmission.hold(
-            sender, out, arrival, "", remote=True, to_broker_instance=remote or None
-        )
+        self.transmission.hold_remote(sender, out, arrival, remote)
         return True
 
     def _deliver_here(self, sender: EndpointRow, out: Outgoing, arrival: Arrival) -> str | None:
@@ -488,8 +484,8 @@ class Applier:
         return None
 
     def enqueue(self, row: EndpointRow, out: Outgoing) -> None:
-        """Put ``out`` on ``row``'s queue, ready (a message from another instance, taken by
-        :func:`servicebroker.transport.arrival.take_arrival`)."""
+        """Put ``out`` on ``row``'s queue, ready: a message from another instance, in order
+        (NET-2), taken by :func:`servicebroker.transport.arrival.take_arrival`."""
         self._enqueue(row, out)
 
     def remote_of(self, sender: EndpointRow) -> str | None:
@@ -503,19 +499,8 @@ class Applier:
             return None if instance == self._own_instance else instance
         if not sender.is_initiator or not self._network_routes:
             return None
-        key = sender.far_service
-        if key not in self._route_cache:
-            choice = choose_route(
-                self._network_routes,
-                service_name=key,
-                broker_instance=None,
-                local_services=self.catalog.services,
-                now=self.now,
-            )
-            self._route_cache[key] = (
-                None if choice is None or choice.is_local else choice.broker_instance or ""
-            )
-        return self._route_cache[key]
+        choice = self._route_chooser.choose(sender.far_service)
+        return None if choice is None or choice.is_local else choice.broker_instance or ""
 
     def _enqueue(self, row: EndpointRow, out: Outgoing, status: int = 1) -> None:
         if row.conversation_handle in self._purges:

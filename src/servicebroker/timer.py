@@ -20,13 +20,10 @@ from .context import BrokerContext
 from .delivery import Applier
 from .dialogs import (
     DIALOG_TIMER,
-    ERROR,
     LIFETIME_EXPIRED_CODE,
     LIFETIME_EXPIRED_TEXT,
     State,
-    error_body,
     is_ended,
-    on_lifetime_expired,
 )
 
 __all__ = [
@@ -67,11 +64,7 @@ def expire_lifetime(applier: Applier, handle: bytes, now: float) -> None:
     row = applier.endpoint(handle)
     if row is None or row.lifetime > now or row.state in (State.ER, State.CD):
         return
-    applier.transmission.drop_endpoint(row)
-    applier.change_state(row, on_lifetime_expired(row.state))
-    if row.state == State.ER:
-        applier.put_local(row, ERROR, error_body(LIFETIME_EXPIRED_CODE, LIFETIME_EXPIRED_TEXT))
-    applier.close_if_done(row)
+    applier.fail(row, LIFETIME_EXPIRED_CODE, LIFETIME_EXPIRED_TEXT)
 
 
 @dataclass(frozen=True)

@@ -83,7 +83,26 @@ class TransmissionQueue:
             sender.conversation_id, sender.is_initiator
         )
 
-    def hold(
+    def hold(self, sender: EndpointRow, out: Outgoing, arrival: Arrival, reason: str) -> str:
+        """Keep ``out`` from ``sender`` here, for a queue of this database, with ``reason`` as
+        its ``transmission_status``, at the sender endpoint's level (PRI-14); returns
+        ``reason`` (QUE-3)."""
+        self.conn.insert_transmissions([self._row(sender, out, arrival, reason)])
+        self._any = True
+        return reason
+
+    def hold_remote(
+        self, sender: EndpointRow, out: Outgoing, arrival: Arrival, to_broker_instance: str
+    ) -> None:
+        """Keep ``out`` from ``sender`` for the transport: it leaves for another broker
+        instance (``to_broker_instance``, a GUID string; "" while not known, RTE-4) and is
+        deleted when that instance acknowledges it (NET-3). Written in one batch by
+        :meth:`flush` — nothing reads the transport's rows within the transaction."""
+        self._remote.append(
+            self._row(sender, out, arrival, "", remote=True, to_broker=to_broker_instance or None)
+        )
+
+    def _row(
         self,
         sender: EndpointRow,
         out: Outgoing,
@@ -91,19 +110,16 @@ class TransmissionQueue:
         reason: str,
         *,
         remote: bool = False,
-        to_broker_instance: str | None = None,
-    ) -> str:
-        """Keep ``out`` from ``sender`` here with ``reason`` as its ``transmission_status``, at
-        the sender endpoint's level (PRI-14); returns ``reason``. With ``remote`` the row is the
-        transport's: it leaves for another broker instance (``to_broker_instance`` when
-        known) and is deleted when that instance acknowledges it (NET-3)."""
-        from_service = self.catalog.services_by_id[sender.service_id].name
-        row = (
+        to_broker: str | None = None,
+    ) -> tuple[Any, ...]:
+        """The transmission-queue row of ``out`` (a TransmissionRow without its id): for a
+        queue here, or with ``remote`` the transport's, for instance ``to_broker``."""
+        return (
             sender.conversation_handle,
             sender.conversation_id,
             int(sender.is_initiator),
             sender.far_service,
-            from_service,
+            self.catalog.services_by_id[sender.service_id].name,
             sender.service_contract_id,
             self.now,
             out.sequence,
@@ -116,18 +132,12 @@ class TransmissionQueue:
             sender.priority,
             sender.lifetime,
             int(remote),
-            to_broker_instance,
+            to_broker,
         )
-        if remote:  # written in one batch by flush(): nothing reads them in this transaction
-            self._remote.append(row)
-        else:
-            self.conn.insert_transmissions([row])
-            self._any = True
-        return reason
 
     def flush(self) -> None:
-        """Write the transport's rows held since the last flush, in send order (before the
-        commit, and before anything deletes transmission rows)."""
+        """Write the transport's rows held since the last flush, in send order, before the
+        commit (NET-3: they stay until acknowledged)."""
         if self._remote:
             self.conn.insert_transmissions(self._remote)
             self._remote = []
@@ -135,7 +145,8 @@ class TransmissionQueue:
     def drop_endpoint(self, sender: EndpointRow) -> None:
         """Drop the unsent messages of ``sender``'s side (END CONVERSATION WITH ERROR or WITH
         CLEANUP, DLG-4)."""
-        self.flush()
+        side = (sender.conversation_id, int(sender.is_initiator))
+        self._remote = [r for r in self._remote if (r[1], r[2]) != side]  # not written yet
         self.conn.delete_transmission_of_endpoint(sender.conversation_id, sender.is_initiator)
 
     def batch(

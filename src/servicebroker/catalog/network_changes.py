@@ -23,11 +23,11 @@ from ..transport.routing import (
     normalize_broker_instance,
     parse_tcp_address,
 )
+from ..transport.wire import ENCRYPTION_SETTINGS
 from .model import SERVICE_STRING_LIMIT, CatalogSnapshot, check_name
 
 __all__ = [
     "ALGORITHMS",
-    "ENCRYPTIONS",
     "ENDPOINT_STATES",
     "MAX_LIFETIME",
     "EndpointSettings",
@@ -48,7 +48,6 @@ __all__ = [
 ]
 
 ENDPOINT_STATES = ("STARTED", "STOPPED", "DISABLED")
-ENCRYPTIONS = ("DISABLED", "SUPPORTED", "REQUIRED")
 ALGORITHMS = ("AES", "RC4", "AES RC4", "RC4 AES")
 """CREATE ENDPOINT's ALGORITHM { AES | RC4 | AES RC4 | RC4 AES }."""
 MAX_LIFETIME = 2**31 - 1
@@ -152,9 +151,7 @@ def grant_connect(
         raise CatalogError(
             f"GRANT CONNECT ON ENDPOINT::{endpoint}: give a login or a certificate (one of them)"
         )
-    ep = snap.service_broker_endpoint
-    if ep is None or ep.name != endpoint:
-        raise CatalogError(f"endpoint {endpoint!r} does not exist")
+    endpoint_id = _endpoint(snap, endpoint)
     if certificate is not None:
         cert = snap.certificate(certificate)
         login = f"{certificate}_login"
@@ -171,7 +168,7 @@ def grant_connect(
     else:
         login_id = snap.login(login).login_id
     if login_id not in snap.endpoint_grants:
-        conn.catalog_write("insert_endpoint_grant", (ep.endpoint_id, login_id))
+        conn.catalog_write("insert_endpoint_grant", (endpoint_id, login_id))
     assert login is not None
     return login
 
@@ -243,7 +240,7 @@ def check_endpoint_settings(name: str, settings: EndpointSettings) -> EndpointSe
         ip,
         port,
         s.authentication_certificate,
-        _choice(name, "ENCRYPTION", s.encryption, ENCRYPTIONS),
+        _choice(name, "ENCRYPTION", s.encryption, ENCRYPTION_SETTINGS),
         _choice(name, "ALGORITHM", s.algorithm, ALGORITHMS),
         s.message_forwarding,
         size,
@@ -345,7 +342,6 @@ def drop_endpoint(conn: StorageConnection, snap: CatalogSnapshot, name: str) -> 
     """DROP ENDPOINT: its CONNECT grants go with it. Raises :class:`CatalogError` for an
     unknown name."""
     endpoint_id = _endpoint(snap, name)
-    conn.catalog_write("delete_endpoint_grants", (endpoint_id,))
     conn.catalog_write("delete_service_broker_endpoint", (endpoint_id,))
 
 

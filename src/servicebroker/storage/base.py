@@ -449,11 +449,12 @@ class StorageConnection(Protocol):
         transaction."""
         ...
 
-    def set_transmission_message_status(
-        self, conversation_id: bytes, is_initiator: bool, sequence: int, status: str
+    def set_transmission_message_statuses(
+        self, updates: Iterable[tuple[tuple[bytes, bool, int], str]]
     ) -> None:
-        """Set the ``transmission_status`` of the transport's row of that conversation side and
-        sequence: why the far instance did not take it (NET-7); in the write transaction."""
+        """Set the ``transmission_status`` of the transport's rows, each given as
+        ((conversation_id, is_initiator, message_sequence_number), status): why the far
+        instance did not take it (NET-7); in the write transaction."""
         ...
 
     def transmission_exists(self) -> bool:

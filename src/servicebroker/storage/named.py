@@ -385,13 +385,7 @@ class NamedQueryConnection:
         """For each level 10..1, its oldest ``limit`` transmission-queue rows in send order
         (one index range each): every row the first ``limit`` to leave can come from, whatever
         the levels' ages (PRI-14, PRI-18); the rows waiting for a queue of this database."""
-        rows: list[TransmissionRow] = []
-        for level in range(10, 0, -1):
-            rows += rows_of(
-                TransmissionRow,
-                self._all("transmission_pending_at_level", (level, self._limit(limit))),
-            )
-        return rows
+        return self._per_level(TransmissionRow, "transmission_pending_at_level", (), limit)
 
     def transmission_remote(
         self, limit: int, *, inline_bytes: int, after: int | None = None
@@ -403,14 +397,16 @@ class NamedQueryConnection:
                 TransportRow,
                 self._all("transmission_remote_after", (inline_bytes, after, self._limit(limit))),
             )
-        rows: list[TransportRow] = []
+        return self._per_level(TransportRow, "transmission_remote_at_level", (inline_bytes,), limit)
+
+    def _per_level(
+        self, row_type: type[_Row], name: str, params: tuple[Any, ...], limit: int
+    ) -> list[_Row]:
+        """Named query ``name`` (``params``, then the level and ``limit``) for each level
+        10 down to 1, its rows in that order: one index range per level (PRI-14)."""
+        rows: list[_Row] = []
         for level in range(10, 0, -1):
-            rows += rows_of(
-                TransportRow,
-                self._all(
-                    "transmission_remote_at_level", (inline_bytes, level, self._limit(limit))
-                ),
-            )
+            rows += rows_of(row_type, self._all(name, (*params, level, self._limit(limit))))
         return rows
 
     def transmission_remote_ids(self, low: int, high: int) -> set[int]:
@@ -446,13 +442,13 @@ class NamedQueryConnection:
         (conversation_id, is_initiator, message_sequence_number)."""
         self._many("delete_transmission_message", ((c, int(i), n) for c, i, n in keys))
 
-    def set_transmission_message_status(
-        self, conversation_id: bytes, is_initiator: bool, sequence: int, status: str
+    def set_transmission_message_statuses(
+        self, updates: Iterable[tuple[tuple[bytes, bool, int], str]]
     ) -> None:
-        """Record why another instance did not take a message (NET-7)."""
-        self._run(
+        """Record why other instances did not take messages (NET-7), in one batch."""
+        self._many(
             "set_transmission_message_status",
-            (status, conversation_id, int(is_initiator), sequence),
+            ((status, c, int(i), n) for (c, i, n), status in updates),
         )
 
     def transmission_waiting(self, conversation_id: bytes, is_initiator: bool) -> bool:

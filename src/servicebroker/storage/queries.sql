@@ -414,9 +414,6 @@ SELECT endpoint_id, login_id FROM endpoint_grants ORDER BY endpoint_id, login_id
 -- name: insert_endpoint_grant
 INSERT INTO endpoint_grants (endpoint_id, login_id) VALUES (?, ?) RETURNING login_id;
 
--- name: delete_endpoint_grants
-DELETE FROM endpoint_grants WHERE endpoint_id = ?;
-
 -- name: catalog_routes
 SELECT route_id, name, service_name, broker_instance, address, mirror_address, expiry
 FROM routes ORDER BY route_id;

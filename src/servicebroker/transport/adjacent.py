@@ -25,6 +25,7 @@ from ..errors import FramingError, TransportError
 from .framing import Frame, FrameDecoder, FrameType, encode_frame
 from .settings import TransportSettings
 from .wire import (
+    ENCRYPTION_SETTINGS,
     PROTOCOL_VERSION,
     Ack,
     Close,
@@ -63,9 +64,6 @@ __all__ = [
     "encryption_algorithm",
     "negotiate_encryption",
 ]
-
-ENCRYPTION_SETTINGS = ("DISABLED", "SUPPORTED", "REQUIRED")
-"""The ENCRYPTION values of CREATE ENDPOINT … FOR SERVICE_BROKER (SEC-1)."""
 
 
 class ConnectionState(enum.IntEnum):
@@ -529,6 +527,13 @@ class AdjacentConnection:
         self.total_fragments_sent += 1
         return self._out([Frame(FrameType.MESSAGE, payload)], now)
 
+    def _ack_frames(self) -> list[Frame]:
+        """Dedicated ACK frames for every pending ack, ``acks_per_frame`` to a frame."""
+        frames = []
+        while self._acks:
+            frames.append(Frame(FrameType.ACK, encode_acks(self._take_acks())))
+        return frames
+
     def flush_acks(self, now: float) -> bytes:
         """Dedicated ACK frames for the acks still pending (b"" when none: acks ride on
         return traffic where there is some, NET-3).
@@ -539,10 +544,7 @@ class AdjacentConnection:
         if not self._acks:
             return b""
         self._check_logged_in("acknowledgements")
-        frames = []
-        while self._acks:
-            frames.append(Frame(FrameType.ACK, encode_acks(self._take_acks())))
-        return self._out(frames, now)
+        return self._out(self._ack_frames(), now)
 
     def send_refusal(self, refusal: Refusal, now: float) -> bytes:
         """The REFUSAL frame of ``refusal`` (NET-7). Raises TransportError unless LOGGED_IN."""
@@ -579,9 +581,7 @@ class AdjacentConnection:
         ):
             return b""
         self._said_goodbye = True
-        frames = []
-        while self._acks:
-            frames.append(Frame(FrameType.ACK, encode_acks(self._take_acks())))
+        frames = self._ack_frames()
         frames.append(Frame(FrameType.CLOSE, encode_close(Close(self.closed_status or ""))))
         return self._out(frames, now)
 

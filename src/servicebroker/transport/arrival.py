@@ -12,8 +12,9 @@ message in the sender's transmission queue with a status (NET-7: no such service
 disabled), or an Error the broker makes for the sender (unsequenced, NET-2).
 
 :func:`take_acknowledgements` is the sending side: an acknowledged message leaves the
-transmission queue (NET-3), the dialog is pinned to the instance that acknowledged it (RTE-4),
-and the acknowledgement of a dialog's EndDialog or Error closes an endpoint waiting in DO.
+transmission queue (NET-3) and the dialog is pinned to the instance that acknowledged it
+(RTE-4); an endpoint waiting in DO closes when the far side's own END arrives, as within one
+database, not on an acknowledgement.
 :func:`take_broker_error` applies an Error the far broker made, unsequenced (a refusal of the
 dialog, or DROP SERVICE there); :func:`take_arrival` hands it such a message and acknowledges it.
 """

@@ -15,7 +15,26 @@ import logging
 
 from ..errors import TransportError
 
-__all__ = ["AuditBrokerLogin", "LoginFailure", "audit_login"]
+__all__ = [
+    "HANDSHAKE_FAILED",
+    "AuditBrokerLogin",
+    "LoginFailure",
+    "audit_login",
+    "handshake_status",
+]
+
+
+HANDSHAKE_FAILED = "Connection handshake failed."
+"""How SQL Server's status texts of a refused connection begin (SEC-1, NET-7)."""
+
+
+def handshake_status(reason: str, address: str) -> str:
+    """The ``transmission_status`` of a handshake with ``address`` (``TCP://host:port``) that
+    failed for ``reason`` (SEC-1): "Connection handshake failed. <reason> (<address>)" — the
+    prefix once, also when ``reason`` carries it already (a peer's LOGIN refusal does)."""
+    if reason.startswith(HANDSHAKE_FAILED[:-1]):
+        return f"{reason} ({address})"
+    return f"{HANDSHAKE_FAILED} {reason} ({address})"
 
 
 class AuditBrokerLogin(enum.IntEnum):
@@ -65,7 +84,7 @@ def audit_login(
     *,
     accept: bool,
 ) -> None:
-    """Log one Audit Broker Login event: INFO for LOGIN_SUCCESS, WARNING otherwise.
+    """Log one Audit Broker Login event (SEC-1): INFO for LOGIN_SUCCESS, WARNING otherwise.
 
     Args:
         logger: where to log.

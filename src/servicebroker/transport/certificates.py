@@ -33,6 +33,7 @@ __all__ = [
     "make_ca",
     "make_self_signed",
     "make_signed",
+    "thumbprint",
 ]
 
 
@@ -57,6 +58,12 @@ class CertificateInfo:
     expiry_date: float
 
 
+def thumbprint(der: bytes) -> str:
+    """A certificate's thumbprint as sys.certificates gives it: the SHA-1 of its DER encoding
+    (``der``, bytes), lower-case hex (40 characters). SEC-1 compares peers by it."""
+    return hashlib.sha1(der).hexdigest()
+
+
 def load_certificate(pem: str | bytes, *, source: str = "certificate") -> CertificateInfo:
     """Parse one PEM certificate.
 
@@ -77,7 +84,7 @@ def load_certificate(pem: str | bytes, *, source: str = "certificate") -> Certif
         pem=cert.public_bytes(serialization.Encoding.PEM).decode("ascii"),
         subject=cert.subject.rfc4514_string(),
         issuer=cert.issuer.rfc4514_string(),
-        thumbprint=hashlib.sha1(der).hexdigest(),
+        thumbprint=thumbprint(der),
         cert_serial_number=format(cert.serial_number, "x"),
         start_date=cert.not_valid_before_utc.timestamp(),
         expiry_date=cert.not_valid_after_utc.timestamp(),
@@ -117,7 +124,8 @@ def load_private_key_file(path: str | Path) -> PrivateKeyTypes:
 
 
 def check_key_matches(info: CertificateInfo, key: PrivateKeyTypes, *, key_file: str) -> None:
-    """Check that ``key`` is the private key of the certificate ``info``.
+    """Check that ``key`` is the private key of the certificate ``info`` (CREATE CERTIFICATE …
+    WITH PRIVATE KEY; an endpoint authenticates with it, SEC-1).
 
     Raises:
         CertificateError: it is not (naming ``key_file`` and the certificate's subject).

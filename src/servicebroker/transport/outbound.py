@@ -19,11 +19,10 @@ import heapq
 from dataclasses import dataclass
 
 from ..errors import TransportError
-from .settings import FragmentSettings, TransportSettings
+from .settings import TransportSettings
 from .wire import Ack, Fragment, MessageHeader, Refusal
 
 __all__ = [
-    "FragmentSettings",
     "MessageKey",
     "Outbound",
     "OutboundStatistics",
@@ -36,7 +35,8 @@ MessageKey = tuple[bytes, bool, int]
 
 
 def fragment_count(message_size: int, fragment_size: int) -> int:
-    """Fragments a body of ``message_size`` bytes travels in (at least 1; NET-5)."""
+    """Fragments a body of ``message_size`` bytes travels in, ``fragment_size`` bytes each
+    (at least 1; NET-5)."""
     return max(1, -(-message_size // fragment_size))
 
 
@@ -104,6 +104,7 @@ class Outbound:
         return self._pending_bytes
 
     def __contains__(self, key: object) -> bool:
+        """True while message ``key`` (a :data:`MessageKey`) is pending here (NET-3)."""
         return key in self._messages
 
     def offer(self, header: MessageHeader, body: bytes, now: float) -> None:

@@ -31,19 +31,16 @@ from .adjacent import (
     LoginRefused,
     PeerHello,
 )
-from .audit import AuditBrokerLogin, LoginFailure, audit_login
+from .audit import AuditBrokerLogin, LoginFailure, audit_login, handshake_status
 from .routing import parse_tcp_address
 from .settings import TransportSettings
 from .tls import EndpointSecurity, check_cipher, handshake_failure, peer_thumbprint
 from .wire import Ack
 
-__all__ = ["HANDSHAKE_SECONDS", "PeerConnection", "accept", "connect"]
+__all__ = ["PeerConnection", "accept", "connect"]
 
 log = logging.getLogger(__name__)
 
-HANDSHAKE_SECONDS = 10.0
-"""Real seconds a connection's opening may take on the socket before it fails (connect, HELLO,
-TLS, LOGIN)."""
 
 _READ = 256 * 1024
 
@@ -91,8 +88,10 @@ class PeerConnection:
         return self.adjacent.state is ConnectionState.LOGGED_IN
 
     def send(self, *makes: Callable[[AdjacentConnection, float], bytes]) -> bool:
-        """Run each ``make(adjacent, now)`` under the state lock and write the bytes they
-        return in one write, in order; False when the connection is (or becomes) closed.
+        """Run each ``make(adjacent, now)`` (``now`` broker-clock seconds; each returns frame
+        bytes: MESSAGE, ACK, REFUSAL, NET-3) under the state lock and write the bytes they
+        return in one write, in order; False when the connection is (or becomes) closed — a
+        failed write closes it (NET-8), it never raises.
 
         The protocol state is locked only while the frames are made: the write holds the
         send lock alone, so the reader thread goes on taking the peer's frames while a write
@@ -129,7 +128,7 @@ class PeerConnection:
             return bool(self.adjacent.pending_acks)
 
     def read(self, handle: Callable[[PeerConnection, list[Event]], None]) -> None:
-        """The reader thread's loop: every byte received becomes events for ``handle``, until
+        """The reader thread's loop (NET-8): every byte received becomes events for ``handle``, until
         the connection closes; the last event is always one :class:`ConnectionClosed`, also
         when this side closed it (:meth:`close`, a write that failed), so the transport
         tears the connection down and connects again (TICK-3a)."""
@@ -164,7 +163,7 @@ class PeerConnection:
                 return
 
     def close(self, status: str) -> None:
-        """Close saying ``status`` (the CLOSE frame, then the socket). The CLOSE frame is
+        """Close saying ``status`` (the CLOSE frame, then the socket; NET-8, TICK-4a). The CLOSE frame is
         left out when a write has waited for room for a second (a peer that reads nothing):
         the socket's shutdown ends that write."""
         writing = self._send_lock.acquire(timeout=1.0)
@@ -226,15 +225,6 @@ def _events_until(
                 return event, events[i + 1 :]
 
 
-def _failed(status: str, address: str) -> str:
-    """The status text of a failed handshake: "Connection handshake failed. …" once, then the
-    peer's address."""
-    prefix = "Connection handshake failed"
-    if status.startswith(prefix):
-        return f"{status} ({address})"
-    return f"{prefix}. {status} ({address})"
-
-
 def connect(
     address: str,
     our_instance: uuid.UUID,
@@ -242,8 +232,16 @@ def connect(
     settings: TransportSettings,
     clock: Clock,
 ) -> PeerConnection:
-    """Open a connection to the endpoint at ``address`` (``TCP://host:port``) and log in.
-    A failed login is logged as an Audit Broker Login event (:mod:`.audit`).
+    """Open a connection to the endpoint at ``address`` and log in (NET-8, SEC-1): HELLO in
+    the clear, TLS with this endpoint's certificate, the peer's LOGIN. A failed login is
+    logged as an Audit Broker Login event (:mod:`.audit`).
+
+    Args:
+        address: ``TCP://host:port`` (the route's address).
+        our_instance: this database's ``service_broker_guid`` (sent in HELLO).
+        security: this endpoint's TLS contexts and ENCRYPTION (:func:`.tls.security_from_catalog`).
+        settings: ``handshake_timeout`` bounds each wait of the opening, in real seconds.
+        clock: the broker clock (the connection's times).
 
     Raises:
         TransportError: the connection could not be made or was refused; the message is the
@@ -254,7 +252,7 @@ def connect(
     """
     host, port = parse_tcp_address(address)
     try:
-        raw = socket.create_connection((host, port), timeout=HANDSHAKE_SECONDS)
+        raw = socket.create_connection((host, port), timeout=settings.handshake_timeout)
     except OSError as exc:
         raise TransportError(
             f"Connection attempt failed with error: '{exc.strerror or exc}' ({address})"
@@ -275,7 +273,7 @@ def connect(
             raise _closed_failure(hello, adjacent, address)
         if hello.encrypt is None:
             raise LoginFailure(
-                _failed(adjacent.encryption_refusal(), address),
+                handshake_status(adjacent.encryption_refusal(), address),
                 AuditBrokerLogin.NEGOTIATE_FAILURE,
             )
         sock = _secure(raw, hello.encrypt, security, server=False, address=address)
@@ -287,7 +285,7 @@ def connect(
             raise handshake_failure(exc, address) from None
         if isinstance(verdict, LoginRefused):
             raise LoginFailure(
-                _failed(verdict.status, address), AuditBrokerLogin.AUTHORIZATION_FAILURE
+                handshake_status(verdict.status, address), AuditBrokerLogin.AUTHORIZATION_FAILURE
             )
         if not isinstance(verdict, LoggedIn):
             raise _closed_failure(verdict, adjacent, address)
@@ -314,8 +312,17 @@ def accept(
     matrix says), then LOGIN. A refused peer gets nothing but the refusal (the TLS alert, or
     a LOGIN refusal when the ENCRYPTION settings exclude each other); every login, accepted
     or refused, is logged as SQL Server's Audit Broker Login event with its subclass
-    (:mod:`.audit`). None is returned for a refused one."""
-    raw.settimeout(HANDSHAKE_SECONDS)
+    (:mod:`.audit`), SEC-1.
+
+    Args:
+        raw: the accepted TCP socket (closed here when the login is refused).
+        peer_address: ``TCP://ip:port`` of the peer's socket (for logs and the view).
+        our_instance, security, settings, clock: as for :func:`connect`.
+
+    Returns:
+        The logged-in :class:`PeerConnection`, or None for a refused peer.
+    """
+    raw.settimeout(settings.handshake_timeout)
     adjacent = AdjacentConnection(
         our_instance,
         is_accept=True,
@@ -333,7 +340,9 @@ def accept(
         if hello.encrypt is None:
             refusal = adjacent.encryption_refusal()
             raw.sendall(adjacent.login(False, refusal, clock.now()))
-            raise LoginFailure(_failed(refusal, peer_address), AuditBrokerLogin.NEGOTIATE_FAILURE)
+            raise LoginFailure(
+                handshake_status(refusal, peer_address), AuditBrokerLogin.NEGOTIATE_FAILURE
+            )
         sock = _secure(raw, hello.encrypt, security, server=True, address=peer_address)
         sock.sendall(adjacent.login(True, "", clock.now()))
         sock.settimeout(None)
@@ -362,7 +371,7 @@ def _as_failure(exc: OSError | TransportError, address: str) -> LoginFailure:
     if isinstance(exc, LoginFailure):
         return exc
     return LoginFailure(
-        _failed(f"An error occurred during the login: {exc}", address),
+        handshake_status(f"An error occurred during the login: {exc}", address),
         AuditBrokerLogin.LOGIN_PROTOCOL_ERROR,
     )
 
@@ -383,7 +392,7 @@ def _closed_failure(event: Event, adjacent: AdjacentConnection, address: str) ->
         if adjacent.bad_frames
         else AuditBrokerLogin.LOGIN_PROTOCOL_ERROR
     )
-    return LoginFailure(_failed(status, address), subclass)
+    return LoginFailure(handshake_status(status, address), subclass)
 
 
 def _secure(

@@ -5,7 +5,7 @@ Reading is incremental: the transmitter remembers the ids it has read (:class:`P
 reads only the rows above the highest of them, unless it must read everything again — after a
 route or catalog change (TICK-3b), when a window had no room, or when a row appeared below the
 highest id read (PostgreSQL may commit ids out of order: :meth:`PendingRows.next_read` compares
-the count of rows at or below that id with the ids it knows). Each level's oldest ``batch`` rows
+the count of rows at or below that id with the ids it knows). Each level's oldest rows (up to the transmitter's batch)
 are read then (PRI-14: every row the first ones to leave can come from). Bodies up to
 ``inline_bytes`` come with the rows; a larger one is read alone when its message is offered, so
 a queue of large messages is never in memory at once (NET-5): at most one destination window's
@@ -25,7 +25,7 @@ from dataclasses import dataclass, field
 from ..catalog import CatalogSnapshot
 from ..priorities import transmission_order
 from ..storage.rows import TransportMark, TransportRow
-from .routing import RouteChoice, choose_route
+from .routing import RouteChooser
 from .wire import MessageHeader
 
 __all__ = [
@@ -43,7 +43,8 @@ MessageKey = tuple[bytes, bool, int]
 
 
 def key_of(row: TransportRow) -> MessageKey:
-    """The key of a transport's row."""
+    """The key of a transport's row: (conversation_id, is_initiator, sequence), as the
+    receiver acknowledges it (NET-2, NET-3)."""
     return (row.conversation_id, bool(row.is_initiator), row.message_sequence_number)
 
 
@@ -57,13 +58,9 @@ class Read:
 class PendingRows:
     """The ids of the transport's rows the transmitter has read and not seen go: the state
     behind incremental reading (see the module). Not thread-safe: the caller holds its lock.
-
-    Args:
-        batch: rows read at most per read (per level for a full read).
     """
 
-    def __init__(self, batch: int) -> None:
-        self.batch = batch
+    def __init__(self) -> None:
         self._known: set[int] = set()
         self._ids: dict[MessageKey, int] = {}
         self._last = 0
@@ -71,7 +68,7 @@ class PendingRows:
 
     @property
     def last(self) -> int:
-        """The highest ``transmission_id`` read (0: none)."""
+        """The highest ``transmission_id`` read (0: none): the next read starts above it."""
         return self._last
 
     def read_all(self) -> None:
@@ -93,7 +90,8 @@ class PendingRows:
         return None
 
     def learn(self, rows: Iterable[TransportRow], read: Read) -> None:
-        """Remember the ids of ``rows``, just read as ``read`` said."""
+        """Remember the ids of ``rows``, just read as ``read`` said (a full read replaces the
+        ids known before)."""
         if read.after is None:
             self._known.clear()
             self._ids.clear()
@@ -104,7 +102,8 @@ class PendingRows:
             self._last = max(self._last, row.transmission_id)
 
     def id_of(self, key: MessageKey) -> int | None:
-        """The ``transmission_id`` of message ``key``'s row, if read."""
+        """The ``transmission_id`` of message ``key``'s row, if read (TICK-3b asks whether
+        it is still there)."""
         return self._ids.get(key)
 
     def gone(self, key: MessageKey) -> None:
@@ -162,22 +161,13 @@ def plan_offers(
     )
     plan = OfferPlan()
     planned: dict[str, int] = {}
-    routes: dict[tuple[str, str | None], RouteChoice | None] = {}
+    routes = RouteChooser(catalog.routes.values(), local_services=catalog.services, now=now)
     for tid in order:
         row = by_id[tid]
         key = key_of(row)
         if skip(key):
             continue
-        target = (row.to_service_name, row.to_broker_instance)
-        if target not in routes:
-            routes[target] = choose_route(
-                catalog.routes.values(),
-                service_name=row.to_service_name,
-                broker_instance=row.to_broker_instance,
-                local_services=catalog.services,
-                now=now,
-            )
-        choice = routes[target]
+        choice = routes.choose(row.to_service_name, row.to_broker_instance)
         if choice is None or choice.is_local:
             status = (
                 f"No route matches service {row.to_service_name!r}"
@@ -221,21 +211,11 @@ def stale_offers(
         catalog: the routes and this database's services.
         now: broker-clock seconds (route expiry).
     """
-    routes = catalog.routes.values()
-    choices: dict[tuple[str, str | None], str | None] = {}
+    routes = RouteChooser(catalog.routes.values(), local_services=catalog.services, now=now)
     stale = []
     for key, address in offered.items():
-        target = targets[key]
-        if target not in choices:
-            choice = choose_route(
-                routes,
-                service_name=target[0],
-                broker_instance=target[1],
-                local_services=catalog.services,
-                now=now,
-            )
-            choices[target] = choice.address if choice else None
-        if gone(key) or choices[target] != address:
+        choice = routes.choose(*targets[key])
+        if gone(key) or choice is None or choice.address != address:
             stale.append(key)
     return stale
 

@@ -23,6 +23,7 @@ __all__ = [
     "LOCAL",
     "TRANSPORT",
     "RouteChoice",
+    "RouteChooser",
     "choose_route",
     "format_tcp_address",
     "normalize_broker_instance",
@@ -103,10 +104,9 @@ def service_address(service_name: str) -> str | None:
     "SQL Server can successfully process service names that begin with a network address in
     a format that is valid for a next_hop_address"): ``TCP://host:port`` of a name such as
     ``TCP://host:4022/Expenses``, or None when the name holds no address."""
-    head, slash, _ = service_name.partition("://")
+    head, slash, rest = service_name.partition("://")
     if not slash:
         return None
-    rest = service_name[len(head) + 3 :]
     authority = rest.split("/", 1)[0]
     try:
         host, port = parse_tcp_address(f"{head}://{authority}")
@@ -252,3 +252,35 @@ def choose_route(
     if wanted is not None and service_name in local_services:  # step 5
         return RouteChoice(None, LOCAL, wanted)
     return None
+
+
+class RouteChooser:
+    """:func:`choose_route` over one routing table at one time, each (service, broker
+    instance) chosen once: what one transmitter pass, one reclassification (TICK-3b) or one
+    commit asks again and again.
+
+    Args:
+        routes: the routing table (``CatalogSnapshot.routes.values()``).
+        local_services: the names of this database's services.
+        now: broker-clock seconds (route expiry, RTE-1).
+    """
+
+    def __init__(self, routes: Iterable[RouteRow], *, local_services: Collection[str], now: float):
+        self._routes = list(routes)
+        self._local_services = local_services
+        self._now = now
+        self._chosen: dict[tuple[str, str | None], RouteChoice | None] = {}
+
+    def choose(self, service_name: str, broker_instance: str | None = None) -> RouteChoice | None:
+        """The route of a conversation to ``service_name`` (at ``broker_instance``, a GUID
+        string, or any), as :func:`choose_route` gives it (RTE-1..3); None: no route."""
+        target = (service_name, broker_instance)
+        if target not in self._chosen:
+            self._chosen[target] = choose_route(
+                self._routes,
+                service_name=service_name,
+                broker_instance=broker_instance,
+                local_services=self._local_services,
+                now=self._now,
+            )
+        return self._chosen[target]

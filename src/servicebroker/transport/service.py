@@ -106,7 +106,6 @@ class _State:
     offered: dict[MessageKey, str] = field(default_factory=dict)  # key -> address
     targets: dict[MessageKey, tuple[str, str | None]] = field(default_factory=dict)
     outgoing: dict[str, PeerConnection] = field(default_factory=dict)
-    connecting: set[str] = field(default_factory=set)
     accepted: list[PeerConnection] = field(default_factory=list)
     statuses: dict[MessageKey, str] = field(default_factory=dict)
 
@@ -152,7 +151,7 @@ class TransportService:
         self._stopping = False
         self._start_status: str | None = None
         self._wanted = False
-        self._pending = PendingRows(_BATCH)
+        self._pending = PendingRows()
         self._full_windows: set[str] = set()  # addresses whose window left rows unoffered
         self._acked_since_read: set[MessageKey] = set()
         self._inbox: list[tuple[PeerConnection, Completed]] = []
@@ -205,13 +204,24 @@ class TransportService:
         return True
 
     def stop(self) -> None:
-        """Close the listener and every connection; the threads end."""
+        """Stop the endpoint (``broker.stop()``): close the listener and every connection
+        (NET-8), wait up to 5 real seconds for each of the transport's threads to end; what
+        was on its way is sent again after the next :meth:`start` (NET-3: nothing is lost)."""
         with self._lock:
             self._wanted = False
             self._stopping = True
             self._running = False
             listener, self._listener = self._listener, None
             connections = [*self._state.outgoing.values(), *self._state.accepted]
+            now = self._context.clock.now()
+            for address in self._state.outgoing:  # what was on the wire goes again (NET-5)
+                self._state.outbound[address].on_disconnect(now)
+            # a new start connects at once, as a first one does (TICK-3a suppresses after a
+            # disconnection or failure while running, not across a restart)
+            self._destinations = Destinations(self.settings)
+            for address, outbound in self._state.outbound.items():
+                if outbound.pending_count:
+                    self._destinations.add(address)
             self._state.outgoing.clear()
             self._state.accepted.clear()
             self._cond.notify_all()
@@ -226,19 +236,13 @@ class TransportService:
 
     @property
     def running(self) -> bool:
-        """True while the listener and transmitter run."""
+        """True while the listener and transmitter run (``start()`` succeeded, no ``stop()``)."""
         return self._running
 
     @property
     def listener_address(self) -> str | None:
         """``TCP://ip:port`` the endpoint listens on (the real port when 0 was asked)."""
         return self._listener_address
-
-    def wake(self) -> None:
-        """Read the transport's rows again now, and wake the transmitter."""
-        with self._lock:
-            self._pending.read_all()
-            self._cond.notify_all()
 
     # -- periodic tasks (each a plain step taking the broker clock's now) ----------------
     def dispatcher_cleanup(self, now: float) -> None:
@@ -249,8 +253,9 @@ class TransportService:
             log.info("message dispatcher dropped %d buffered messages (TICK-2c)", dropped)
 
     def connect_pending(self, now: float) -> None:
-        """TICK-3a: connect to each destination with pending messages, not suppressed (the
-        transmitter's next pass does it)."""
+        """TICK-3a (every 2nd tick): connect to each destination with pending messages that
+        is not suppressed — the transmitter's next pass does it, so this only wakes it;
+        ``now`` (broker-clock seconds) is the timer's and not needed."""
         with self._lock:
             self._cond.notify_all()
 
@@ -303,12 +308,14 @@ class TransportService:
 
     # -- views -----------------------------------------------------------------------------
     def connections(self) -> list[PeerConnection]:
-        """The open connections (dm_broker_connections)."""
+        """The open connections, made and accepted (NET-8): what ``dm_broker_connections()``
+        shows."""
         with self._lock:
             return [*self._state.outgoing.values(), *self._state.accepted]
 
     def statistics(self) -> TransportStatistics:
-        """A snapshot of the counters (:class:`TransportStatistics`)."""
+        """A snapshot of the counters since the broker was opened (:class:`TransportStatistics`;
+        NET-2 duplicates, NET-3 acknowledgements, NET-7 refusals, SEC-1 refused logins)."""
         c = self._counters
         return TransportStatistics(
             self._running,
@@ -427,10 +434,7 @@ class TransportService:
                     continue
                 conn = self._state.outgoing.get(address)
                 if conn is None or not conn.open:
-                    if address not in self._state.connecting and self._destinations.should_connect(
-                        address, now
-                    ):
-                        self._state.connecting.add(address)
+                    if self._destinations.should_connect(address, now):
                         self._destinations.on_connecting(address, now)
                         threading.Thread(
                             target=self._connect,
@@ -461,14 +465,12 @@ class TransportService:
             if not isinstance(exc, LoginFailure):  # a login failure's audit record says it
                 log.warning("transport: %s", status)
             with self._lock:
-                self._state.connecting.discard(address)
                 self._destinations.on_failed(address, clock.now(), status)
                 self._counters.failures += 1
                 keys = [k for k, a in self._state.offered.items() if a == address]
             self._set_statuses([(k, status) for k in keys])
             return
         with self._lock:
-            self._state.connecting.discard(address)
             if self._stopping:
                 conn.close("the broker is stopping")
                 return
@@ -665,8 +667,7 @@ class TransportService:
             return
         with self._context.storage.connection() as db:
             db.begin_write()
-            for (conversation_id, is_initiator, sequence), status in changed:
-                db.set_transmission_message_status(conversation_id, is_initiator, sequence, status)
+            db.set_transmission_message_statuses(changed)
             db.commit()
 
     def _closed(self, conn: PeerConnection, status: str, now: float) -> None:

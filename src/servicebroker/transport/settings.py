@@ -10,7 +10,7 @@ from dataclasses import dataclass, fields
 from ..errors import TransportError
 from .framing import MAX_PAYLOAD
 
-__all__ = ["FragmentSettings", "TransportSettings"]
+__all__ = ["TransportSettings"]
 
 _HEADER_ROOM = 64 * 1024
 """Bytes of a MESSAGE frame's payload kept free for the message header and piggybacked acks."""
@@ -36,7 +36,10 @@ class TransportSettings:
             progress; beyond it the oldest message in progress is dropped. Default 256 MiB.
         stale_after: seconds a buffered message or fragment may wait before TICK-2c drops it, 10.
         idle_after: seconds without traffic after which a connection is idle (TICK-4a), 90.
-        handshake_timeout: seconds a connection may take from its start to LOGGED_IN, 30.
+        handshake_timeout: seconds a connection may take from its start to LOGGED_IN, 30
+            (``AdjacentConnection.handshake_expired``); on a socket, each wait of the
+            opening (connect, HELLO, TLS, LOGIN) fails after that many real seconds — a
+            socket cannot wait on the broker clock.
         suppress_after_disconnect: seconds a destination is not connected to again after a
             disconnection (TICK-3a), 15.
         suppress_after_failure: seconds after a failed connection attempt (TICK-3a), 60.
@@ -90,7 +93,3 @@ class TransportSettings:
                 f"for the header in a frame of {self.max_payload} bytes (at most "
                 f"{self.max_payload - _HEADER_ROOM})"
             )
-
-
-FragmentSettings = TransportSettings
-"""Another name of :class:`TransportSettings` (the fragment size is one of its settings)."""

@@ -26,7 +26,6 @@ handshake into the status text and the Audit Broker Login subclass.
 
 from __future__ import annotations
 
-import hashlib
 import os
 import ssl
 import tempfile
@@ -34,7 +33,8 @@ from dataclasses import dataclass
 
 from ..catalog import CatalogSnapshot
 from ..errors import TransportError
-from .audit import AuditBrokerLogin, LoginFailure
+from .audit import AuditBrokerLogin, LoginFailure, handshake_status
+from .certificates import thumbprint
 
 __all__ = [
     "CIPHERS",
@@ -71,7 +71,6 @@ class EndpointSecurity:
         server: the context of accepted connections (client certificate required).
         client: the context of connections this endpoint makes (server certificate verified).
         encryption: the endpoint's ENCRYPTION (DISABLED, SUPPORTED, REQUIRED).
-        granted: the SHA-1 thumbprints (hex) of the certificates granted CONNECT.
 
     Both contexts offer the cipher suites of ``encryption`` (:data:`CIPHERS`).
     """
@@ -79,7 +78,6 @@ class EndpointSecurity:
     server: ssl.SSLContext
     client: ssl.SSLContext
     encryption: str
-    granted: frozenset[str]
 
 
 def security_from_catalog(catalog: CatalogSnapshot) -> EndpointSecurity:
@@ -100,13 +98,11 @@ def security_from_catalog(catalog: CatalogSnapshot) -> EndpointSecurity:
             f"CERTIFICATE … WITH PRIVATE KEY (FILE = …))"
         )
     granted_pems = []
-    granted = set()
     for login in catalog.logins.values():
         if login.login_id in catalog.endpoint_grants:
             peer = catalog.certificates_by_id.get(login.certificate_id)
             if peer is not None:
                 granted_pems.append(peer.certificate_pem)
-                granted.add(peer.thumbprint.lower())
     contexts = []
     for purpose in (ssl.PROTOCOL_TLS_SERVER, ssl.PROTOCOL_TLS_CLIENT):
         ctx = ssl.SSLContext(purpose)
@@ -122,7 +118,7 @@ def security_from_catalog(catalog: CatalogSnapshot) -> EndpointSecurity:
         if granted_pems:
             ctx.load_verify_locations(cadata="\n".join(granted_pems))
         contexts.append(ctx)
-    return EndpointSecurity(contexts[0], contexts[1], endpoint.encryption, frozenset(granted))
+    return EndpointSecurity(contexts[0], contexts[1], endpoint.encryption)
 
 
 def _load_chain(ctx: ssl.SSLContext, pem: str, key_file: str, endpoint: str) -> None:
@@ -143,9 +139,11 @@ def _load_chain(ctx: ssl.SSLContext, pem: str, key_file: str, endpoint: str) -> 
 
 
 def peer_thumbprint(sock: ssl.SSLSocket) -> str | None:
-    """The SHA-1 thumbprint (hex) of the certificate the peer presented, if any."""
+    """The thumbprint (SHA-1 of the DER, lower-case hex) of the certificate the peer of TLS
+    socket ``sock`` presented (SEC-1: ``dm_broker_connections().peer_certificate``), or None
+    when it presented none."""
     der = sock.getpeercert(binary_form=True)
-    return None if der is None else hashlib.sha1(der).hexdigest()
+    return None if der is None else thumbprint(der)
 
 
 def check_cipher(sock: ssl.SSLSocket, *, encrypt: bool, address: str) -> None:
@@ -162,8 +160,11 @@ def check_cipher(sock: ssl.SSLSocket, *, encrypt: bool, address: str) -> None:
     as_said = ("AES" in name and "NULL" not in name) if encrypt else ("NULL" in name)
     if not as_said:
         raise LoginFailure(
-            f"Connection handshake failed. The TLS handshake chose the cipher {name}, but the "
-            f"connection is {'' if encrypt else 'not '}to be encrypted ({address})",
+            handshake_status(
+                f"The TLS handshake chose the cipher {name}, but the connection is "
+                f"{'' if encrypt else 'not '}to be encrypted",
+                address,
+            ),
             AuditBrokerLogin.NEGOTIATE_FAILURE,
         )
 
@@ -203,7 +204,6 @@ def handshake_failure(exc: OSError, address: str) -> LoginFailure:
     - anything else (a reset, the peer closing, a timeout): the error as the OS or OpenSSL
       says it.
     """
-    prefix = "Connection handshake failed."
     if isinstance(exc, ssl.SSLCertVerificationError):
         code, message = exc.verify_code, exc.verify_message
         if code in (_EXPIRED, _NOT_YET_VALID):
@@ -216,25 +216,27 @@ def handshake_failure(exc: OSError, address: str) -> LoginFailure:
             why = f"{message}."
             subclass = AuditBrokerLogin.AUTHENTICATION_FAILURE
         return LoginFailure(
-            f"{prefix} The certificate used by the peer is invalid due to the following reason: "
-            f"{why} ({address})",
+            handshake_status(
+                f"The certificate used by the peer is invalid due to the following reason: {why}",
+                address,
+            ),
             subclass,
         )
     reason = getattr(exc, "reason", None) or ""
     if reason == "PEER_DID_NOT_RETURN_A_CERTIFICATE":
         return LoginFailure(
-            f"{prefix} The peer presented no certificate ({address})",
+            handshake_status("The peer presented no certificate", address),
             AuditBrokerLogin.AUTHENTICATION_FAILURE,
         )
     alert = reason.partition("_ALERT_")[2] if "_ALERT_" in reason else ""
     if alert:
         why = _ALERTS.get(alert, "The peer refused the handshake.")
         return LoginFailure(
-            f"{prefix} {why} (TLS alert: {alert.lower().replace('_', ' ')}) ({address})",
+            handshake_status(f"{why} (TLS alert: {alert.lower().replace('_', ' ')})", address),
             AuditBrokerLogin.AUTHENTICATION_FAILURE,
         )
     detail = reason or getattr(exc, "strerror", None) or str(exc) or type(exc).__name__
     return LoginFailure(
-        f"{prefix} An error occurred during the TLS handshake: {detail} ({address})",
+        handshake_status(f"An error occurred during the TLS handshake: {detail}", address),
         AuditBrokerLogin.AUTHENTICATION_FAILURE,
     )

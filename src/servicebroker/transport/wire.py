@@ -18,6 +18,7 @@ from ..errors import FramingError
 
 __all__ = [
     "DEFAULT_HOPS",
+    "ENCRYPTION_SETTINGS",
     "PROTOCOL_VERSION",
     "Ack",
     "Close",
@@ -39,6 +40,10 @@ __all__ = [
     "encode_login",
     "encode_refusal",
 ]
+
+ENCRYPTION_SETTINGS = ("DISABLED", "SUPPORTED", "REQUIRED")
+"""The ENCRYPTION settings of a Service Broker endpoint (CREATE ENDPOINT, SEC-1), as HELLO
+carries them."""
 
 PROTOCOL_VERSION = 1
 """The version of the adjacent broker and dialog protocols HELLO announces."""
@@ -383,7 +388,11 @@ def decode_acks(payload: bytes) -> tuple[Ack, ...]:
 
 
 def encode_refusal(refusal: Refusal) -> bytes:
-    """The payload of a REFUSAL frame (NET-7)."""
+    """The payload of a REFUSAL frame (NET-7).
+
+    Raises:
+        FramingError: a text field longer than 65,535 bytes in UTF-8 (naming the field).
+    """
     w = _Writer()
     w.guid("conversation_id", refusal.conversation_id)
     w.u8(bool(refusal.is_initiator))
@@ -404,7 +413,11 @@ def decode_refusal(payload: bytes) -> Refusal:
 
 
 def encode_hello(hello: Hello) -> bytes:
-    """The payload of a HELLO frame (NET-8)."""
+    """The payload of a HELLO frame (NET-8).
+
+    Raises:
+        FramingError: a text field longer than 65,535 bytes in UTF-8 (naming the field).
+    """
     w = _Writer()
     w.parts.append(hello.broker_instance.bytes + _U16.pack(hello.protocol_version))
     w.string("encryption", hello.encryption)
@@ -423,7 +436,7 @@ def decode_hello(payload: bytes) -> Hello:
     instance = uuid.UUID(bytes=r.take("broker_instance", 16))
     version = r.unpack("protocol_version", _U16)
     encryption = r.string("encryption")
-    if encryption not in ("DISABLED", "SUPPORTED", "REQUIRED"):
+    if encryption not in ENCRYPTION_SETTINGS:
         raise FramingError(
             f"HELLO field encryption must be DISABLED, SUPPORTED or REQUIRED, got {encryption!r}"
         )
@@ -433,7 +446,11 @@ def decode_hello(payload: bytes) -> Hello:
 
 
 def encode_login(login: Login) -> bytes:
-    """The payload of a LOGIN frame."""
+    """The payload of a LOGIN frame (SEC-1: the acceptor's verdict).
+
+    Raises:
+        FramingError: a text field longer than 65,535 bytes in UTF-8 (naming the field).
+    """
     w = _Writer()
     w.u8(bool(login.accepted))
     w.string("status", login.status)
@@ -450,7 +467,11 @@ def decode_login(payload: bytes) -> Login:
 
 
 def encode_close(close: Close) -> bytes:
-    """The payload of a CLOSE frame."""
+    """The payload of a CLOSE frame (NET-8: why the connection ends).
+
+    Raises:
+        FramingError: a text field longer than 65,535 bytes in UTF-8 (naming the field).
+    """
     w = _Writer()
     w.string("status", close.status)
     return w.done()

@@ -40,7 +40,7 @@ def check_transmission_queue(open_storage: StorageOpener) -> None:
     set_transmission_status, list_transmission (priority, then id), delete_transmission and
     delete_transmission_of_endpoint; the transport's rows: transmission_remote (per level,
     after an id, large bodies left out), transmission_remote_body, transmission_remote_ids, transmission_remote_mark,
-    transmission_exists_of, delete_transmission_messages, set_transmission_message_status."""
+    transmission_exists_of, delete_transmission_messages, set_transmission_message_statuses."""
     with kit.Bench(open_storage) as bench:
         conn = bench.connect(bench.storage())
         kit.expect(
@@ -123,7 +123,9 @@ def check_transmission_queue(open_storage: StorageOpener) -> None:
         kit.equal(
             [r.message_body for r in conn.transmission_pending(10)], [b"l"], "local rows only"
         )
-        kit.committed(conn, lambda: conn.set_transmission_message_status(first, True, 1, "refused"))
+        kit.committed(
+            conn, lambda: conn.set_transmission_message_statuses([((first, True, 1), "refused")])
+        )
         kit.committed(
             conn, lambda: conn.delete_transmission_messages([(first, True, 0), (second, True, 0)])
         )
@@ -133,7 +135,7 @@ def check_transmission_queue(open_storage: StorageOpener) -> None:
                 for r in conn.list_transmission()
             ],
             [(b"r1", "refused", far), (b"l", "", None)],
-            "delete_transmission_messages / set_transmission_message_status (remote rows only)",
+            "delete_transmission_messages / set_transmission_message_statuses (remote rows only)",
         )
         kit.committed(conn, lambda: conn.delete_transmission_of_endpoint(first, True))
         kit.committed(conn, lambda: conn.delete_transmission_of_endpoint(second, True))
