@@ -15,6 +15,7 @@ __all__ = [
     "ConversationError",
     "DatabaseUnavailableError",
     "DeadlockError",
+    "DialogSecurityError",
     "FramingError",
     "IntegrityConflict",
     "LockTimeoutError",
@@ -158,3 +159,10 @@ class FramingError(TransportError):
     """Bytes on a connection are not a right frame (bad magic or version, unknown type, a
     length beyond the limit, a failed checksum, a frame cut off): the connection is closed and
     its dialogs' messages are sent again (NET-4, NET-6)."""
+
+
+class DialogSecurityError(TransportError):
+    """Dialog security (SEC-2, SEC-3) failed for a message: a session key that cannot be made,
+    wrapped or unwrapped, a signature that does not verify, a certificate missing or expired, or
+    a sealed body that fails its integrity check. The message is not delivered; the text says
+    what failed and names the certificate or conversation."""

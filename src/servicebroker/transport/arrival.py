@@ -37,15 +37,18 @@ from ..dialogs import (
     on_arrival,
     parse_error_body,
 )
-from ..errors import ConversationError, MessageValidationError
+from ..errors import ConversationError, DialogSecurityError, MessageValidationError
 from ..messages import Outgoing, new_id, validate_body
 from ..storage.rows import EndpointRow
+from .dialog_protection import PUBLIC, DialogKey, KeyRing, dialog_key_of, open_incoming
 from .wire import MessageHeader
 
 __all__ = [
     "MESSAGE_TYPE_REFUSED_CODE",
+    "SEND_PERMISSION_REFUSED_CODE",
     "SENT_BY_REFUSED_CODE",
     "VALIDATION_REFUSED_CODE",
+    "ArrivalSecurity",
     "Outcome",
     "Verdict",
     "take_acknowledgements",
@@ -59,6 +62,9 @@ SENT_BY_REFUSED_CODE = -8457
 """The message type is not one this side may send under the contract (SQL Server's 8457)."""
 VALIDATION_REFUSED_CODE = -9615
 """The body fails the target's validation of its message type (SQL Server's 9615)."""
+SEND_PERMISSION_REFUSED_CODE = -229
+"""The initiator's principal at the target lacks SEND on the target service (SEC-4; SQL
+Server's 229, permission denied)."""
 
 
 class Verdict(enum.Enum):
@@ -85,6 +91,18 @@ class Outcome:
     verdict: Verdict
     status: str = ""
     error: tuple[int, str] | None = None
+    key: DialogKey | None = None
+    """The dialog's security state, so that the broker's Error for a secured dialog is sealed
+    with its session key (SEC-2); None for a dialog not secured."""
+
+
+@dataclass(frozen=True, slots=True)
+class ArrivalSecurity:
+    """What :func:`take_arrival` opens secured messages with: the certificates' ``keys`` and
+    the wall clock's ``wall_now`` (seconds since the epoch; certificates' validity, SEC-2)."""
+
+    keys: KeyRing
+    wall_now: float
 
 
 _DELIVERED = Outcome(Verdict.DELIVERED)
@@ -92,18 +110,26 @@ _DUPLICATE = Outcome(Verdict.DUPLICATE)
 _LATER = Outcome(Verdict.LATER)
 
 
-def take_arrival(applier: Applier, header: MessageHeader, body: bytes) -> Outcome:
+def take_arrival(
+    applier: Applier, header: MessageHeader, body: bytes, security: ArrivalSecurity
+) -> Outcome:
     """Take a complete sequenced message from another instance into this database (NET-2:
     the next expected sequence is queued, an earlier one is a duplicate, a later one waits;
     PRI-3: a dialog's first message creates the target endpoint, at this database's level,
     PRI-7; the target's checks of contract, message type, SENT BY and validation). A message
     whose endpoint's queue is OFF is refused (QUE-3); a new dialog's message whose lifetime has
     passed is discarded (DLG-5); an unsequenced Error ends this side (:func:`take_broker_error`).
+    A sealed body is opened first (SEC-2: a message that fails dialog security is refused
+    with the status saying why, never delivered), and a new dialog's far principal — the user
+    owning the initiator's certificate, else public — needs SEND on the target service, or the
+    dialog is answered with an Error and nothing is enqueued (SEC-4).
 
     Args:
         applier: the receiving commit's delivery work (its write transaction).
         header: the message's header (conversation, the sender's side, sequence, names).
-        body: the whole message body (bytes; its fragments joined, NET-5).
+        body: the whole message body (bytes; its fragments joined, NET-5), sealed when
+            ``header.encrypted``.
+        security: the certificates' keys and the wall clock (:class:`ArrivalSecurity`).
 
     Returns:
         The :class:`Outcome`; the caller commits, then answers the sender as it says.
@@ -113,9 +139,10 @@ def take_arrival(applier: Applier, header: MessageHeader, body: bytes) -> Outcom
             nothing is acknowledged: the sender sends again, NET-4).
     """
     if header.sequence < 0:
-        return _take_unsequenced(applier, header, body)
+        return _take_unsequenced(applier, header, body, security)
     catalog = applier.catalog
     row = applier.side(header.conversation_id, not header.is_initiator)
+    key: DialogKey | None = None
     if row is None:
         if not header.is_initiator:
             return _DUPLICATE  # the initiator's endpoint is gone (closed): nothing to take
@@ -148,6 +175,25 @@ def take_arrival(applier: Applier, header: MessageHeader, body: bytes) -> Outcom
                     f"{header.contract!r}.",
                 ),
             )
+        try:
+            opened = open_incoming(
+                header, body, None, catalog, security.keys, applier.now, security.wall_now
+            )
+        except DialogSecurityError as exc:
+            return Outcome(Verdict.REFUSED, str(exc))
+        body, key = opened.body, opened.new_key
+        far_principal = key.far_principal_id if key is not None else PUBLIC
+        if not catalog.has_permission(far_principal, "SEND", f"SERVICE::{target.name}"):
+            who = catalog.principals_by_id.get(far_principal)
+            return Outcome(
+                Verdict.ERROR,
+                error=(
+                    SEND_PERMISSION_REFUSED_CODE,
+                    f"The SEND permission was denied on service {target.name!r} for the "
+                    f"initiator's principal {who.name if who else far_principal!r}.",
+                ),
+                key=key,
+            )
         row = applier.insert_endpoint(
             EndpointRow(
                 0,
@@ -166,8 +212,18 @@ def take_arrival(applier: Applier, header: MessageHeader, body: bytes) -> Outcom
                 0,
                 catalog.level(contract.service_contract_id, target.name, header.from_service),
                 far_broker_instance=str(header.from_broker_instance),
+                **_security_columns(key),
             )
         )
+    else:
+        key = dialog_key_of(row)
+        if header.sequence == row.receive_sequence:
+            try:
+                body = open_incoming(
+                    header, body, key, catalog, security.keys, applier.now, security.wall_now
+                ).body
+            except DialogSecurityError as exc:
+                return Outcome(Verdict.REFUSED, str(exc), key=key)
     if header.sequence < row.receive_sequence:
         return _DUPLICATE
     if header.sequence > row.receive_sequence:
@@ -178,7 +234,7 @@ def take_arrival(applier: Applier, header: MessageHeader, body: bytes) -> Outcom
         return Outcome(Verdict.REFUSED, f"The target queue {home.name!r} is disabled.")
     refusal = _check_message(applier, row, header, body)
     if refusal is not None:
-        return refusal
+        return Outcome(refusal.verdict, refusal.status, refusal.error, key)
     mt = catalog.message_types[header.message_type]
     arrival = {END_DIALOG: Arrival.END_DIALOG, ERROR: Arrival.ERROR}.get(mt.name, Arrival.MESSAGE)
     row.receive_sequence = header.sequence + 1
@@ -199,11 +255,42 @@ def take_arrival(applier: Applier, header: MessageHeader, body: bytes) -> Outcom
     return _DELIVERED
 
 
-def _take_unsequenced(applier: Applier, header: MessageHeader, body: bytes) -> Outcome:
+def _security_columns(key: DialogKey | None) -> dict[str, object]:
+    """The endpoint row's dialog security columns for ``key`` (SEC-2; none: not secured)."""
+    if key is None:
+        return {"encryption_requested": 0}
+    key_id = str(key.key.key_id)
+    return {
+        "encryption_requested": 1,
+        "principal_id": key.principal_id,
+        "far_principal_id": key.far_principal_id,
+        "outbound_session_key_identifier": key_id,
+        "inbound_session_key_identifier": key_id,
+        "security_timestamp": key.timestamp,
+        "session_key": key.key.key,
+        "far_certificate": key.far_certificate,
+    }
+
+
+def _take_unsequenced(
+    applier: Applier, header: MessageHeader, body: bytes, security: ArrivalSecurity
+) -> Outcome:
     """An unsequenced message (NET-2) — the Error the far broker made: it refused this side's
     dialog, or its service was dropped (DROP SERVICE) — ends this side's dialog
     (:func:`take_broker_error`). Acknowledged, so a sender that keeps it in its transmission
-    queue until then deletes it; a second copy changes nothing."""
+    queue until then deletes it; a second copy changes nothing. A sealed one is opened with
+    the dialog's key first (SEC-2); one that fails is refused, never taken."""
+    if header.encrypted:
+        row = applier.side(header.conversation_id, not header.is_initiator)
+        key = None if row is None else dialog_key_of(row)
+        if key is None:
+            return _DELIVERED  # the endpoint is gone (or was never secured): nothing to end
+        try:
+            body = open_incoming(
+                header, body, key, applier.catalog, security.keys, applier.now, security.wall_now
+            ).body
+        except DialogSecurityError as exc:
+            return Outcome(Verdict.REFUSED, str(exc), key=key)
     if header.message_type == ERROR:
         code, text = _error_of(body)
         take_broker_error(applier, header.conversation_id, not header.is_initiator, code, text)

@@ -27,7 +27,7 @@ from functools import partial
 from ..context import BrokerContext
 from ..delivery import Applier
 from ..dialogs import ERROR, error_body
-from ..errors import TransportError
+from ..errors import DialogSecurityError, TransportError
 from .adjacent import (
     AckReceived,
     AdjacentConnection,
@@ -36,14 +36,16 @@ from .adjacent import (
     FragmentReceived,
     RefusalReceived,
 )
-from .arrival import Outcome, Verdict, take_acknowledgements, take_arrival
+from .arrival import ArrivalSecurity, Outcome, Verdict, take_acknowledgements, take_arrival
 from .audit import LoginFailure
 from .destinations import Destinations
+from .dialog_protection import DialogKey, KeyRing, protect_outgoing
 from .inbound import Completed, Inbound
 from .outbound import Outbound
 from .peer import PeerConnection, accept, connect
 from .pending import MessageKey, PendingRows, header_of, key_of, plan_offers, stale_offers
 from .routing import format_tcp_address
+from .sealing import Sealer
 from .settings import TransportSettings
 from .tls import EndpointSecurity, security_from_catalog
 from .wire import Ack, Fragment, MessageHeader, Refusal
@@ -155,6 +157,7 @@ class TransportService:
         self._full_windows: set[str] = set()  # addresses whose window left rows unoffered
         self._acked_since_read: set[MessageKey] = set()
         self._inbox: list[tuple[PeerConnection, Completed]] = []
+        self._sealer = Sealer(context.storage, KeyRing())
         self._ackbox: list[tuple[PeerConnection, Ack]] = []
 
     # -- life cycle ------------------------------------------------------------------------
@@ -408,23 +411,26 @@ class TransportService:
                 if row.message_body is None
             }
         assert self._instance is not None
+        offers = []
+        for row, address in plan.offers:
+            body = row.message_body if row.message_body is not None else bodies[row.transmission_id]
+            if body is not None:
+                offers.append(((row, address), header_of(row, catalog, self._instance), body))
+        ready, waiting = self._sealer.seal(offers, catalog, now)  # SEC-2: sealed, or waits
         with self._lock:
-            for row, address in plan.offers:
-                body = (
-                    row.message_body
-                    if row.message_body is not None
-                    else bodies[row.transmission_id]
-                )
+            for offer in ready:
+                row, address = offer.tag  # type: ignore[misc]
                 key = key_of(row)
-                if body is None or key in self._acked_since_read:
+                if key in self._acked_since_read:
                     continue  # acknowledged (and deleted) since the rows were read
                 outbound = self._state.outbound.setdefault(address, Outbound(self.settings))
-                outbound.offer(header_of(row, catalog, self._instance), body, now)
+                outbound.offer(offer.header, offer.body, now)
                 self._state.offered[key] = address
                 self._state.targets[key] = (row.to_service_name, row.to_broker_instance)
                 self._destinations.add(address)
-        if plan.unrouted:
-            self._set_statuses(plan.unrouted)
+        unsent = [*plan.unrouted, *((key_of(tag[0]), s) for tag, s in waiting)]  # type: ignore[index]
+        if unsent:
+            self._set_statuses(unsent)
 
     def _send_due(self, now: float) -> None:
         with self._lock:
@@ -534,15 +540,16 @@ class TransportService:
         transaction, then answer each (NET-2, NET-3, NET-7)."""
         storage = self._context.storage
         answers: list[tuple[PeerConnection, Completed, Outcome]] = []
-        errors: list[tuple[PeerConnection, MessageHeader, bytes]] = []
+        errors: list[tuple[PeerConnection, MessageHeader, bytes, DialogKey | None]] = []
         with storage.connection() as db:
             db.begin_write()
             applier = Applier(db, self._context.catalog.snapshot(db), now)
             work = list(reversed(inbox))
+            security = ArrivalSecurity(self._sealer.keys, self._sealer.wall_now())
             while work:
                 conn, item = work.pop()
                 h = item.header
-                outcome = take_arrival(applier, h, item.body)
+                outcome = take_arrival(applier, h, item.body, security)
                 answers.append((conn, item, outcome))
                 if outcome.verdict is Verdict.DELIVERED:
                     with self._lock:
@@ -571,9 +578,9 @@ class TransportService:
             else:
                 self._counters.refused += 1
                 assert outcome.error is not None
-                errors.append((conn, h, error_body(*outcome.error)))
-        for conn, h, body in errors:
-            self._error_back(conn, h, body)
+                errors.append((conn, h, error_body(*outcome.error), outcome.key))
+        for conn, h, body, key in errors:
+            self._error_back(conn, h, body, key)
 
     def _ack_back(self, conn: PeerConnection, ack: Ack) -> None:
         """Queue an acknowledgement to ride on the next fragment to the peer (NET-3): on the
@@ -587,8 +594,11 @@ class TransportService:
                     break
             target.queue_ack(ack)
 
-    def _error_back(self, conn: PeerConnection, h: MessageHeader, body: bytes) -> None:
-        """Send the sender the broker's Error for its dialog (unsequenced, NET-2)."""
+    def _error_back(
+        self, conn: PeerConnection, h: MessageHeader, body: bytes, key: DialogKey | None
+    ) -> None:
+        """Send the sender the broker's Error for its dialog (unsequenced, NET-2), sealed with
+        the dialog's session key when it is secured (SEC-2)."""
         assert self._instance is not None
         header = MessageHeader(
             conversation_id=h.conversation_id,
@@ -607,6 +617,16 @@ class TransportService:
             message_size=len(body),
             fragment_count=1,
         )
+        if key is not None:
+            try:
+                with self._context.storage.connection() as db:
+                    catalog = self._context.catalog.snapshot(db)
+                header, body = protect_outgoing(
+                    header, body, key, catalog, self._sealer.keys, self._sealer.wall_now()
+                )
+            except DialogSecurityError as exc:  # never in clear: the sender's retry asks again
+                log.warning("transport: the Error for a secured dialog is not sent: %s", exc)
+                return
         fragment = Fragment(header, 0, body)
         conn.send(partial(_send_fragment, fragment))
 

@@ -78,7 +78,10 @@ class MessageHeader:
         message_size: body bytes; fragment_count: fragments of the body (at least 1).
         time_to_live: seconds a forwarder may still hold it (FWD-3) or None.
         hops_remaining: forwarders it may still pass (FWD-3), default 32.
-        encrypted: whether the body is encrypted by dialog security (SEC-2); False for now.
+        encrypted: whether the body is sealed by dialog security (SEC-2).
+        security: the dialog security header (:mod:`.dialog_security`) the first secured
+            message each way carries (the wrapped session key, the signature); b"" on others
+            (their sealed body names the key by the dialog).
     """
 
     conversation_id: bytes
@@ -99,6 +102,7 @@ class MessageHeader:
     time_to_live: float | None = None
     hops_remaining: int = DEFAULT_HOPS
     encrypted: bool = False
+    security: bytes = b""
 
 
 @dataclass(frozen=True, slots=True)
@@ -252,6 +256,9 @@ def _write_header(w: _Writer, h: MessageHeader) -> None:
     w.opt_float(h.time_to_live)
     w.parts.append(_U16.pack(h.hops_remaining))
     w.u8(bool(h.encrypted))
+    if len(h.security) > 0xFFFF:
+        raise FramingError(f"security header is {len(h.security)} bytes, beyond 65535")
+    w.parts.append(_U16.pack(len(h.security)) + h.security)
 
 
 def _read_header(r: _Reader) -> MessageHeader:
@@ -281,6 +288,7 @@ def _read_header(r: _Reader) -> MessageHeader:
     time_to_live = r.opt_float("time_to_live")
     hops = r.unpack("hops_remaining", _U16)
     encrypted = r.flag("encrypted")
+    security = r.take("security", r.unpack("security length", _U16))
     return MessageHeader(
         conversation_id,
         is_initiator,
@@ -300,6 +308,7 @@ def _read_header(r: _Reader) -> MessageHeader:
         time_to_live,
         hops,
         encrypted,
+        security,
     )
 
 
