@@ -34,6 +34,7 @@ def test_all_names_the_public_surface() -> None:
         "IntegrityConflict",
         "MessageValidationError",
         "QueueDisabledError",
+        "PermissionDeniedError",
         "LockTimeoutError",
         "StorageError",
         "StorageFullError",

@@ -26,6 +26,7 @@ from .activation.tasks import TaskHandlers
 from .arguments import MAX_TOP, check_int, check_top
 from .catalog import CatalogCache
 from .catalog.network import NetworkStatements
+from .catalog.principals import PrincipalStatements
 from .catalog.statements import CatalogStatements
 from .clock import Clock, SystemClock, check_seconds
 from .context import BrokerContext
@@ -33,6 +34,7 @@ from .delivery import Applier
 from .errors import BrokerError, StorageError
 from .events import Reactions
 from .messages import Message
+from .permissions import DEFAULT_PRINCIPAL, current_execute_as
 from .poison import PoisonMessageHandling
 from .receive import to_messages
 from .storage import open_storage
@@ -76,7 +78,7 @@ class ActivationContext:
     queue_name: str
 
 
-class Broker(CatalogStatements, NetworkStatements):
+class Broker(CatalogStatements, NetworkStatements, PrincipalStatements):
     """A Service Broker instance over one database. Use :meth:`open`.
 
     Settings (keyword arguments of :meth:`open`): ``lock_timeout`` seconds a statement waits for
@@ -95,6 +97,7 @@ class Broker(CatalogStatements, NetworkStatements):
         external_activation_timeout: float = 60.0,
         priority_aging_interval: float | None = priorities.AGING_INTERVAL,
         transport: TransportSettings | None = None,
+        principal: str = DEFAULT_PRINCIPAL,
     ) -> None:
         _check_aging(priority_aging_interval)
         _check_transport(transport)
@@ -104,6 +107,7 @@ class Broker(CatalogStatements, NetworkStatements):
             external_activation_timeout, "external_activation_timeout"
         )
         self._storage = storage
+        self._principal = principal
         self.clock: Clock = clock
         self._supervisor = Supervisor(clock)
         self._notifier = Notifier(
@@ -185,6 +189,7 @@ class Broker(CatalogStatements, NetworkStatements):
             changed=self._wake,
         )
         NetworkStatements.__init__(self, self._catalog, clock=clock, changed=self._wake)
+        PrincipalStatements.__init__(self, self._catalog, changed=self._wake)
         self.clock.subscribe(self._on_clock)
 
     # -- life cycle ----------------------------------------------------------------------
@@ -203,12 +208,14 @@ class Broker(CatalogStatements, NetworkStatements):
                 queue that raise a message's level by one, default 10; None for strict
                 priority), all seconds on the broker clock; ``transport``, a
                 :class:`TransportSettings` (retries, suppression, idle and stale intervals,
-                fragment size; default ``TransportSettings()``); storage settings
+                fragment size; default ``TransportSettings()``); ``principal``, the database
+                principal its transactions act as by default (``"dbo"``; SEC-4); storage settings
                 ``synchronous``, ``busy_timeout``, ``poll_interval``, ``pool_size``.
 
         Raises:
             StorageError: a missing or bad URL, or an unusable database.
             BrokerError: an unknown or bad setting, or a clock that is not a Clock.
+            CatalogError: an unknown ``principal``.
         """
         if not isinstance(url, str):
             raise BrokerError(
@@ -224,6 +231,7 @@ class Broker(CatalogStatements, NetworkStatements):
         external_timeout = settings.pop("external_activation_timeout", 60.0)
         aging = settings.pop("priority_aging_interval", priorities.AGING_INTERVAL)
         transport = settings.pop("transport", None)
+        principal = settings.pop("principal", DEFAULT_PRINCIPAL)
         allowed = {"synchronous", "busy_timeout", "poll_interval", "pool_size"}
         unknown = set(settings) - allowed
         if unknown:
@@ -235,7 +243,7 @@ class Broker(CatalogStatements, NetworkStatements):
         check_seconds(external_timeout, "external_activation_timeout")
         storage = open_storage(url, **settings)
         try:
-            return cls(
+            broker = cls(
                 storage,
                 clock or SystemClock(),
                 lock_timeout=lock_timeout,
@@ -243,10 +251,18 @@ class Broker(CatalogStatements, NetworkStatements):
                 external_activation_timeout=external_timeout,
                 priority_aging_interval=aging,
                 transport=transport,
+                principal=principal,
             )
         except BaseException:
             storage.close()  # a bad setting: the database is left as it was
             raise
+        if principal != DEFAULT_PRINCIPAL:
+            try:
+                broker.transaction().rollback()  # CatalogError: an unknown principal
+            except BaseException:
+                broker.close()
+                raise
+        return broker
 
     @property
     def url(self) -> str:
@@ -390,16 +406,30 @@ class Broker(CatalogStatements, NetworkStatements):
         return self._closed or (self._stopping and self.activation.in_activated_task())
 
     # -- transactions and reads ----------------------------------------------------------
-    def transaction(self) -> Transaction:
+    def transaction(self, *, principal: str | None = None) -> Transaction:
         """A new :class:`Transaction` (a context manager: commits on normal exit, rolls back
         on an exception).
 
+        Args:
+            principal: the database principal it acts as (SEC-4: SEND needs the SEND
+                permission on a target service of this database, RECEIVE the RECEIVE
+                permission on the queue). Default: inside an activated procedure, its
+                queue's EXECUTE AS principal; else the broker's (:meth:`open` ``principal=``,
+                ``"dbo"``, which may do everything).
+
         Raises:
             BrokerError: the broker is closed.
+            CatalogError: an unknown principal.
         """
         if self._closed:
             raise BrokerError(f"the broker on {self.database} is closed")
-        return Transaction(self._context)
+        acting = principal or current_execute_as() or self._principal
+        return Transaction(self._context, acting)
+
+    @property
+    def principal(self) -> str:
+        """The principal this broker's transactions act as by default (:meth:`open`)."""
+        return self._principal
 
     @property
     def database_name(self) -> str:

@@ -21,6 +21,7 @@ __all__ = [
     "LockTimeoutError",
     "MessageValidationError",
     "Outcome",
+    "PermissionDeniedError",
     "QueueDisabledError",
     "StorageError",
     "StorageFullError",
@@ -54,6 +55,30 @@ class ConversationError(BrokerError):
 class MessageValidationError(BrokerError):
     """A message body failed its message type's validation (DLG-3) or the message type is not
     allowed on the conversation's contract for the sending side (DLG-2)."""
+
+
+class PermissionDeniedError(BrokerError):
+    """The principal a transaction acts as lacks a permission the statement needs (SEC-4):
+    SEND on the target service (SEND, or BEGIN DIALOG's first message), RECEIVE on the queue
+    (RECEIVE, WAITFOR RECEIVE, GET CONVERSATION GROUP). Nothing was enqueued or dequeued; the
+    message names the permission, the securable and the principal, as "The SEND permission
+    was denied on SERVICE::'//x/Svc' for principal 'alice'".
+
+    Args:
+        permission: "SEND" or "RECEIVE".
+        securable: ``"SERVICE::name"`` or ``"QUEUE::name"``.
+        principal: the principal's name.
+    """
+
+    def __init__(self, permission: str, securable: str, principal: str) -> None:
+        kind, _, name = securable.partition("::")
+        super().__init__(
+            f"The {permission} permission was denied on {kind}::{name!r} for principal "
+            f"{principal!r}"
+        )
+        self.permission = permission
+        self.securable = securable
+        self.principal = principal
 
 
 class QueueDisabledError(BrokerError):

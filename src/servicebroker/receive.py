@@ -22,8 +22,9 @@ from .context import BrokerContext
 from .dialogs import State
 from .errors import ConversationError, LockTimeoutError, QueueDisabledError
 from .messages import Message, fast_uuid
+from .permissions import DEFAULT_PRINCIPAL, acting_principal, check_receive
 from .storage.base import StorageConnection
-from .storage.rows import EndpointRow, MessageRow
+from .storage.rows import EndpointRow, MessageRow, PrincipalRow
 
 __all__ = ["Receiving", "to_handle", "to_messages"]
 
@@ -106,6 +107,11 @@ class Receiving:
             statements loaded or created), shared with it.
         new_groups: the conversation groups the transaction creates, with their queue ids,
             shared with it.
+        principal: the database principal the transaction acts as (SEC-4: RECEIVE needs the
+            RECEIVE permission on the queue).
+
+    Raises:
+        CatalogError: an unknown ``principal``.
 
     Attributes:
         catalog: the transaction's catalog snapshot (:meth:`refresh_catalog` re-reads it).
@@ -123,10 +129,12 @@ class Receiving:
         conn: StorageConnection,
         endpoints: dict[bytes, EndpointRow],
         new_groups: dict[bytes, int],
+        principal: str = DEFAULT_PRINCIPAL,
     ) -> None:
         self.context = context
         self.conn = conn
         self.catalog: CatalogSnapshot = context.catalog.snapshot(conn)
+        self.principal: PrincipalRow = acting_principal(self.catalog, principal)
         self.received: dict[int, list[int]] = {}
         self.locked_queues: set[int] = set()
         self.unloaded: dict[bytes, None] = {}
@@ -269,6 +277,7 @@ class Receiving:
             raise QueueDisabledError(f"{statement}: queue {name!r} does not exist")
         if not queue.status:
             raise QueueDisabledError(f"{statement}: queue {name!r} is disabled (STATUS = OFF)")
+        check_receive(catalog, self.principal, name)  # SEC-4, before anything is locked
         return queue
 
     def _take(self, rows: list[MessageRow], top: int) -> list[MessageRow]:

@@ -18,10 +18,15 @@ from dataclasses import replace
 from typing import Any, Concatenate, ParamSpec, TypeVar
 
 from .appsql import check_application_sql, driver_refusals
-from .arguments import MAX_INT, check_broker_instance, check_end_arguments, message_tuples
+from .arguments import (
+    MAX_INT,
+    check_broker_instance,
+    check_end_arguments,
+    check_flag,
+    message_tuples,
+)
 from .catalog import (
     SERVICE_STRING_LIMIT,
-    SYSTEM_MESSAGE_TYPES,
     CatalogSnapshot,
     MessageTypeDef,
     check_name,
@@ -36,8 +41,10 @@ from .errors import (
     StorageError,
     TransactionError,
 )
-from .messages import Message, Outgoing, coerce_body, fast_uuid, new_id, validate_body
+from .messages import Message, Outgoing, fast_uuid, new_id
+from .permissions import DEFAULT_PRINCIPAL, check_send
 from .receive import Receiving, to_handle
+from .sending import sendable
 from .storage.failures import DATABASE_FAILURES
 from .storage.rows import EndpointRow
 from .waiting import LOCKS
@@ -47,10 +54,6 @@ __all__ = ["Transaction"]
 log = logging.getLogger(__name__)
 P = ParamSpec("P")
 R = TypeVar("R")
-
-
-def _names(handles: list[Any]) -> str:
-    return ", ".join(str(h) for h in handles)
 
 
 def statement(
@@ -88,7 +91,7 @@ class Transaction:
     (docs/reliability.md).
     """
 
-    def __init__(self, context: BrokerContext) -> None:
+    def __init__(self, context: BrokerContext, principal: str = DEFAULT_PRINCIPAL) -> None:
         self._context = context
         self._clock = context.clock
         self._conn = context.storage.connect()
@@ -104,7 +107,9 @@ class Transaction:
         try:
             # the receiving side shares the working copies (plain data: no reference back
             # here, so a finished transaction is freed at once, not by the cycle collector)
-            self._receiving = Receiving(context, self._conn, self._endpoints, self._new_groups)
+            self._receiving = Receiving(
+                context, self._conn, self._endpoints, self._new_groups, principal
+            )
         except BaseException:
             context.storage.release(self._conn)  # the catalog could not be read
             raise
@@ -132,6 +137,11 @@ class Transaction:
             )
         if not self._active:
             raise TransactionError("the transaction has already committed or rolled back")
+
+    @property
+    def principal(self) -> str:
+        """The database principal this transaction acts as (SEC-4; ``dbo`` by default)."""
+        return self._receiving.principal.name
 
     @property
     def catalog(self) -> CatalogSnapshot:
@@ -211,11 +221,14 @@ class Transaction:
         related_conversation_group: uuid.UUID | str | None = None,
         lifetime: float | None = None,
         to_broker_instance: uuid.UUID | str | None = None,
+        encryption: bool = True,
     ) -> uuid.UUID:
         """BEGIN DIALOG FROM SERVICE ``from_service`` TO SERVICE ``to_service``
         [, ``to_broker_instance``] ON CONTRACT ``contract`` (DLG-1). Returns the new
         conversation handle. ``to_broker_instance`` ('service_broker_guid' or 'CURRENT
         DATABASE') names the database of the target service for the routes (RTE-2).
+        ``encryption``: WITH ENCRYPTION = ON (True) | OFF, stored for dialog security (SEC-2;
+        within one broker nothing is encrypted). The endpoint acts as :attr:`principal`.
 
         ``related_conversation`` joins that conversation's group; ``related_conversation_group``
         joins (or creates) that group; ``lifetime`` is in seconds (default 2**31-1). Service names
@@ -275,6 +288,8 @@ class Transaction:
             0,
             cat.level(contract_def.service_contract_id, service.name, to_service),  # PRI-3..6
             far_broker_instance=instance,
+            principal_id=self._receiving.principal.principal_id,
+            encryption_requested=int(check_flag(encryption, "BEGIN DIALOG ENCRYPTION")),
         )
         self._endpoints[handle.bytes] = row
         self._ops.append(("begin", handle.bytes, replace(row)))
@@ -313,7 +328,7 @@ class Transaction:
                         f"SEND: conversation handle {uuid.UUID(bytes=b)} is named more than once"
                     )
                 seen.add(b)
-        mt, data = self._sendable(message_type, body, handles)
+        mt, data = sendable(self._receiving.catalog, message_type, body, handles)
         now = self._clock.now()
         rows = self._endpoints_for(handles, "SEND")
         for row in rows:
@@ -336,7 +351,7 @@ class Transaction:
                 locked are released.
         """
         batch = [
-            (h, *self._sendable(message_type, body, [h]))
+            (h, *sendable(self._receiving.catalog, message_type, body, [h]))
             for h, message_type, body in message_tuples(messages, ConversationError)
         ]
         now = self._clock.now()
@@ -347,25 +362,8 @@ class Transaction:
             self._record_send(row, mt, data)
         return len(batch)
 
-    def _sendable(
-        self, message_type: str, body: bytes | str, handles: list[Any]
-    ) -> tuple[MessageTypeDef, bytes]:
-        """The message type and the body as bytes, checked: not a system type (DLG-2), the
-        body valid for the type (DLG-3); an error names ``handles`` (only then formatted)."""
-        mt = self._receiving.catalog.message_type(message_type)
-        if mt.name in SYSTEM_MESSAGE_TYPES:
-            raise MessageValidationError(
-                f"SEND on {_names(handles)}: system message type {mt.name!r} cannot be sent"
-            )
-        data = body if type(body) is bytes else coerce_body(body, where=_names(handles))
-        if mt.validation != "NONE":
-            try:
-                validate_body(mt.validation, data, message_type_name=mt.name)
-            except MessageValidationError as exc:
-                raise MessageValidationError(f"SEND on {_names(handles)}: {exc}") from None
-        return mt, data
-
     def _check_send(self, row: EndpointRow, mt: MessageTypeDef, now: float) -> None:
+        check_send(self._receiving.catalog, self._receiving.principal, row)  # SEC-4
         contract = self._receiving.catalog.contracts_by_id.get(row.service_contract_id)
         if (
             row.state != State.CO

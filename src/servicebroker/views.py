@@ -69,10 +69,11 @@ class ConversationEndpointRow:
     ``far_broker_instance``: the far side's broker instance (``service_broker_guid`` as text):
     another instance's for a dialog across the transport (None until the target's first
     acknowledgement pins an initiator to one, RTE-4), this database's own for a dialog within
-    it (as SQL Server shows for a dialog to a service in the same database); ``is_system``: True for the dialogs the broker itself begins (event
-    notifications, contract ``…/PostEventNotification``). The columns of SQL Server's view that
-    concern the network transport, security and its internal transactions are left out
-    (docs/reference.md).
+    it (as SQL Server shows for a dialog to a service in the same database); ``is_system``: True
+    for the dialogs the broker itself begins (event notifications, contract
+    ``…/PostEventNotification``); the security columns (SEC-2) follow. The columns of SQL
+    Server's view that concern the network transport's internals and its internal transactions
+    are left out (docs/reference.md).
     """
 
     conversation_handle: uuid.UUID
@@ -96,6 +97,18 @@ class ConversationEndpointRow:
     receive_sequence_frag: int
     far_broker_instance: str | None
     is_system: bool
+    principal_id: int | None = None
+    """The database principal of this side (SEC-2): the initiator's is who began the dialog
+    (``Broker.transaction(principal=…)``), the target's its service's owner."""
+    far_principal_id: int | None = None
+    """The principal the far side is mapped to here (SEC-2, SEC-3), once dialog security set it."""
+    outbound_session_key_identifier: str | None = None
+    inbound_session_key_identifier: str | None = None
+    security_timestamp: datetime | None = None
+    """When the dialog's security header was last checked (None: never)."""
+    encryption_requested: bool = True
+    """BEGIN DIALOG … WITH ENCRYPTION = ON (True, the default) | OFF; within one broker nothing
+    is encrypted (SEC-2). Not a column of SQL Server's view."""
 
 
 @dataclass(frozen=True)
@@ -322,6 +335,12 @@ class Views(CatalogViews, NetworkViews):
                     0,
                     r.far_broker_instance or far_broker,
                     contract is not None and contract.name == POST_EVENT_NOTIFICATION,
+                    r.principal_id,
+                    r.far_principal_id,
+                    r.outbound_session_key_identifier,
+                    r.inbound_session_key_identifier,
+                    to_datetime(r.security_timestamp),
+                    bool(r.encryption_requested),
                 )
             )
         return out

@@ -18,6 +18,7 @@ from dataclasses import dataclass
 from ..catalog import CatalogSnapshot, Procedure, QueueDef, resolve_procedure
 from ..context import BrokerContext
 from ..errors import BrokerError, CatalogError
+from ..permissions import execute_as, procedure_principal
 from .monitor import (
     EMPTY_RECEIVE_WINDOW,
     ActivatedTask,
@@ -268,7 +269,8 @@ class ActivationService:
             )
             self._received[ident] = False
         try:
-            proc(self._procedure_context(queue.name))
+            with execute_as(procedure_principal(queue.execute_as)):  # SEC-4
+                proc(self._procedure_context(queue.name))
         except Exception:
             with self._lock:
                 self._failed += 1

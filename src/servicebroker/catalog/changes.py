@@ -273,6 +273,7 @@ def drop_queue(conn: StorageConnection, snap: CatalogSnapshot, name: str) -> Que
             f"queue {name!r} is used by service(s) {', '.join(sorted(users))}; drop them first"
         )
     conn.delete_queue_messages(q.queue_id)
+    conn.catalog_write("delete_permissions_on", ("QUEUE", q.queue_id))  # SEC-4
     conn.catalog_write("delete_queue", (q.queue_id,))
     return q
 
@@ -320,6 +321,7 @@ def drop_service(
             f"cannot drop service {name!r}: broker priority(ies) {_names(priorities)} refer to it"
         )
     woken = _end_conversations(conn, snap, now, service_id=service.service_id)
+    conn.catalog_write("delete_permissions_on", ("SERVICE", service.service_id))  # SEC-4
     conn.catalog_write("delete_service", (service.service_id,))
     return woken
 

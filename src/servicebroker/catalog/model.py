@@ -23,12 +23,16 @@ from ..storage.rows import (
     CertificateRow,
     EventNotificationRow,
     LoginRow,
+    PrincipalRow,
+    RemoteServiceBindingRow,
     RouteRow,
     ServiceBrokerEndpointRow,
 )
 
 __all__ = [
+    "DBO",
     "NAME_LIMIT",
+    "PUBLIC",
     "SERVICE_STRING_LIMIT",
     "SYSTEM_MESSAGE_TYPES",
     "Activation",
@@ -40,6 +44,11 @@ __all__ = [
     "check_name",
     "resolve_procedure",
 ]
+
+PUBLIC = 0
+"""The principal_id of the role ``public``: a grant to it counts for every principal (SEC-4)."""
+DBO = 1
+"""The principal_id of ``dbo``: the default principal, which may do everything."""
 
 SYSTEM_MESSAGE_TYPES = frozenset({END_DIALOG, ERROR, DIALOG_TIMER})
 SENT_BY = ("INITIATOR", "TARGET", "ANY")
@@ -290,6 +299,14 @@ class CatalogSnapshot:
     """The ``login_id`` of each login granted CONNECT on the endpoint (SEC-1)."""
     routes: dict[str, RouteRow] = field(default_factory=dict)
     """The routing table (RTE-1), by name; expired routes included (they are never removed)."""
+    principals: dict[str, PrincipalRow] = field(default_factory=dict)
+    """The database principals by name: public (0), dbo (1) and CREATE USER's users."""
+    principals_by_id: dict[int, PrincipalRow] = field(default_factory=dict)
+    grants: frozenset[tuple[int, str, str]] = frozenset()
+    """SEC-4: ``(grantee_principal_id, permission, securable)`` of each permission granted,
+    the securable as ``"SERVICE::name"`` / ``"QUEUE::name"``."""
+    remote_service_bindings: dict[str, RemoteServiceBindingRow] = field(default_factory=dict)
+    """CREATE REMOTE SERVICE BINDING (SEC-3), by name."""
 
     @classmethod
     def from_rows(cls, rows: CatalogRows) -> CatalogSnapshot:
@@ -348,15 +365,78 @@ class CatalogSnapshot:
             snap.logins[login.name] = login
         for route in rows.routes:
             snap.routes[route.name] = route
+        for principal in rows.principals:
+            snap.principals[principal.name] = principal
+            snap.principals_by_id[principal.principal_id] = principal
+        for binding in rows.remote_service_bindings:
+            snap.remote_service_bindings[binding.name] = binding
+        grants = set()
+        for p in rows.permissions:
+            found = (snap.services_by_id if p.class_ == "SERVICE" else snap.queues_by_id).get(
+                p.major_id
+            )
+            if found is not None and p.state == "G":
+                grants.add((p.grantee_principal_id, p.permission_name, f"{p.class_}::{found.name}"))
+        object.__setattr__(snap, "grants", frozenset(grants))
         endpoint = rows.service_broker_endpoints[0] if rows.service_broker_endpoints else None
-        grants = frozenset(
+        endpoint_grants = frozenset(
             g.login_id
             for g in rows.endpoint_grants
             if endpoint is not None and g.endpoint_id == endpoint.endpoint_id
         )
         object.__setattr__(snap, "service_broker_endpoint", endpoint)
-        object.__setattr__(snap, "endpoint_grants", grants)
+        object.__setattr__(snap, "endpoint_grants", endpoint_grants)
         return snap
+
+    def certificates_owned_by(self, principal_id: int) -> list[CertificateRow]:
+        """The certificates ``principal_id`` owns, by id (dbo, 1: those of no owner too)."""
+        return [
+            c
+            for c in self.certificates_by_id.values()
+            if (c.principal_id if c.principal_id is not None else DBO) == principal_id
+        ]
+
+    def principal_of_thumbprint(self, thumbprint: str) -> PrincipalRow | None:
+        """The user (not dbo) owning a certificate whose SHA-1 ``thumbprint`` (hex, any case) is
+        this: how a remote broker or service presenting that certificate is identified (SEC-2,
+        SEC-3); None when no user owns one."""
+        wanted = thumbprint.lower()
+        for cert in self.certificates_by_id.values():
+            if (
+                cert.principal_id not in (None, DBO)
+                and cert.thumbprint.lower() == wanted
+                and cert.principal_id in self.principals_by_id
+            ):
+                return self.principals_by_id[cert.principal_id]
+        return None
+
+    def binding_for(self, service_name: str) -> RemoteServiceBindingRow | None:
+        """The remote service binding of the service ``service_name`` (byte-for-byte match of
+        its REMOTE_SERVICE_NAME, SEC-3), or None."""
+        for binding in self.remote_service_bindings.values():
+            if binding.remote_service_name == service_name:
+                return binding
+        return None
+
+    def has_permission(self, principal_id: int, permission: str, securable: str) -> bool:
+        """SEC-4: whether ``principal_id`` holds ``permission`` ("SEND", "RECEIVE") on
+        ``securable`` (``"SERVICE::name"``, ``"QUEUE::name"``): dbo always does; a grant to
+        public (0) counts for every principal."""
+        if principal_id == DBO:
+            return True
+        return (principal_id, permission, securable) in self.grants or (
+            PUBLIC,
+            permission,
+            securable,
+        ) in self.grants
+
+    def principal(self, name: object) -> PrincipalRow:
+        """The database principal called ``name``; raises :class:`CatalogError` if none."""
+        return _find(self.principals, "database principal", name)
+
+    def remote_service_binding(self, name: object) -> RemoteServiceBindingRow:
+        """The remote service binding called ``name``; raises :class:`CatalogError` if none."""
+        return _find(self.remote_service_bindings, "remote service binding", name)
 
     def level(self, contract_id: int, local_service: str, remote_service: str) -> int:
         """The level of a new endpoint (PRI-6) from this catalog's priorities."""

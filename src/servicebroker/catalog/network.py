@@ -23,6 +23,7 @@ from ..transport.certificates import (
 )
 from ..transport.routing import DEFAULT_PORT
 from . import network_changes as nc
+from . import principal_changes
 from .cache import CatalogCache
 
 if TYPE_CHECKING:
@@ -59,9 +60,13 @@ class NetworkStatements:
         *,
         certificate_file: str | Path,
         private_key_file: str | Path | None = None,
+        authorization: str | None = None,
     ) -> None:
-        """CREATE CERTIFICATE ``name`` FROM FILE = ``certificate_file`` [WITH PRIVATE KEY (FILE
-        = ``private_key_file``)] (create-certificate-transact-sql.md). The certificate (PEM) is
+        """CREATE CERTIFICATE ``name`` [AUTHORIZATION ``authorization``] FROM FILE =
+        ``certificate_file`` [WITH PRIVATE KEY (FILE = ``private_key_file``)]
+        (create-certificate-transact-sql.md). ``authorization`` names the user that owns it
+        (:meth:`create_user`; default dbo): a certificate a user owns identifies that user to
+        a remote broker (SEC-2, SEC-3). The certificate (PEM) is
         read and kept in the database, as SQL Server does; the private key (unencrypted PEM)
         is read now to check that it matches, and its path is kept: the transport reads it
         again when the endpoint starts (an unreadable key then fails the start, retried by
@@ -70,7 +75,7 @@ class NetworkStatements:
         Raises:
             CertificateError: a file that cannot be read or parsed, or a key that does not
                 match the certificate (naming the file).
-            CatalogError: a bad or taken name.
+            CatalogError: a bad or taken name; an unknown ``authorization`` user.
         """
         info = load_certificate_file(certificate_file)
         key_path: str | None = None
@@ -78,7 +83,9 @@ class NetworkStatements:
             key_path = str(Path(private_key_file).resolve())
             key = load_private_key_file(private_key_file)
             check_key_matches(info, key, key_file=str(private_key_file))
-        self._network_change(nc.create_certificate, name, info, key_path)
+        self._network_change(
+            principal_changes.create_owned_certificate, name, info, key_path, authorization
+        )
 
     def drop_certificate(self, name: str) -> None:
         """DROP CERTIFICATE. Raises :class:`CatalogError` for an unknown name, or while the

@@ -64,9 +64,12 @@ def create_certificate(
     name: str,
     info: CertificateInfo,
     private_key_file: str | None,
+    owner: int | None = None,
 ) -> None:
-    """CREATE CERTIFICATE ``name`` FROM FILE … [WITH PRIVATE KEY (FILE = …)], the files read and
-    checked by the caller (:class:`~servicebroker.catalog.network.NetworkStatements`).
+    """CREATE CERTIFICATE ``name`` [AUTHORIZATION user] FROM FILE … [WITH PRIVATE KEY (FILE =
+    …)], the files read and checked by the caller
+    (:class:`~servicebroker.catalog.network.NetworkStatements`); ``owner`` the principal_id of
+    the AUTHORIZATION user (None: dbo).
 
     Raises:
         CatalogError: a bad or taken name.
@@ -86,6 +89,7 @@ def create_certificate(
             info.cert_serial_number,
             info.start_date,
             info.expiry_date,
+            owner,
         ),
     )
 

@@ -30,9 +30,12 @@ from .rows import (
     LoginRow,
     MessageRow,
     MessageTypeRow,
+    PermissionRow,
+    PrincipalRow,
     QueueCountRow,
     QueueInsert,
     QueueRow,
+    RemoteServiceBindingRow,
     RouteRow,
     ServiceBrokerEndpointRow,
     ServiceContractRow,
@@ -64,7 +67,22 @@ def _endpoint_update(row: EndpointRow) -> tuple[Any, ...]:
         row.receive_sequence,
         row.end_dialog_sequence,
         row.far_broker_instance,
+        *_security(row),
         row.endpoint_id,
+    )
+
+
+def _security(row: EndpointRow) -> tuple[Any, ...]:
+    """The dialog-security columns of an endpoint (SEC-2), in the named queries' order."""
+    return (
+        row.principal_id,
+        row.far_principal_id,
+        row.outbound_session_key_identifier,
+        row.inbound_session_key_identifier,
+        row.security_timestamp,
+        row.session_key,
+        int(row.encryption_requested),
+        row.far_certificate,
     )
 
 
@@ -195,6 +213,11 @@ class NamedQueryConnection:
                 logins=rows_of(LoginRow, self._all("catalog_logins")),
                 endpoint_grants=rows_of(EndpointGrantRow, self._all("catalog_endpoint_grants")),
                 routes=rows_of(RouteRow, self._all("catalog_routes")),
+                principals=rows_of(PrincipalRow, self._all("catalog_principals")),
+                permissions=rows_of(PermissionRow, self._all("catalog_permissions")),
+                remote_service_bindings=rows_of(
+                    RemoteServiceBindingRow, self._all("catalog_remote_service_bindings")
+                ),
             )
 
     def catalog_version(self) -> int:
@@ -276,6 +299,7 @@ class NamedQueryConnection:
                     row.priority,
                     row.end_dialog_sequence,
                     row.far_broker_instance,
+                    *_security(row),
                 ),
             )
         )

@@ -124,26 +124,37 @@ WHERE queue_id = ?;
 -- name: get_endpoint
 SELECT endpoint_id, conversation_handle, conversation_id, is_initiator, service_contract_id,
        conversation_group_id, service_id, queue_id, far_service, lifetime, state, dialog_timer,
-       send_sequence, receive_sequence, priority, end_dialog_sequence, far_broker_instance
+       send_sequence, receive_sequence, priority, end_dialog_sequence, far_broker_instance,
+       principal_id, far_principal_id, outbound_session_key_identifier,
+       inbound_session_key_identifier, security_timestamp, session_key, encryption_requested,
+       far_certificate
 FROM conversation_endpoints WHERE conversation_handle = ?;
 
 -- name: get_far_endpoint
 SELECT endpoint_id, conversation_handle, conversation_id, is_initiator, service_contract_id,
        conversation_group_id, service_id, queue_id, far_service, lifetime, state, dialog_timer,
-       send_sequence, receive_sequence, priority, end_dialog_sequence, far_broker_instance
+       send_sequence, receive_sequence, priority, end_dialog_sequence, far_broker_instance,
+       principal_id, far_principal_id, outbound_session_key_identifier,
+       inbound_session_key_identifier, security_timestamp, session_key, encryption_requested,
+       far_certificate
 FROM conversation_endpoints WHERE conversation_id = ? AND is_initiator = ?;
 
 -- name: insert_endpoint
 INSERT INTO conversation_endpoints (conversation_handle, conversation_id, is_initiator,
     service_contract_id, conversation_group_id, service_id, queue_id, far_service, lifetime,
     state, dialog_timer, send_sequence, receive_sequence, priority, end_dialog_sequence,
-    far_broker_instance)
-VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+    far_broker_instance, principal_id, far_principal_id, outbound_session_key_identifier,
+    inbound_session_key_identifier, security_timestamp, session_key, encryption_requested,
+    far_certificate)
+VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
 RETURNING endpoint_id;
 
 -- name: update_endpoint
 UPDATE conversation_endpoints SET conversation_group_id = ?, state = ?, dialog_timer = ?,
-    send_sequence = ?, receive_sequence = ?, end_dialog_sequence = ?, far_broker_instance = ?
+    send_sequence = ?, receive_sequence = ?, end_dialog_sequence = ?, far_broker_instance = ?,
+    principal_id = ?, far_principal_id = ?, outbound_session_key_identifier = ?,
+    inbound_session_key_identifier = ?, security_timestamp = ?, session_key = ?,
+    encryption_requested = ?, far_certificate = ?
 WHERE endpoint_id = ?;
 
 -- name: delete_endpoint
@@ -178,7 +189,9 @@ SELECT min(t) FROM (
 SELECT e.conversation_handle, e.conversation_id, e.is_initiator, e.service_contract_id,
        e.conversation_group_id, e.service_id, e.far_service, e.lifetime, e.state,
        e.dialog_timer, e.send_sequence, e.receive_sequence, e.priority, e.queue_id,
-       e.end_dialog_sequence, e.far_broker_instance
+       e.end_dialog_sequence, e.far_broker_instance, e.principal_id, e.far_principal_id,
+       e.outbound_session_key_identifier, e.inbound_session_key_identifier,
+       e.security_timestamp, e.encryption_requested
 FROM conversation_endpoints e ORDER BY e.endpoint_id;
 
 -- name: insert_message
@@ -369,13 +382,13 @@ UPDATE event_notifications SET conversation_handle = NULL WHERE conversation_han
 -- CONNECT grants and routes.
 -- name: catalog_certificates
 SELECT certificate_id, name, certificate_pem, private_key_file, subject, issuer, thumbprint,
-       cert_serial_number, start_date, expiry_date
+       cert_serial_number, start_date, expiry_date, principal_id
 FROM certificates ORDER BY certificate_id;
 
 -- name: insert_certificate
 INSERT INTO certificates (name, certificate_pem, private_key_file, subject, issuer, thumbprint,
-    cert_serial_number, start_date, expiry_date)
-VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?) RETURNING certificate_id;
+    cert_serial_number, start_date, expiry_date, principal_id)
+VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?) RETURNING certificate_id;
 
 -- name: delete_certificate
 DELETE FROM certificates WHERE certificate_id = ?;
@@ -429,3 +442,55 @@ WHERE route_id = ?;
 
 -- name: delete_route
 DELETE FROM routes WHERE route_id = ?;
+
+-- Database principals, permissions and remote service bindings (issue 13: SEC-3, SEC-4).
+-- name: catalog_principals
+SELECT principal_id, name, type FROM database_principals ORDER BY principal_id;
+
+-- name: insert_principal
+INSERT INTO database_principals (principal_id, name, type)
+SELECT CASE WHEN max(principal_id) < 5 THEN 5 ELSE max(principal_id) + 1 END, ?, ?
+FROM database_principals
+RETURNING principal_id;
+
+-- name: delete_principal
+DELETE FROM database_principals WHERE principal_id = ?;
+
+-- name: set_certificate_owner
+UPDATE certificates SET principal_id = ? WHERE certificate_id = ?;
+
+-- name: release_certificates_of
+UPDATE certificates SET principal_id = NULL WHERE principal_id = ?;
+
+-- name: catalog_permissions
+SELECT class, major_id, grantee_principal_id, grantor_principal_id, permission_name, state
+FROM database_permissions ORDER BY class, major_id, grantee_principal_id, permission_name;
+
+-- name: insert_permission
+INSERT INTO database_permissions (class, major_id, grantee_principal_id, grantor_principal_id,
+    permission_name, state)
+VALUES (?, ?, ?, ?, ?, 'G');
+
+-- name: delete_permission
+DELETE FROM database_permissions
+WHERE class = ? AND major_id = ? AND grantee_principal_id = ? AND permission_name = ?;
+
+-- name: delete_permissions_on
+DELETE FROM database_permissions WHERE class = ? AND major_id = ?;
+
+-- name: delete_permissions_of
+DELETE FROM database_permissions WHERE grantee_principal_id = ?;
+
+-- name: delete_endpoint_grant
+DELETE FROM endpoint_grants WHERE endpoint_id = ? AND login_id = ?;
+
+-- name: catalog_remote_service_bindings
+SELECT remote_service_binding_id, name, remote_service_name, principal_id, is_anonymous_on
+FROM remote_service_bindings ORDER BY remote_service_binding_id;
+
+-- name: insert_remote_service_binding
+INSERT INTO remote_service_bindings (name, remote_service_name, principal_id, is_anonymous_on)
+VALUES (?, ?, ?, ?) RETURNING remote_service_binding_id;
+
+-- name: delete_remote_service_binding
+DELETE FROM remote_service_bindings WHERE remote_service_binding_id = ?;

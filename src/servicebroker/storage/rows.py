@@ -24,9 +24,12 @@ __all__ = [
     "LoginRow",
     "MessageRow",
     "MessageTypeRow",
+    "PermissionRow",
+    "PrincipalRow",
     "QueueCountRow",
     "QueueInsert",
     "QueueRow",
+    "RemoteServiceBindingRow",
     "RouteRow",
     "ServiceBrokerEndpointRow",
     "ServiceContractRow",
@@ -205,6 +208,21 @@ class EndpointRow:
     priority: int
     end_dialog_sequence: int = -1
     far_broker_instance: str | None = None
+    principal_id: int | None = None
+    """The database principal this side acts as (SEC-2; the initiator's: who began the dialog,
+    the target's: its service's owner, dbo); None for a row made before principals."""
+    far_principal_id: int | None = None
+    """The principal the far side is mapped to here (SEC-2/SEC-3; set by dialog security)."""
+    outbound_session_key_identifier: str | None = None
+    inbound_session_key_identifier: str | None = None
+    security_timestamp: float | None = None
+    """When the dialog's security header was last checked (broker-clock seconds)."""
+    session_key: bytes | None = None
+    """The dialog's session key (SEC-2; None while there is none)."""
+    encryption_requested: int = 1
+    """BEGIN DIALOG … WITH ENCRYPTION = ON (1, the default) | OFF (0)."""
+    far_certificate: str | None = None
+    """The far side's certificate as dialog security found it (SEC-2)."""
 
 
 class EndpointListRow(NamedTuple):
@@ -226,6 +244,12 @@ class EndpointListRow(NamedTuple):
     queue_id: int
     end_dialog_sequence: int
     far_broker_instance: str | None
+    principal_id: int | None
+    far_principal_id: int | None
+    outbound_session_key_identifier: str | None
+    inbound_session_key_identifier: str | None
+    security_timestamp: float | None
+    encryption_requested: int
 
 
 class ConversationGroupListRow(NamedTuple):
@@ -335,6 +359,9 @@ class CertificateRow(NamedTuple):
     cert_serial_number: str
     start_date: float
     expiry_date: float
+    principal_id: int | None = None
+    """The owner (CREATE CERTIFICATE … AUTHORIZATION user, CREATE USER … FROM CERTIFICATE);
+    None or 1 is dbo."""
 
 
 class ServiceBrokerEndpointRow(NamedTuple):
@@ -383,6 +410,41 @@ class RouteRow(NamedTuple):
     expiry: float | None
 
 
+class PrincipalRow(NamedTuple):
+    """A database principal (``database_principals``, sys.database_principals): ``type`` "R"
+    (a role: public, id 0) or "S" (a user: dbo, id 1, and those of CREATE USER, from 5 up)."""
+
+    principal_id: int
+    name: str
+    type: str
+
+
+class PermissionRow(NamedTuple):
+    """A permission granted on a securable (``database_permissions``, SEC-4): ``class`` "SERVICE"
+    or "QUEUE", ``major_id`` its service_id or queue_id, ``permission_name`` "SEND" or
+    "RECEIVE", ``state`` "G" (granted)."""
+
+    class_: str
+    major_id: int
+    grantee_principal_id: int
+    grantor_principal_id: int
+    permission_name: str
+    state: str
+
+
+class RemoteServiceBindingRow(NamedTuple):
+    """CREATE REMOTE SERVICE BINDING (``remote_service_bindings``, SEC-3): the remote service
+    ``remote_service_name`` (matched byte for byte) is reached as the user ``principal_id``,
+    with that user's certificate; ``is_anonymous_on`` 1: the initiator acts as public at the
+    target."""
+
+    remote_service_binding_id: int
+    name: str
+    remote_service_name: str
+    principal_id: int
+    is_anonymous_on: int
+
+
 @dataclass(frozen=True, slots=True)
 class CatalogRows:
     """The whole catalog as rows, read from one snapshot (the engine caches it per catalog
@@ -406,3 +468,6 @@ class CatalogRows:
     logins: Sequence[LoginRow] = ()
     endpoint_grants: Sequence[EndpointGrantRow] = ()
     routes: Sequence[RouteRow] = ()
+    principals: Sequence[PrincipalRow] = ()
+    permissions: Sequence[PermissionRow] = ()
+    remote_service_bindings: Sequence[RemoteServiceBindingRow] = ()

@@ -68,13 +68,19 @@ UPDATE queue_messages SET status = 0 WHERE queuing_order = ANY(%s)
 -- name: get_endpoints
 SELECT endpoint_id, conversation_handle, conversation_id, is_initiator, service_contract_id,
        conversation_group_id, service_id, queue_id, far_service, lifetime, state, dialog_timer,
-       send_sequence, receive_sequence, priority, end_dialog_sequence, far_broker_instance
+       send_sequence, receive_sequence, priority, end_dialog_sequence, far_broker_instance,
+       principal_id, far_principal_id, outbound_session_key_identifier,
+       inbound_session_key_identifier, security_timestamp, session_key, encryption_requested,
+       far_certificate
 FROM conversation_endpoints WHERE conversation_handle = ANY(%s);
 
 -- name: get_conversations
 SELECT endpoint_id, conversation_handle, conversation_id, is_initiator, service_contract_id,
        conversation_group_id, service_id, queue_id, far_service, lifetime, state, dialog_timer,
-       send_sequence, receive_sequence, priority, end_dialog_sequence, far_broker_instance
+       send_sequence, receive_sequence, priority, end_dialog_sequence, far_broker_instance,
+       principal_id, far_principal_id, outbound_session_key_identifier,
+       inbound_session_key_identifier, security_timestamp, session_key, encryption_requested,
+       far_certificate
 FROM conversation_endpoints WHERE conversation_id = ANY(%s);
 
 -- Inside a commit, endpoints are read locked (FOR UPDATE: commits run in parallel, and each
@@ -82,25 +88,37 @@ FROM conversation_endpoints WHERE conversation_id = ANY(%s);
 -- name: get_conversations_locked
 SELECT endpoint_id, conversation_handle, conversation_id, is_initiator, service_contract_id,
        conversation_group_id, service_id, queue_id, far_service, lifetime, state, dialog_timer,
-       send_sequence, receive_sequence, priority, end_dialog_sequence, far_broker_instance
+       send_sequence, receive_sequence, priority, end_dialog_sequence, far_broker_instance,
+       principal_id, far_principal_id, outbound_session_key_identifier,
+       inbound_session_key_identifier, security_timestamp, session_key, encryption_requested,
+       far_certificate
 FROM conversation_endpoints WHERE conversation_id = ANY(%s) ORDER BY endpoint_id FOR UPDATE;
 
 -- name: get_endpoint_locked
 SELECT endpoint_id, conversation_handle, conversation_id, is_initiator, service_contract_id,
        conversation_group_id, service_id, queue_id, far_service, lifetime, state, dialog_timer,
-       send_sequence, receive_sequence, priority, end_dialog_sequence, far_broker_instance
+       send_sequence, receive_sequence, priority, end_dialog_sequence, far_broker_instance,
+       principal_id, far_principal_id, outbound_session_key_identifier,
+       inbound_session_key_identifier, security_timestamp, session_key, encryption_requested,
+       far_certificate
 FROM conversation_endpoints WHERE conversation_handle = %s FOR UPDATE;
 
 -- name: get_far_endpoint_locked
 SELECT endpoint_id, conversation_handle, conversation_id, is_initiator, service_contract_id,
        conversation_group_id, service_id, queue_id, far_service, lifetime, state, dialog_timer,
-       send_sequence, receive_sequence, priority, end_dialog_sequence, far_broker_instance
+       send_sequence, receive_sequence, priority, end_dialog_sequence, far_broker_instance,
+       principal_id, far_principal_id, outbound_session_key_identifier,
+       inbound_session_key_identifier, security_timestamp, session_key, encryption_requested,
+       far_certificate
 FROM conversation_endpoints WHERE conversation_id = %s AND is_initiator = %s FOR UPDATE;
 
 -- name: get_endpoint_and_lock
 SELECT endpoint_id, conversation_handle, conversation_id, is_initiator, service_contract_id,
        conversation_group_id, service_id, queue_id, far_service, lifetime, state, dialog_timer,
-       send_sequence, receive_sequence, priority, end_dialog_sequence, far_broker_instance, k,
+       send_sequence, receive_sequence, priority, end_dialog_sequence, far_broker_instance,
+       principal_id, far_principal_id, outbound_session_key_identifier,
+       inbound_session_key_identifier, security_timestamp, session_key, encryption_requested,
+       far_certificate, k,
        CASE WHEN k = ANY(%s::bigint[]) THEN true ELSE pg_try_advisory_lock(k) END
 FROM (SELECT e.*, hashtextextended(%s || encode(e.conversation_group_id, 'hex'), 0) AS k
       FROM conversation_endpoints e WHERE e.conversation_handle = %s) AS e;
@@ -117,7 +135,10 @@ l AS MATERIALIZED (
 SELECT e.endpoint_id, e.conversation_handle, e.conversation_id, e.is_initiator,
        e.service_contract_id, e.conversation_group_id, e.service_id, e.queue_id, e.far_service,
        e.lifetime, e.state, e.dialog_timer, e.send_sequence, e.receive_sequence, e.priority,
-       e.end_dialog_sequence, e.far_broker_instance, e.k, l.got
+       e.end_dialog_sequence, e.far_broker_instance, e.principal_id, e.far_principal_id,
+       e.outbound_session_key_identifier, e.inbound_session_key_identifier,
+       e.security_timestamp, e.session_key, e.encryption_requested, e.far_certificate, e.k,
+       l.got
 FROM e JOIN l USING (k);
 
 -- name: lock_transmission

@@ -6,14 +6,20 @@
 -- "(?*)" stands for a list of placeholders, one per handle (see _in_list).
 SELECT endpoint_id, conversation_handle, conversation_id, is_initiator, service_contract_id,
        conversation_group_id, service_id, queue_id, far_service, lifetime, state, dialog_timer,
-       send_sequence, receive_sequence, priority, end_dialog_sequence, far_broker_instance
+       send_sequence, receive_sequence, priority, end_dialog_sequence, far_broker_instance,
+       principal_id, far_principal_id, outbound_session_key_identifier,
+       inbound_session_key_identifier, security_timestamp, session_key, encryption_requested,
+       far_certificate
 FROM conversation_endpoints WHERE conversation_handle IN (?*);
 
 -- name: get_conversations
 -- "(?*)" stands for a list of placeholders, one per conversation id (see _in_list).
 SELECT endpoint_id, conversation_handle, conversation_id, is_initiator, service_contract_id,
        conversation_group_id, service_id, queue_id, far_service, lifetime, state, dialog_timer,
-       send_sequence, receive_sequence, priority, end_dialog_sequence, far_broker_instance
+       send_sequence, receive_sequence, priority, end_dialog_sequence, far_broker_instance,
+       principal_id, far_principal_id, outbound_session_key_identifier,
+       inbound_session_key_identifier, security_timestamp, session_key, encryption_requested,
+       far_certificate
 FROM conversation_endpoints WHERE conversation_id IN (?*);
 
 -- name: candidate_groups
