@@ -57,18 +57,20 @@ def dialog_security(
     anonymous: bool = False,
     target_knows_shop: bool = True,
     grant_send_to: str | None = "shop_user",
-) -> None:
+) -> tuple[int, int | None]:
     """SEC-3: the shop binds the warehouse's service to a user owning the warehouse's
     certificate ("peer" on the shop); the warehouse has a user owning the shop's certificate
-    ("peer" there) and grants it SEND on its service."""
-    a.broker.create_user("warehouse_user", certificate="peer")
+    ("peer" there) and grants it SEND on its service. Returns the two users' principal ids."""
+    warehouse_user = a.broker.create_user("warehouse_user", certificate="peer")
     a.broker.create_remote_service_binding(
         "to_warehouse", to_service=TARGET, user="warehouse_user", anonymous=anonymous
     )
+    shop_user = None
     if target_knows_shop:
-        b.broker.create_user("shop_user", certificate="peer")
+        shop_user = b.broker.create_user("shop_user", certificate="peer")
     if grant_send_to is not None:
         b.broker.grant("SEND", on=f"SERVICE::{TARGET}", to=grant_send_to)
+    return warehouse_user, shop_user
 
 
 def send_orders(broker: Broker, n: int = 1, **begin: object) -> object:
@@ -84,7 +86,7 @@ def test_full_dialog_security_seals_bodies_both_ways_sec2_sec3(sites: tuple[Site
     endpoints keep the same session key id and name each other's principal."""
     a, b = sites
     shop_and_warehouse(a, b, route_back=True)
-    dialog_security(a, b)
+    warehouse_user, shop_user = dialog_security(a, b)
     send_orders(a.broker, 5)
     got = receive_all(b.broker, "warehouse_q", 5)
     assert [body for _, body in got] == [SECRET.encode()] * 5
@@ -94,12 +96,10 @@ def test_full_dialog_security_seals_bodies_both_ways_sec2_sec3(sites: tuple[Site
     assert receive_all(a.broker, "shop_q", 1) == [("Receipt", b"shipped")]
     [initiator] = a.broker.views.conversation_endpoints()
     [target] = b.broker.views.conversation_endpoints()
-    shop_user = {p.name: p.principal_id for p in b.broker.views.database_principals()}
-    warehouse_user = {p.name: p.principal_id for p in a.broker.views.database_principals()}
     assert initiator.outbound_session_key_identifier is not None
     assert initiator.outbound_session_key_identifier == target.inbound_session_key_identifier
-    assert initiator.far_principal_id == warehouse_user["warehouse_user"]
-    assert target.far_principal_id == shop_user["shop_user"]
+    assert initiator.far_principal_id == warehouse_user
+    assert target.far_principal_id == shop_user
     assert initiator.principal_id == target.principal_id == 1  # dbo on each side
     assert initiator.security_timestamp is not None
 
@@ -125,6 +125,7 @@ def test_target_without_send_permission_answers_with_an_error_sec4(
     the session key, and nothing is enqueued at the target."""
     a, b = sites
     shop_and_warehouse(a, b, route_back=True)
+    b.broker.revoke("SEND", on=f"SERVICE::{TARGET}", to="public")  # transport_sites grants it
     dialog_security(a, b, grant_send_to=None)
     send_orders(a.broker, 1)
     got = receive_all(a.broker, "shop_q", 1)
@@ -190,7 +191,7 @@ def test_missing_certificates_each_wait_with_their_status_sec2(
     certificate the target does not hold; the target has no user for the shop's certificate."""
     a, b = sites
     shop_and_warehouse(a, b)
-    a.broker.create_user("alice")
+    alice_id = a.broker.create_user("alice")
     a.broker.grant("RECEIVE", on="QUEUE::shop_q", to="alice")
     a.broker.create_user("nobody")
     a.broker.create_remote_service_binding("to_warehouse", to_service=TARGET, user="nobody")
@@ -211,7 +212,6 @@ def test_missing_certificates_each_wait_with_their_status_sec2(
         handle = tx.begin_dialog(INITIATOR, TARGET, contract=CONTRACT)
         tx.send(handle, "Order", SECRET)
     statuses = lambda: {r.transmission_status for r in a.broker.views.transmission_queue()}  # noqa: E731
-    alice_id = {p.name: p.principal_id for p in a.broker.views.database_principals()}["alice"]
     eventually(
         lambda: any(f"database principal (Id: {alice_id})" in s for s in statuses()),
         "alice's missing certificate status",

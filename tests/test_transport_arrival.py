@@ -11,10 +11,13 @@ from contextlib import contextmanager
 from servicebroker import Broker
 from servicebroker.delivery import SERVICE_DROPPED, Applier
 from servicebroker.dialogs import ERROR, error_body, parse_error_body
-from servicebroker.transport.arrival import Verdict, take_arrival
+from servicebroker.transport.arrival import ArrivalSecurity, Verdict, take_arrival
+from servicebroker.transport.dialog_protection import KeyRing
 from servicebroker.transport.wire import MessageHeader
 
 FAR = uuid.UUID("6f9619ff-8b86-d011-b42d-00c04fc964ff")
+
+PLAIN = ArrivalSecurity(KeyRing(), wall_now=1.7e9)  # dialogs not secured: no keys needed
 
 
 def header(conversation_id: bytes, sequence: int, **changes: object) -> MessageHeader:
@@ -57,15 +60,25 @@ def test_a_later_message_of_a_new_dialog_waits_for_the_first(broker: Broker) -> 
     # complete: the later one waits (not acknowledged, not received, no Error to the sender)
     broker.create_queue("tq")
     broker.create_service("//here/Target", queue="tq", contracts=["DEFAULT"])
+    broker.grant("SEND", on="SERVICE:://here/Target", to="public")
     conversation = uuid.uuid4().bytes
     with arriving(broker) as applier:
-        assert take_arrival(applier, header(conversation, 1), b"m1").verdict is Verdict.LATER
+        assert take_arrival(applier, header(conversation, 1), b"m1", PLAIN).verdict is Verdict.LATER
     assert broker.views.conversation_endpoints() == []
     with arriving(broker) as applier:
-        assert take_arrival(applier, header(conversation, 0), b"m0").verdict is Verdict.DELIVERED
-        assert take_arrival(applier, header(conversation, 1), b"m1").verdict is Verdict.DELIVERED
+        assert (
+            take_arrival(applier, header(conversation, 0), b"m0", PLAIN).verdict
+            is Verdict.DELIVERED
+        )
+        assert (
+            take_arrival(applier, header(conversation, 1), b"m1", PLAIN).verdict
+            is Verdict.DELIVERED
+        )
         # NET-2: a second copy is a duplicate, acknowledged again and dropped
-        assert take_arrival(applier, header(conversation, 0), b"m0").verdict is Verdict.DUPLICATE
+        assert (
+            take_arrival(applier, header(conversation, 0), b"m0", PLAIN).verdict
+            is Verdict.DUPLICATE
+        )
     with broker.transaction() as tx:
         assert [m.message_body for m in tx.receive("tq", top=10)] == [b"m0", b"m1"]
     [target] = broker.views.conversation_endpoints()
@@ -80,25 +93,26 @@ def test_lifetime_queue_off_and_the_far_brokers_error(broker: Broker) -> None:
     Error on its queue, once: a second copy changes nothing."""
     broker.create_queue("tq")
     broker.create_service("//here/Target", queue="tq", contracts=["DEFAULT"])
+    broker.grant("SEND", on="SERVICE:://here/Target", to="public")
     now = broker.clock.now()
     with arriving(broker) as applier:
         expired = header(uuid.uuid4().bytes, 0, lifetime=now - 1)
-        assert take_arrival(applier, expired, b"m0").verdict is Verdict.DELIVERED
+        assert take_arrival(applier, expired, b"m0", PLAIN).verdict is Verdict.DELIVERED
     assert broker.views.conversation_endpoints() == []
     conversation = uuid.uuid4().bytes
     with arriving(broker) as applier:
         first = header(conversation, 0, lifetime=now + 60)
-        assert take_arrival(applier, first, b"m0").verdict is Verdict.DELIVERED
+        assert take_arrival(applier, first, b"m0", PLAIN).verdict is Verdict.DELIVERED
     broker.alter_queue("tq", status=False)
     with arriving(broker) as applier:
-        outcome = take_arrival(applier, header(conversation, 1), b"m1")
+        outcome = take_arrival(applier, header(conversation, 1), b"m1", PLAIN)
     assert outcome.verdict is Verdict.REFUSED and "'tq' is disabled" in outcome.status
     broker.alter_queue("tq", status=True)
     dropped = error_body(*SERVICE_DROPPED)
     for _ in range(2):
         with arriving(broker) as applier:
             error = header(conversation, -1, message_type=ERROR, message_size=len(dropped))
-            assert take_arrival(applier, error, dropped).verdict is Verdict.DELIVERED
+            assert take_arrival(applier, error, dropped, PLAIN).verdict is Verdict.DELIVERED
     [target] = broker.views.conversation_endpoints()
     assert target.state == "ER"
     with broker.transaction() as tx:

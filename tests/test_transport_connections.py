@@ -41,7 +41,7 @@ def test_a_bad_frame_closes_the_connection_and_the_peer_is_told_why(
     a, b = sites
     connect(a, b)
     with a.broker.transaction() as tx:
-        h = tx.begin_dialog(INITIATOR, TARGET, contract="//orders/Contract")
+        h = tx.begin_dialog(INITIATOR, TARGET, contract="//orders/Contract", encryption=False)
         tx.send(h, "Order", b"<o>1</o>")
     assert receive_all(b.broker, "warehouse_q", 1)
     (outgoing,) = [c for c in a.broker.transport.connections() if not c.adjacent.is_accept]
@@ -71,7 +71,7 @@ def test_a_broker_stopped_and_started_again_listens_and_sends(
     a, b = sites
     connect(a, b)
     with a.broker.transaction() as tx:
-        h = tx.begin_dialog(INITIATOR, TARGET, contract="//orders/Contract")
+        h = tx.begin_dialog(INITIATOR, TARGET, contract="//orders/Contract", encryption=False)
         tx.send(h, "Order", b"<o>1</o>")
     assert receive_all(b.broker, "warehouse_q", 1)
     for _ in range(3):
@@ -138,7 +138,7 @@ def test_the_sending_broker_stopped_and_started_again_connects_at_once(
     a, b = sites
     connect(a, b)
     with a.broker.transaction() as tx:
-        h = tx.begin_dialog(INITIATOR, TARGET, contract=CONTRACT)
+        h = tx.begin_dialog(INITIATOR, TARGET, contract=CONTRACT, encryption=False)
         tx.send(h, "Order", b"<o>1</o>")
     assert receive_all(b.broker, "warehouse_q", 1)
     a.broker.stop()

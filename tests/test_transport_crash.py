@@ -170,7 +170,7 @@ def set_up(tmp_path: Path) -> tuple[Path, Path]:
     warehouse.broker.execute("CREATE TABLE got (id INTEGER PRIMARY KEY, d INTEGER, n INTEGER)")
     with shop.broker.transaction() as tx:
         for d in range(DIALOGS):
-            handle = tx.begin_dialog(INITIATOR, TARGET, contract=CONTRACT)
+            handle = tx.begin_dialog(INITIATOR, TARGET, contract=CONTRACT, encryption=False)
             tx.execute("INSERT INTO dialogs VALUES (?, ?)", (d, str(handle)))
     for site in sites:
         site.broker.close()

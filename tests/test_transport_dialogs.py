@@ -54,7 +54,9 @@ def test_dlg5_lifetime_expires_at_both_instances_and_a_waiting_message_goes(
     a, b = sites
     connect(a, b)
     with a.broker.transaction() as tx:
-        handle = tx.begin_dialog(INITIATOR, TARGET, contract=CONTRACT, lifetime=60)
+        handle = tx.begin_dialog(
+            INITIATOR, TARGET, contract=CONTRACT, lifetime=60, encryption=False
+        )
         tx.send(handle, "Order", "<o/>")
     assert [body for _, body in receive_all(b.broker, "warehouse_q", 1)] == [b"<o/>"]
     [initiator] = a.broker.views.conversation_endpoints()
@@ -80,7 +82,9 @@ def test_dlg5_lifetime_expires_at_both_instances_and_a_waiting_message_goes(
         "late", service_name="//warehouse/Late", address=f"TCP://127.0.0.1:{b.port}"
     )
     with a.broker.transaction() as tx:
-        late = tx.begin_dialog("//shop/Late", "//warehouse/Late", contract=CONTRACT, lifetime=30)
+        late = tx.begin_dialog(
+            "//shop/Late", "//warehouse/Late", contract=CONTRACT, lifetime=30, encryption=False
+        )
         tx.send(late, "Order", "<late/>")
     assert "could not be found" in eventually(lambda: first_status(a.broker), "its status")
     a.clock.advance(31)
@@ -89,9 +93,12 @@ def test_dlg5_lifetime_expires_at_both_instances_and_a_waiting_message_goes(
     assert code == -8489
     assert a.broker.views.transmission_queue() == []  # NET-7: it waited until the lifetime ended
     b.broker.create_service("//warehouse/Late", queue="warehouse_q", contracts=[CONTRACT])
+    b.broker.grant("SEND", on="SERVICE:://warehouse/Late", to="public")
     a.clock.advance(64)  # past the NET-4 retry: the copy is gone (TICK-3b) or dropped at the target
     with a.broker.transaction() as tx:  # a later dialog to the same service: the sync point
-        later = tx.begin_dialog("//shop/Late", "//warehouse/Late", contract=CONTRACT)
+        later = tx.begin_dialog(
+            "//shop/Late", "//warehouse/Late", contract=CONTRACT, encryption=False
+        )
         tx.send(later, "Order", "<later/>")
     a.clock.advance(16)  # the 95 s without traffic closed the connection (TICK-4a): TICK-3a
     assert [body for _, body in receive_all(b.broker, "warehouse_q", 1)] == [b"<later/>"]
@@ -110,7 +117,7 @@ def test_drop_service_at_the_target_instance_sends_the_far_side_error_8470(
     a, b = sites
     connect(a, b)
     with a.broker.transaction() as tx:
-        handle = tx.begin_dialog(INITIATOR, TARGET, contract=CONTRACT)
+        handle = tx.begin_dialog(INITIATOR, TARGET, contract=CONTRACT, encryption=False)
         tx.send(handle, "Order", "<o n='1'/>")
         tx.send(handle, "Order", "<o n='2'/>")
     eventually(lambda: len(b.broker.peek("warehouse_q")) == 2, "both orders at the warehouse")
@@ -137,8 +144,10 @@ def test_each_instance_keeps_its_own_conversation_groups(sites: tuple[Site, Site
     a, b = sites
     connect(a, b)
     with a.broker.transaction() as tx:
-        first = tx.begin_dialog(INITIATOR, TARGET, contract=CONTRACT)
-        second = tx.begin_dialog(INITIATOR, TARGET, contract=CONTRACT, related_conversation=first)
+        first = tx.begin_dialog(INITIATOR, TARGET, contract=CONTRACT, encryption=False)
+        second = tx.begin_dialog(
+            INITIATOR, TARGET, contract=CONTRACT, related_conversation=first, encryption=False
+        )
         tx.send(first, "Order", "<o n='1'/>")
         tx.send(second, "Order", "<o n='2'/>")
     [group_a] = {e.conversation_group_id for e in a.broker.views.conversation_endpoints()}
@@ -182,8 +191,8 @@ def test_pri7_each_instance_receives_by_its_own_broker_priorities(
     b.broker.create_broker_priority("rush", remote_service_name=RUSH, priority_level=8)
     link(a, b)
     with a.broker.transaction() as tx:
-        orders = tx.begin_dialog(INITIATOR, TARGET, contract=CONTRACT)
-        rush = tx.begin_dialog(RUSH, TARGET, contract=CONTRACT)
+        orders = tx.begin_dialog(INITIATOR, TARGET, contract=CONTRACT, encryption=False)
+        rush = tx.begin_dialog(RUSH, TARGET, contract=CONTRACT, encryption=False)
         for h, name in ((orders, "orders"), (rush, "rush"), (orders, "orders"), (rush, "rush")):
             tx.send(h, "Order", f"<{name}/>")
     levels_a = {e.service_name: e.priority for e in a.broker.views.conversation_endpoints()}
@@ -230,7 +239,7 @@ def test_activation_and_poison_at_the_target_instance(sites: tuple[Site, Site]) 
 
     b.broker.alter_queue("warehouse_q", activation=Activation(procedure, max_queue_readers=1))
     with a.broker.transaction() as tx:
-        handle = tx.begin_dialog(INITIATOR, TARGET, contract=CONTRACT)
+        handle = tx.begin_dialog(INITIATOR, TARGET, contract=CONTRACT, encryption=False)
         tx.send(handle, "Order", "<o n='1'/>")
     eventually(lambda: calls, "the activated procedure")  # no clock move: ACT-5a
 
@@ -278,6 +287,7 @@ def test_pri14_to_16_transmission_order_by_level_with_aging_across_destinations(
     a.broker.create_service(RUSH, queue="shop_q")
     b.broker.create_queue("returns_q")
     b.broker.create_service(RETURNS, queue="returns_q", contracts=[CONTRACT])
+    b.broker.grant("SEND", on=f"SERVICE::{RETURNS}", to="public")
     a.broker.create_broker_priority("slow", local_service_name=INITIATOR, priority_level=1)
     a.broker.create_broker_priority("rush", local_service_name=RUSH, priority_level=10)
     a.broker.alter_database(honor_broker_priority=True)
@@ -289,7 +299,7 @@ def test_pri14_to_16_transmission_order_by_level_with_aging_across_destinations(
 
     def send(service: str, to: str, *bodies: str) -> None:
         with a.broker.transaction() as tx:
-            h = tx.begin_dialog(service, to, contract=CONTRACT)
+            h = tx.begin_dialog(service, to, contract=CONTRACT, encryption=False)
             for body in bodies:
                 tx.send(h, "Order", body)
 
@@ -315,8 +325,8 @@ def test_pri14_to_16_transmission_order_by_level_with_aging_across_destinations(
     # commit, so the transmitter finds the four rows together)
     a.broker.alter_database(honor_broker_priority=False)
     with a.broker.transaction() as tx:
-        slow = tx.begin_dialog(INITIATOR, TARGET, contract=CONTRACT)
-        fast = tx.begin_dialog(RUSH, TARGET, contract=CONTRACT)
+        slow = tx.begin_dialog(INITIATOR, TARGET, contract=CONTRACT, encryption=False)
+        fast = tx.begin_dialog(RUSH, TARGET, contract=CONTRACT, encryption=False)
         for h, body in ((slow, low[0]), (slow, low[1]), (fast, rush[0]), (fast, rush[1])):
             tx.send(h, "Order", body)
     assert arrived("warehouse_q", 9)[5:] == [*low, *rush]
@@ -345,8 +355,12 @@ def test_pri18_a_small_low_level_message_travels_between_blocks_of_a_large_one(
     b.broker.start()
     large = "<big>" + "x" * (40 * 1024 - 11) + "</big>"
     with a.broker.transaction() as tx:
-        tx.send(tx.begin_dialog(INITIATOR, TARGET, contract=CONTRACT), "Order", "<small/>")
-        tx.send(tx.begin_dialog(RUSH, TARGET, contract=CONTRACT), "Order", large)
+        tx.send(
+            tx.begin_dialog(INITIATOR, TARGET, contract=CONTRACT, encryption=False),
+            "Order",
+            "<small/>",
+        )
+        tx.send(tx.begin_dialog(RUSH, TARGET, contract=CONTRACT, encryption=False), "Order", large)
     a.broker.start()
     eventually(lambda: len(b.broker.peek("warehouse_q")) == 2, "both messages")
     rows = sorted(b.broker.peek("warehouse_q"), key=lambda m: m.queuing_order)

@@ -141,7 +141,7 @@ def test_a_queue_of_large_messages_is_not_read_into_memory(sites: tuple[Site, Si
         secure(peer, peer)
         broker.create_route("w", service_name=TARGET, address=f"TCP://127.0.0.1:{free_port()}")
         with broker.transaction() as tx:
-            h = tx.begin_dialog(INITIATOR, TARGET, contract="//orders/Contract")
+            h = tx.begin_dialog(INITIATOR, TARGET, contract="//orders/Contract", encryption=False)
             for i in range(12):
                 tx.send(h, "Order", b"<o>" + bytes([48 + i % 10]) * (4 * MB) + b"</o>")
         tracemalloc.start()
@@ -168,7 +168,7 @@ def test_a_100_mb_body_travels_whole(sites: tuple[Site, Site]) -> None:
     connect(a, b)
     body = b"<o>" + b"0123456789abcdef" * (100 * MB // 16) + b"</o>"
     with a.broker.transaction() as tx:
-        h = tx.begin_dialog(INITIATOR, TARGET, contract="//orders/Contract")
+        h = tx.begin_dialog(INITIATOR, TARGET, contract="//orders/Contract", encryption=False)
         tx.send(h, "Order", body)
     del body
 
@@ -193,7 +193,7 @@ def test_tick_3b_takes_a_message_back_from_an_address_its_route_no_longer_gives(
     connect(a, b)
     a.broker.alter_route("warehouse", address=f"TCP://127.0.0.1:{free_port()}")
     with a.broker.transaction() as tx:
-        h = tx.begin_dialog(INITIATOR, TARGET, contract="//orders/Contract")
+        h = tx.begin_dialog(INITIATOR, TARGET, contract="//orders/Contract", encryption=False)
         tx.send(h, "Order", b"<o>1</o>")
     eventually(lambda: "refused" in (first_status(a.broker) or ""), "the dead address's status")
     a.broker.alter_route("warehouse", address=f"TCP://127.0.0.1:{b.port}")
@@ -217,7 +217,7 @@ def test_tick_3b_takes_back_a_message_whose_row_left_the_transmission_queue(
     b.broker.create_route("shop", service_name=INITIATOR, address=f"TCP://127.0.0.1:{a.port}")
     a.broker.start()
     with a.broker.transaction() as tx:
-        first = tx.begin_dialog(INITIATOR, TARGET, contract="//orders/Contract")
+        first = tx.begin_dialog(INITIATOR, TARGET, contract="//orders/Contract", encryption=False)
         tx.send(first, "Order", b"<o>cleaned up</o>")
     eventually(lambda: "refused" in (first_status(a.broker) or ""), "the connection failure")
     with a.broker.transaction() as tx:
@@ -226,7 +226,7 @@ def test_tick_3b_takes_back_a_message_whose_row_left_the_transmission_queue(
     a.clock.advance(10)  # TICK-3b
     b.broker.start()
     with a.broker.transaction() as tx:
-        second = tx.begin_dialog(INITIATOR, TARGET, contract="//orders/Contract")
+        second = tx.begin_dialog(INITIATOR, TARGET, contract="//orders/Contract", encryption=False)
         tx.send(second, "Order", b"<o>later</o>")
     a.clock.advance(60)  # TICK-3a: 60 s after the failed attempt
     assert [body for _, body in receive_all(b.broker, "warehouse_q", 1)] == [b"<o>later</o>"]

@@ -81,7 +81,7 @@ def backend() -> str:
 
 def send_order(site: Site, body: str = "<o/>") -> uuid.UUID:
     with site.broker.transaction() as tx:
-        handle = tx.begin_dialog(INITIATOR, TARGET, contract=CONTRACT)
+        handle = tx.begin_dialog(INITIATOR, TARGET, contract=CONTRACT, encryption=False)
         tx.send(handle, "Order", body)
     return handle
 

@@ -101,8 +101,8 @@ def arm_kill_points(die: Path) -> None:
     armed: list[str] = []
     take_arrival = transport_service.take_arrival
 
-    def arriving(applier: Any, header: Any, body: bytes) -> Outcome:
-        outcome = take_arrival(applier, header, body)
+    def arriving(applier: Any, header: Any, body: bytes, security: Any) -> Outcome:
+        outcome = take_arrival(applier, header, body, security)
         if outcome.verdict is Verdict.DELIVERED and not armed and die.exists():
             point = die.read_text().strip()
             die.unlink()

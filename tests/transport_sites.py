@@ -50,6 +50,8 @@ def catalog(broker: Broker, *, target: bool) -> None:
     if target:
         broker.create_queue("warehouse_q")
         broker.create_service(TARGET, queue="warehouse_q", contracts=[CONTRACT])
+        # an unsecured dialog's initiator acts as public at the target (SEC-4)
+        broker.grant("SEND", on=f"SERVICE::{TARGET}", to="public")
     else:
         broker.create_queue("shop_q")
         broker.create_service(INITIATOR, queue="shop_q")

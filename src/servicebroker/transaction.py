@@ -227,8 +227,10 @@ class Transaction:
         [, ``to_broker_instance``] ON CONTRACT ``contract`` (DLG-1). Returns the new
         conversation handle. ``to_broker_instance`` ('service_broker_guid' or 'CURRENT
         DATABASE') names the database of the target service for the routes (RTE-2).
-        ``encryption``: WITH ENCRYPTION = ON (True) | OFF, stored for dialog security (SEC-2;
-        within one broker nothing is encrypted). The endpoint acts as :attr:`principal`.
+        ``encryption``: WITH ENCRYPTION = ON (True) | OFF: with another instance the dialog is
+        secured unless OFF and no remote service binding names ``to_service`` now (SEC-2,
+        decided here, at the start); within one broker nothing is encrypted. The endpoint acts
+        as :attr:`principal`.
 
         ``related_conversation`` joins that conversation's group; ``related_conversation_group``
         joins (or creates) that group; ``lifetime`` is in seconds (default 2**31-1). Service names
@@ -289,7 +291,10 @@ class Transaction:
             cat.level(contract_def.service_contract_id, service.name, to_service),  # PRI-3..6
             far_broker_instance=instance,
             principal_id=self._receiving.principal.principal_id,
-            encryption_requested=int(check_flag(encryption, "BEGIN DIALOG ENCRYPTION")),
+            encryption_requested=int(
+                check_flag(encryption, "BEGIN DIALOG ENCRYPTION")
+                or cat.binding_for(to_service) is not None  # SEC-2: a binding secures it
+            ),
         )
         self._endpoints[handle.bytes] = row
         self._ops.append(("begin", handle.bytes, replace(row)))

@@ -40,7 +40,14 @@ from ..dialogs import (
 from ..errors import ConversationError, DialogSecurityError, MessageValidationError
 from ..messages import Outgoing, new_id, validate_body
 from ..storage.rows import EndpointRow
-from .dialog_protection import PUBLIC, DialogKey, KeyRing, dialog_key_of, open_incoming
+from .dialog_protection import (
+    PUBLIC,
+    DialogKey,
+    KeyRing,
+    dialog_key_of,
+    keep_dialog_key,
+    open_incoming,
+)
 from .wire import MessageHeader
 
 __all__ = [
@@ -194,27 +201,28 @@ def take_arrival(
                 ),
                 key=key,
             )
-        row = applier.insert_endpoint(
-            EndpointRow(
-                0,
-                new_id(),
-                header.conversation_id,
-                False,
-                contract.service_contract_id,
-                new_id(),
-                target.service_id,
-                target.queue_id,
-                header.from_service,
-                header.lifetime if header.lifetime is not None else float("inf"),
-                TARGET_START,
-                None,
-                0,
-                0,
-                catalog.level(contract.service_contract_id, target.name, header.from_service),
-                far_broker_instance=str(header.from_broker_instance),
-                **_security_columns(key),
-            )
+        new_row = EndpointRow(
+            0,
+            new_id(),
+            header.conversation_id,
+            False,
+            contract.service_contract_id,
+            new_id(),
+            target.service_id,
+            target.queue_id,
+            header.from_service,
+            header.lifetime if header.lifetime is not None else float("inf"),
+            TARGET_START,
+            None,
+            0,
+            0,
+            catalog.level(contract.service_contract_id, target.name, header.from_service),
+            far_broker_instance=str(header.from_broker_instance),
+            encryption_requested=0,
         )
+        if key is not None:
+            keep_dialog_key(new_row, key)
+        row = applier.insert_endpoint(new_row)
     else:
         key = dialog_key_of(row)
         if header.sequence == row.receive_sequence:
@@ -253,23 +261,6 @@ def take_arrival(
     applier.enqueue(row, out)
     applier.close_if_done(row)
     return _DELIVERED
-
-
-def _security_columns(key: DialogKey | None) -> dict[str, object]:
-    """The endpoint row's dialog security columns for ``key`` (SEC-2; none: not secured)."""
-    if key is None:
-        return {"encryption_requested": 0}
-    key_id = str(key.key.key_id)
-    return {
-        "encryption_requested": 1,
-        "principal_id": key.principal_id,
-        "far_principal_id": key.far_principal_id,
-        "outbound_session_key_identifier": key_id,
-        "inbound_session_key_identifier": key_id,
-        "security_timestamp": key.timestamp,
-        "session_key": key.key.key,
-        "far_certificate": key.far_certificate,
-    }
 
 
 def _take_unsequenced(

@@ -59,6 +59,7 @@ __all__ = [
     "Opened",
     "dialog_key_of",
     "is_secured",
+    "keep_dialog_key",
     "new_dialog_key",
     "open_incoming",
     "protect_outgoing",
@@ -180,10 +181,26 @@ def _signing_certificate(
     return max(valid, key=lambda c: c.expiry_date)
 
 
-def is_secured(row: EndpointRow, catalog: CatalogSnapshot) -> bool:
+def keep_dialog_key(row: EndpointRow, key: DialogKey) -> None:
+    """Write ``key`` into ``row``'s dialog security columns (the session key, its id as both
+    the outbound and the inbound identifier — one key serves both ways — the time, the
+    principals and the far certificate), so a restart reuses it."""
+    key_id = str(key.key.key_id)
+    row.session_key = key.key.key
+    row.outbound_session_key_identifier = key_id
+    row.inbound_session_key_identifier = key_id
+    row.security_timestamp = key.timestamp
+    row.principal_id = key.principal_id
+    row.far_principal_id = key.far_principal_id
+    row.far_certificate = key.far_certificate
+    row.encryption_requested = 1
+
+
+def is_secured(row: EndpointRow) -> bool:
     """SEC-2: a dialog with another instance is secured unless it was begun WITH ENCRYPTION =
-    OFF and no remote service binding names its far service."""
-    return bool(row.encryption_requested) or catalog.binding_for(row.far_service) is not None
+    OFF while no remote service binding named its far service (BEGIN DIALOG decides it and
+    keeps it as ``encryption_requested``, so a binding made later changes no dialog begun)."""
+    return bool(row.encryption_requested)
 
 
 def new_dialog_key(
@@ -262,7 +279,7 @@ def protect_outgoing(
                 wrap_key(keys.public_key(target), key.key),
             )
             binding = catalog.binding_for(header.to_service)
-            anonymous = binding is not None and binding.is_anonymous_on
+            anonymous = binding is not None and bool(binding.is_anonymous_on)
         if not anonymous:
             mine = _signing_certificate(catalog, key.principal_id, wall_now)
             sh = sign_header(keys.private_key(mine), header, sh, signer=mine.thumbprint)
@@ -275,7 +292,7 @@ def protect_outgoing(
 def _replace(header: MessageHeader, **changes: object) -> MessageHeader:
     fields = {name: getattr(header, name) for name in header.__dataclass_fields__}
     fields.update(changes)
-    return MessageHeader(**fields)  # type: ignore[arg-type]
+    return MessageHeader(**fields)
 
 
 @dataclass(frozen=True, slots=True)

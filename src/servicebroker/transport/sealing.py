@@ -16,13 +16,14 @@ from dataclasses import dataclass
 from ..catalog import CatalogSnapshot
 from ..delivery import Applier
 from ..errors import DialogSecurityError
+from ..storage.base import Storage
 from ..storage.rows import EndpointRow
-from ..storage.sessions import Storage
 from .dialog_protection import (
     DialogKey,
     KeyRing,
     dialog_key_of,
     is_secured,
+    keep_dialog_key,
     new_dialog_key,
     protect_outgoing,
 )
@@ -119,7 +120,7 @@ class Sealer:
                 if row is None:
                     continue  # gone: its rows go too (TICK-3b takes the offer back)
                 key = dialog_key_of(row)
-                if key is None and _wants_key(row, catalog):
+                if key is None and _wants_key(row):
                     try:
                         new_dialog_key(row, catalog, now, wall_now)
                     except DialogSecurityError as exc:
@@ -142,7 +143,7 @@ class Sealer:
                         except DialogSecurityError as exc:
                             refused[side] = str(exc)
                             continue
-                        _keep(row, key)
+                        keep_dialog_key(row, key)
                         applier.touch(row)
                     self._known[side] = key
                 applier.finish()
@@ -150,18 +151,6 @@ class Sealer:
         return refused
 
 
-def _wants_key(row: EndpointRow, catalog: CatalogSnapshot) -> bool:
+def _wants_key(row: EndpointRow) -> bool:
     """An initiator's dialog with another instance that is secured (SEC-2) and has no key."""
-    return bool(row.is_initiator) and is_secured(row, catalog)
-
-
-def _keep(row: EndpointRow, key: DialogKey) -> None:
-    """Write ``key`` into the endpoint row's dialog security columns."""
-    key_id = str(key.key.key_id)
-    row.session_key = key.key.key
-    row.outbound_session_key_identifier = key_id
-    row.inbound_session_key_identifier = key_id
-    row.security_timestamp = key.timestamp
-    row.principal_id = key.principal_id
-    row.far_principal_id = key.far_principal_id
-    row.far_certificate = key.far_certificate
+    return bool(row.is_initiator) and is_secured(row)
