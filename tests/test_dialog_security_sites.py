@@ -16,7 +16,8 @@ Microsoft's pages this follows:
 - sys.conversation_endpoints (principal_id, far_principal_id, outbound/inbound session key
   identifiers, security_timestamp).
 
-Dialog security does not depend on the storage: SQLite only (the ``backend`` fixture below).
+Dialog security does not depend on the storage: SQLite only (the ``backend`` fixture below),
+but for the first test, which runs on PostgreSQL too (the endpoints' key columns).
 """
 
 from __future__ import annotations
@@ -81,9 +82,10 @@ def send_orders(broker: Broker, n: int = 1, **begin: object) -> object:
     return handle
 
 
+@pytest.mark.parametrize("backend", ["sqlite", "postgres"])
 def test_full_dialog_security_seals_bodies_both_ways_sec2_sec3(sites: tuple[Site, Site]) -> None:
-    """SEC-2, SEC-3 (full security): messages arrive in order, a reply comes back; both
-    endpoints keep the same session key id and name each other's principal."""
+    """SEC-2, SEC-3 (full security), on both storages: messages arrive in order, a reply comes
+    back; both endpoints keep the same session key id and name each other's principal."""
     a, b = sites
     shop_and_warehouse(a, b, route_back=True)
     warehouse_user, shop_user = dialog_security(a, b)

@@ -101,6 +101,9 @@ class Outcome:
     key: DialogKey | None = None
     """The dialog's security state, so that the broker's Error for a secured dialog is sealed
     with its session key (SEC-2); None for a dialog not secured."""
+    rejected: bool = False
+    """Refused by dialog security (SEC-2): altered, cut, moved or forged, or without the
+    certificates it needs — never delivered, and counted."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -187,7 +190,7 @@ def take_arrival(
                 header, body, None, catalog, security.keys, applier.now, security.wall_now
             )
         except DialogSecurityError as exc:
-            return Outcome(Verdict.REFUSED, str(exc))
+            return Outcome(Verdict.REFUSED, str(exc), rejected=True)
         body, key = opened.body, opened.new_key
         far_principal = key.far_principal_id if key is not None else PUBLIC
         if not catalog.has_permission(far_principal, "SEND", f"SERVICE::{target.name}"):
@@ -231,7 +234,7 @@ def take_arrival(
                     header, body, key, catalog, security.keys, applier.now, security.wall_now
                 ).body
             except DialogSecurityError as exc:
-                return Outcome(Verdict.REFUSED, str(exc), key=key)
+                return Outcome(Verdict.REFUSED, str(exc), key=key, rejected=True)
     if header.sequence < row.receive_sequence:
         return _DUPLICATE
     if header.sequence > row.receive_sequence:
@@ -281,7 +284,7 @@ def _take_unsequenced(
                 header, body, key, applier.catalog, security.keys, applier.now, security.wall_now
             ).body
         except DialogSecurityError as exc:
-            return Outcome(Verdict.REFUSED, str(exc), key=key)
+            return Outcome(Verdict.REFUSED, str(exc), key=key, rejected=True)
     if header.message_type == ERROR:
         code, text = _error_of(body)
         take_broker_error(applier, header.conversation_id, not header.is_initiator, code, text)

@@ -73,6 +73,8 @@ class TransportStatistics:
         messages_received: messages committed from other instances.
         duplicates: copies of messages already taken, acknowledged again (NET-2).
         refused: messages refused (NET-7) or answered with an Error.
+        rejected: messages dialog security refused (SEC-2: altered, forged, moved, or without
+            the certificates they need), never delivered; a subset of ``refused``.
         acknowledged: own messages acknowledged by other instances (NET-3).
         connections_accepted / connections_refused / connection_failures: counts.
     """
@@ -83,6 +85,7 @@ class TransportStatistics:
     messages_received: int
     duplicates: int
     refused: int
+    rejected: int
     acknowledged: int
     connections_accepted: int
     connections_refused: int
@@ -94,6 +97,7 @@ class _Counters:
     received: int = 0
     duplicates: int = 0
     refused: int = 0
+    rejected: int = 0
     acknowledged: int = 0
     accepted: int = 0
     refused_logins: int = 0
@@ -327,6 +331,7 @@ class TransportService:
             c.received,
             c.duplicates,
             c.refused,
+            c.rejected,
             c.acknowledged,
             c.accepted,
             c.refused_logins,
@@ -573,6 +578,9 @@ class TransportService:
                     self._inbound.hold(item, now)
             elif verdict is Verdict.REFUSED:
                 self._counters.refused += 1
+                if outcome.rejected:
+                    self._counters.rejected += 1
+                    log.warning("transport: dialog security refused a message: %s", outcome.status)
                 refusal = Refusal(h.conversation_id, h.is_initiator, h.sequence, outcome.status)
                 conn.send(partial(_send_refusal, refusal))
             else:
