@@ -15,6 +15,7 @@ from .activation.service import ActivationService
 from .activation.tasks import TaskHandlers
 from .catalog import EVENT_NOTIFICATION_SERVICE, POST_EVENT_NOTIFICATION, CatalogSnapshot
 from .catalog.network_views import NetworkViews
+from .catalog.principal_views import PrincipalViews
 from .catalog.views import (
     CatalogViews,
     ConversationPriorityRow,
@@ -271,9 +272,11 @@ the pool's limit, callers waiting) and the storage failures raised since it open
 Server view, named like one."""
 
 
-class Views(CatalogViews, NetworkViews):
+class Views(CatalogViews, PrincipalViews, NetworkViews):
     """``broker.views``: each method returns the current rows of one view (the catalog views'
-    methods come from :class:`~servicebroker.catalog.views.CatalogViews`).
+    methods come from :class:`~servicebroker.catalog.views.CatalogViews`, the security views'
+    — principals, permissions, remote service bindings, certificates with their owners —
+    from :class:`~servicebroker.catalog.principal_views.PrincipalViews`).
 
     Args:
         context: the broker's shared parts (storage rows, the catalog).
