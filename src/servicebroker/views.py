@@ -213,8 +213,8 @@ class ServiceQueueRow:
     retained_messages: int
     execute_as: str = "SELF"
     """ACTIVATION's EXECUTE AS: ``SELF``, ``OWNER`` or the user name given (sys.service_queues
-    has ``execute_as_principal_id``; there are no principals here, so the name is shown, and it
-    is not enforced)."""
+    has ``execute_as_principal_id``; the name is shown: the activated procedure's transactions
+    act as that principal, SELF and OWNER as dbo, SEC-4)."""
 
 
 @dataclass(frozen=True)
