@@ -423,7 +423,7 @@ class Broker(CatalogStatements, NetworkStatements, PrincipalStatements):
         """
         if self._closed:
             raise BrokerError(f"the broker on {self.database} is closed")
-        acting = principal or current_execute_as() or self._principal
+        acting = principal if principal is not None else current_execute_as() or self._principal
         return Transaction(self._context, acting)
 
     @property

@@ -17,14 +17,9 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import replace
 from typing import Any, Concatenate, ParamSpec, TypeVar
 
+from . import arguments
 from .appsql import check_application_sql, driver_refusals
-from .arguments import (
-    MAX_INT,
-    check_broker_instance,
-    check_end_arguments,
-    check_flag,
-    message_tuples,
-)
+from .arguments import MAX_INT, check_broker_instance, check_end_arguments, message_tuples
 from .catalog import (
     SERVICE_STRING_LIMIT,
     CatalogSnapshot,
@@ -242,7 +237,8 @@ class Transaction:
             ConversationError: a bad TO SERVICE (docs/limits.md), both related options, an
                 unknown related conversation, or a related conversation or group whose
                 conversations are not of the FROM service (DLG-1).
-            BrokerError: a lifetime that is not seconds from 0 (excluded) to 2**31-1.
+            BrokerError: a lifetime that is not seconds from 0 (excluded) to 2**31-1, or an
+                ``encryption`` that is not a bool.
         """
         cat = self._receiving.catalog
         service = cat.service(from_service)
@@ -292,7 +288,7 @@ class Transaction:
             far_broker_instance=instance,
             principal_id=self._receiving.principal.principal_id,
             encryption_requested=int(
-                check_flag(encryption, "BEGIN DIALOG ENCRYPTION")
+                arguments.check_flag(encryption, "BEGIN DIALOG ENCRYPTION")
                 or cat.binding_for(to_service) is not None  # SEC-2: a binding secures it
             ),
         )
@@ -317,6 +313,7 @@ class Transaction:
             CatalogError: an unknown message type.
             MessageValidationError: the type is not in the contract for this side, is a system
                 type, or the body fails its validation (DLG-3).
+            PermissionDeniedError: no SEND on a target service of this database (SEC-4).
         """
         one = handle_or_handles
         if isinstance(one, uuid.UUID | str) or not isinstance(one, Iterable):
@@ -350,10 +347,10 @@ class Transaction:
         conversation. Returns the number of messages sent.
 
         Raises:
-            ConversationError, CatalogError, MessageValidationError: as :meth:`send` (message
-                types and bodies are checked first, then the conversations, each error naming
-                the first message at fault); nothing of the batch is sent, and the groups it
-                locked are released.
+            ConversationError, CatalogError, MessageValidationError, PermissionDeniedError:
+                as :meth:`send` (message types and bodies are checked first, then the
+                conversations, each error naming the first message at fault); nothing of the
+                batch is sent, and the groups it locked are released.
         """
         batch = [
             (h, *sendable(self._receiving.catalog, message_type, body, [h]))
@@ -524,6 +521,7 @@ class Transaction:
             QueueDisabledError: the queue is OFF, or is turned OFF or dropped while waiting.
             ConversationError: a WHERE handle or group unknown on this queue, or both given.
             BrokerError: a bad ``top`` or ``timeout``.
+            PermissionDeniedError: no RECEIVE on the queue (SEC-4): nothing taken or locked.
         """
         return self._receiving.receive(
             queue,
@@ -541,8 +539,8 @@ class Transaction:
         group with messages, or None when none comes within ``timeout`` seconds.
 
         Raises:
-            CatalogError: unknown queue.
-            QueueDisabledError: the queue is OFF.
+            QueueDisabledError: the queue is OFF (or unknown).
+            PermissionDeniedError: no RECEIVE on the queue (SEC-4).
         """
         return self._receiving.get_conversation_group(queue, timeout=timeout)
 

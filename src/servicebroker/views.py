@@ -15,6 +15,7 @@ from .activation.service import ActivationService
 from .activation.tasks import TaskHandlers
 from .catalog import EVENT_NOTIFICATION_SERVICE, POST_EVENT_NOTIFICATION, CatalogSnapshot
 from .catalog.network_views import NetworkViews
+from .catalog.principal_views import PrincipalViews
 from .catalog.views import (
     CatalogViews,
     ConversationPriorityRow,
@@ -212,8 +213,8 @@ class ServiceQueueRow:
     retained_messages: int
     execute_as: str = "SELF"
     """ACTIVATION's EXECUTE AS: ``SELF``, ``OWNER`` or the user name given (sys.service_queues
-    has ``execute_as_principal_id``; there are no principals here, so the name is shown, and it
-    is not enforced)."""
+    has ``execute_as_principal_id``; the name is shown: the activated procedure's transactions
+    act as that principal, SELF and OWNER as dbo, SEC-4)."""
 
 
 @dataclass(frozen=True)
@@ -271,9 +272,11 @@ the pool's limit, callers waiting) and the storage failures raised since it open
 Server view, named like one."""
 
 
-class Views(CatalogViews, NetworkViews):
+class Views(CatalogViews, PrincipalViews, NetworkViews):
     """``broker.views``: each method returns the current rows of one view (the catalog views'
-    methods come from :class:`~servicebroker.catalog.views.CatalogViews`).
+    methods come from :class:`~servicebroker.catalog.views.CatalogViews`, the security views'
+    — principals, permissions, remote service bindings, certificates with their owners —
+    from :class:`~servicebroker.catalog.principal_views.PrincipalViews`).
 
     Args:
         context: the broker's shared parts (storage rows, the catalog).

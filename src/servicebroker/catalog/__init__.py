@@ -1,22 +1,29 @@
 """The catalog: what exists in a broker database — message types, contracts, queues, services,
-event notifications, broker priorities and the HONOR_BROKER_PRIORITY option.
+event notifications, broker priorities and the HONOR_BROKER_PRIORITY option; the transport's
+certificates, endpoint, logins and routes; database principals, their permissions and remote
+service bindings.
 
 - :mod:`.model`: the definitions as frozen records and the :class:`CatalogSnapshot`;
 - :mod:`.changes`: the CREATE / ALTER / DROP statements;
 - :mod:`.cache`: the per-broker snapshot cache and the transaction every change runs in;
 - :mod:`.ddl`: the Service Broker DDL in its T-SQL form, parsed into statement records;
-- :mod:`.ddl_run`: those records run against the broker's catalog methods.
+- :mod:`.ddl_run`: those records run against the broker's catalog methods;
+- :mod:`.principals`, :mod:`.principal_changes`, :mod:`.principal_views`: users, remote service
+  bindings, GRANT / REVOKE and their views (SEC-3, SEC-4).
 """
 
 from __future__ import annotations
 
+from ..storage.rows import PrincipalRow, RemoteServiceBindingRow
 from .cache import CatalogCache
 from .model import (
+    DBO,
     EVENT_NOTIFICATION,
     EVENT_NOTIFICATION_SERVICE,
     EVENT_TYPES,
     NAME_LIMIT,
     POST_EVENT_NOTIFICATION,
+    PUBLIC,
     SERVICE_STRING_LIMIT,
     SYSTEM_MESSAGE_TYPES,
     Activation,
@@ -32,11 +39,13 @@ from .model import (
 )
 
 __all__ = [
+    "DBO",
     "EVENT_NOTIFICATION",
     "EVENT_NOTIFICATION_SERVICE",
     "EVENT_TYPES",
     "NAME_LIMIT",
     "POST_EVENT_NOTIFICATION",
+    "PUBLIC",
     "SERVICE_STRING_LIMIT",
     "SYSTEM_MESSAGE_TYPES",
     "Activation",
@@ -45,8 +54,10 @@ __all__ = [
     "ContractDef",
     "EventNotificationDef",
     "MessageTypeDef",
+    "PrincipalRow",
     "Procedure",
     "QueueDef",
+    "RemoteServiceBindingRow",
     "ServiceDef",
     "check_name",
     "resolve_procedure",

@@ -343,6 +343,22 @@ class _Build(Transformer[Token, Any]):
     def private_key(self, items: list[Any]) -> list[Any]:
         return items
 
+    # -- users, remote service bindings, GRANT / REVOKE (SEC-3, SEC-4) -------------------
+    def user_certificate(self, items: list[str]) -> tuple[str, str, None]:
+        return ("certificate", items[0], None)
+
+    def binding_user(self, items: list[str]) -> tuple[str, str, None]:
+        return ("user", items[0], None)
+
+    def anonymous(self, items: list[Token]) -> tuple[str, bool, Token]:
+        return ("anonymous", _onoff(items[0]), items[0])
+
+    def service_securable(self, items: list[str]) -> tuple[str, str, None]:
+        return ("on", f"SERVICE::{items[0]}", None)
+
+    def queue_securable(self, items: list[str]) -> tuple[str, str, None]:
+        return ("on", f"QUEUE::{items[0]}", None)
+
 
 _BROKER_OPTIONS = ("ENABLE_BROKER", "DISABLE_BROKER", "NEW_BROKER", "ERROR_BROKER_CONVERSATIONS")
 
@@ -403,6 +419,13 @@ _STATEMENTS = {
     "create_login": "CREATE LOGIN",
     "drop_login": "DROP LOGIN",
     "grant_connect": "GRANT CONNECT",
+    "revoke_connect": "REVOKE CONNECT",
+    "create_user": "CREATE USER",
+    "drop_user": "DROP USER",
+    "create_binding": "CREATE REMOTE SERVICE BINDING",
+    "drop_binding": "DROP REMOTE SERVICE BINDING",
+    "grant_permission": "GRANT",
+    "revoke_permission": "REVOKE",
 }
 
 
@@ -434,8 +457,17 @@ def _statement(tree: Tree[Token], text: str) -> DdlStatement:
         options["certificate_file"] = path
     elif kind == "CREATE LOGIN":
         options = {"certificate": names[1]}
-    elif kind == "GRANT CONNECT":
+    elif kind in ("GRANT CONNECT", "REVOKE CONNECT"):
         options = {"logins": names[1:]}
+    elif kind in ("GRANT", "REVOKE"):  # GRANT SEND ON SERVICE::s TO u [, …]: no object name
+        options = _options(rest, kind)
+        options["permission"] = next(str(c).upper() for c in rest if isinstance(c, Token))
+        options["principals"], name = names, ""
+    elif kind == "CREATE REMOTE SERVICE BINDING":
+        options = _options(rest, kind)
+        (options["to_service"],) = [
+            _string(c) for c in rest if isinstance(c, Token) and c.type == "STRING"
+        ]
     elif kind == "CREATE EVENT NOTIFICATION":
         strings = [_string(c) for c in rest if isinstance(c, Token) and c.type == "STRING"]
         options = _options(rest, kind)
@@ -502,7 +534,7 @@ _TOKENS = re.compile(
     r"--[^\n]*|/\*.*?\*/|N?'(?:[^']|'')*'|\[(?:[^\]]|\]\])*\]|\"(?:[^\"]|\"\")*\"|[^\W\d][\w@#$]*|\S",
     re.S | re.I,
 )
-_STARTS = {"CREATE", "ALTER", "DROP", "USE", "GO", "GRANT"}
+_STARTS = {"CREATE", "ALTER", "DROP", "USE", "GO", "GRANT", "REVOKE"}
 _SB_OBJECTS = {
     "MESSAGE",
     "CONTRACT",
@@ -514,8 +546,9 @@ _SB_OBJECTS = {
     "ENDPOINT",
     "CERTIFICATE",
     "LOGIN",
+    "USER",
+    "REMOTE",
 }
-_REMOTE = {"REMOTE"}
 _CONVERSATION_WORDS = {
     "BEGIN",
     "SEND",
@@ -578,12 +611,7 @@ def _syntax_error(text: str, exc: UnexpectedInput) -> CatalogError:
         )
     if prev in ("CREATE", "ALTER", "DROP") and start == before[-1][0] and word:
         line, column = _line_col(text, start)
-        if word in _REMOTE:
-            why = (
-                "remote service bindings (dialog security, SEC-3) are not supported; "
-                "routes, endpoints and certificates are"
-            )
-        elif prev == "ALTER" and word == "CONTRACT":
+        if prev == "ALTER" and word == "CONTRACT":
             why = "T-SQL has no ALTER CONTRACT: DROP CONTRACT and CREATE CONTRACT again"
         elif word not in _SB_OBJECTS and (word, prev) != ("DATABASE", "ALTER"):
             why = "execute_ddl runs Service Broker DDL only"

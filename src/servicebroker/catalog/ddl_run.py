@@ -148,6 +148,7 @@ class DdlTarget(Protocol):
         *,
         certificate_file: str | Path,
         private_key_file: str | Path | None = ...,
+        authorization: str | None = ...,
     ) -> None: ...
     def drop_certificate(self, name: str) -> None: ...
     def create_login(self, name: str, *, certificate: str) -> None: ...
@@ -155,6 +156,14 @@ class DdlTarget(Protocol):
     def grant_connect(
         self, endpoint: str, login: str | None = ..., *, certificate: str | None = ...
     ) -> str: ...
+    def create_user(self, name: str, *, certificate: str | None = ...) -> int: ...
+    def drop_user(self, name: str) -> None: ...
+    def create_remote_service_binding(
+        self, name: str, *, to_service: str, user: str, anonymous: bool = ...
+    ) -> None: ...
+    def drop_remote_service_binding(self, name: str) -> None: ...
+    def grant(self, permission: str, *, on: str, to: str) -> None: ...
+    def revoke(self, permission: str, *, on: str, to: str) -> None: ...
 
 
 def run_ddl(target: DdlTarget, statements: Sequence[DdlStatement]) -> int:
@@ -276,6 +285,8 @@ def _run(target: DdlTarget, st: DdlStatement) -> None:
         _alter_database(target, o)
     elif kind in _NETWORK:
         _run_network(target, st)
+    elif kind in _PRINCIPALS:
+        _run_principals(target, st)
     else:  # pragma: no cover - the grammar has no other statement
         raise CatalogError(f"unknown statement {kind}")
 
@@ -323,6 +334,17 @@ _NETWORK = frozenset(
         "CREATE LOGIN",
         "DROP LOGIN",
         "GRANT CONNECT",
+        "REVOKE CONNECT",
+    }
+)
+_PRINCIPALS = frozenset(
+    {
+        "CREATE USER",
+        "DROP USER",
+        "CREATE REMOTE SERVICE BINDING",
+        "DROP REMOTE SERVICE BINDING",
+        "GRANT",
+        "REVOKE",
     }
 )
 _ROUTE_CLAUSES = ("service_name", "broker_instance", "lifetime", "address", "mirror_address")
@@ -372,6 +394,7 @@ def _run_network(target: DdlTarget, st: DdlStatement) -> None:
             st.name,
             certificate_file=o["certificate_file"],
             private_key_file=o.get("private_key_file"),
+            authorization=o.get("authorization"),
         )
     elif kind == "DROP CERTIFICATE":
         target.drop_certificate(st.name)
@@ -379,6 +402,33 @@ def _run_network(target: DdlTarget, st: DdlStatement) -> None:
         target.create_login(st.name, certificate=o["certificate"])
     elif kind == "DROP LOGIN":
         target.drop_login(st.name)
+    elif kind == "REVOKE CONNECT":
+        for login in o["logins"]:
+            target.revoke("CONNECT", on=f"ENDPOINT::{st.name}", to=login)
     else:  # GRANT CONNECT ON ENDPOINT::name TO login [, …]
         for login in o["logins"]:
             target.grant_connect(st.name, login)
+
+
+def _run_principals(target: DdlTarget, st: DdlStatement) -> None:
+    """CREATE USER … [WITHOUT LOGIN | FROM CERTIFICATE c], DROP USER, CREATE / DROP REMOTE
+    SERVICE BINDING, GRANT / REVOKE SEND ON SERVICE:: and RECEIVE ON [OBJECT::]queue (SEC-3,
+    SEC-4). A binding without ANONYMOUS is ANONYMOUS = OFF (the page's default)."""
+    o = st.options
+    kind = st.statement
+    if kind == "CREATE USER":
+        target.create_user(st.name, certificate=o.get("certificate"))
+    elif kind == "DROP USER":
+        target.drop_user(st.name)
+    elif kind == "CREATE REMOTE SERVICE BINDING":
+        if "user" not in o:
+            raise CatalogError(f"remote service binding {st.name!r}: WITH USER = … is required")
+        target.create_remote_service_binding(
+            st.name, to_service=o["to_service"], user=o["user"], anonymous=o.get("anonymous", False)
+        )
+    elif kind == "DROP REMOTE SERVICE BINDING":
+        target.drop_remote_service_binding(st.name)
+    else:
+        statement = target.grant if kind == "GRANT" else target.revoke
+        for principal in o["principals"]:
+            statement(o["permission"], on=o["on"], to=principal)

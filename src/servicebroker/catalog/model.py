@@ -77,9 +77,11 @@ class Activation:
             callable object only where it was registered.
         max_queue_readers: 0..32767 instances at once (0 activates nothing).
         status: activation ON (True) or OFF.
-        execute_as: EXECUTE AS ``"SELF"`` (the default), ``"OWNER"`` or a user name: stored
-            and shown (``views.service_queues()``), not enforced — there are no database
-            principals here; the procedure runs as the broker's process.
+        execute_as: EXECUTE AS ``"SELF"`` (the default), ``"OWNER"`` or a user name: the
+            transactions the activated procedure opens act as that principal (SELF and OWNER:
+            ``dbo``, the queue's creator; SEC-4); a user that does not exist when the procedure
+            starts makes its first transaction fail (logged). Shown in
+            ``views.service_queues()``.
 
     Raises:
         CatalogError: a bad procedure or a reader count out of range.
@@ -241,7 +243,8 @@ class QueueDef:
     max_queue_readers: int
     modify_date: float
     execute_as: str = "SELF"
-    """ACTIVATION's EXECUTE AS (SELF, OWNER or a user name; stored, not enforced)."""
+    """ACTIVATION's EXECUTE AS (SELF, OWNER or a user name): the principal the activated
+    procedure's transactions act as (SELF and OWNER: dbo; SEC-4)."""
 
 
 @dataclass(frozen=True, slots=True)

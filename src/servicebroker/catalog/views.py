@@ -5,8 +5,9 @@ SQL Server's column names, built by pure functions from a :class:`CatalogSnapsho
 (``broker.views`` calls them on a fresh snapshot).
 
 Where SQL Server has only an id, a readable ``*_name`` column follows it. ``principal_id`` and
-``xml_collection_id`` are always None: there are no database principals (owners,
-AUTHORIZATION) and no XML schema collections here (docs/reference.md).
+``xml_collection_id`` are always None: these objects keep no owner (AUTHORIZATION is read and
+ignored; database principals own only certificates, :mod:`.principal_views`) and there are no
+XML schema collections here (docs/reference.md).
 """
 
 from __future__ import annotations

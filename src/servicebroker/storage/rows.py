@@ -302,7 +302,8 @@ class QueueRow(NamedTuple):
     max_readers: int
     modify_date: float
     execute_as: str = "SELF"
-    """ACTIVATION's EXECUTE AS: SELF, OWNER or a user name (stored, not enforced)."""
+    """ACTIVATION's EXECUTE AS: SELF, OWNER or a user name (the activated procedure's
+    principal, SEC-4)."""
 
 
 class ServiceRow(NamedTuple):
