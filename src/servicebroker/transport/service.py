@@ -166,7 +166,9 @@ class TransportService(ReceivingSide):
             connections = [*self._state.outgoing.values(), *self._state.accepted]
             now = self._context.clock.now()
             for address in self._state.outgoing:  # what was on the wire goes again (NET-5)
-                self._state.outbound[address].on_disconnect(now)
+                outbound = self._state.outbound.get(address)  # none: it only forwarded
+                if outbound is not None:
+                    outbound.on_disconnect(now)
             # a new start connects at once, as a first one does (TICK-3a suppresses after a
             # disconnection or failure while running, not across a restart)
             self._destinations = Destinations(self.settings)
