@@ -115,6 +115,11 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         default="50",
         help="SIGKILL cycles of tests/test_transport_crash.py (the long form: 300)",
     )
+    parser.addoption(
+        "--forwarding-crash-cycles",
+        default="5",
+        help="forwarder SIGKILL cycles of tests/test_forwarding_crash.py (the long form: 100)",
+    )
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
