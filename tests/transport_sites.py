@@ -153,3 +153,64 @@ def receive_all(broker: Broker, queue: str, n: int) -> list[tuple[str, bytes]]:
 
     eventually(probe, f"{n} messages on {queue}")
     return got
+
+
+def trust(
+    site: Site,
+    peers: list[Site],
+    *,
+    forwarding: bool = False,
+    forward_size: int | None = None,
+    encryption: str = "REQUIRED",
+) -> None:
+    """An endpoint on ``site`` that trusts (holds the certificate of, and grants CONNECT to)
+    each of ``peers`` — a forwarder's neighbours on both sides — with MESSAGE_FORWARDING
+    ``forwarding`` and MESSAGE_FORWARD_SIZE ``forward_size`` megabytes (default 10)."""
+    b = site.broker
+    b.create_certificate(
+        "me", certificate_file=str(site.cert[0]), private_key_file=str(site.cert[1])
+    )
+    sizes = {} if forward_size is None else {"message_forward_size": forward_size}
+    b.create_endpoint(
+        "sb",
+        listener_port=site.port,
+        listener_ip="127.0.0.1",
+        authentication_certificate="me",
+        encryption=encryption,
+        message_forwarding=forwarding,
+        **sizes,
+    )
+    for i, peer in enumerate(peers):
+        b.create_certificate(f"peer{i}", certificate_file=str(peer.cert[0]))
+        b.grant_connect("sb", certificate=f"peer{i}")
+
+
+def address_of(site: Site) -> str:
+    """``TCP://127.0.0.1:port`` of ``site``'s endpoint."""
+    return f"TCP://127.0.0.1:{site.port}"
+
+
+def through_forwarder(
+    a: Site,
+    f: Site,
+    b: Site,
+    *,
+    forwarding: bool = True,
+    forward_size: int | None = None,
+    start_target: bool = True,
+) -> None:
+    """The shop on ``a``, the warehouse on ``b`` and a forwarder ``f`` between them (FWD-1):
+    ``a`` routes the warehouse to ``f``; ``f`` routes the warehouse to ``b`` and the shop to
+    ``a`` (a forwarder needs routes to BOTH services); ``b`` routes the shop to ``f``. Each
+    trusts its neighbours; all three started (``b`` only with ``start_target``)."""
+    catalog(a.broker, target=False)
+    catalog(b.broker, target=True)
+    trust(a, [f])
+    trust(f, [a, b], forwarding=forwarding, forward_size=forward_size)
+    trust(b, [f])
+    a.broker.create_route("warehouse", service_name=TARGET, address=address_of(f))
+    f.broker.create_route("warehouse", service_name=TARGET, address=address_of(b))
+    f.broker.create_route("shop", service_name=INITIATOR, address=address_of(a))
+    b.broker.create_route("shop", service_name=INITIATOR, address=address_of(f))
+    for site in (a, f, b) if start_target else (a, f):
+        site.broker.start()

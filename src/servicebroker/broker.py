@@ -171,6 +171,7 @@ class Broker(CatalogStatements, NetworkStatements, PrincipalStatements):
         tasks.register("transport connections", 2, self.transport.connect_pending)  # TICK-3a
         tasks.register("transmitter", 2, self.transport.reclassify)  # TICK-3b
         tasks.register("idle connections", 5, self.transport.close_idle)  # TICK-4a
+        tasks.register("forwarded messages", 5, self.transport.forwarder_cleanup)  # TICK-4b
         tasks.register("broker start", 5, self.transport.retry_start)  # TICK-4c
         self.views = Views(
             self._context,

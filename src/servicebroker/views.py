@@ -14,7 +14,7 @@ from datetime import datetime
 from .activation.service import ActivationService
 from .activation.tasks import TaskHandlers
 from .catalog import EVENT_NOTIFICATION_SERVICE, POST_EVENT_NOTIFICATION, CatalogSnapshot
-from .catalog.network_views import NetworkViews
+from .catalog.network_views import ForwardedMessageViewRow, NetworkViews, forwarded_messages
 from .catalog.principal_views import PrincipalViews
 from .catalog.views import (
     CatalogViews,
@@ -441,6 +441,13 @@ class Views(CatalogViews, PrincipalViews, NetworkViews):
                 )
             )
         return out
+
+    # -- forwarding (FWD-2) ---------------------------------------------------------------
+    def dm_broker_forwarded_messages(self) -> list[ForwardedMessageViewRow]:
+        """The fragments this broker holds to forward, one row each (FWD-2, FWD-3):
+        ``sys.dm_broker_forwarded_messages``."""
+        held = self._transport.forwarded_messages()
+        return forwarded_messages(held, self._context.clock.now())
 
     def transmission_queue_count(self) -> int:
         """How many messages wait in the transmission queue (without reading them)."""

@@ -21,7 +21,8 @@ With ``instances=2`` the airports live on one broker and the carriers on another
 database: Spark writes into the airports' broker, the messages cross to the carriers' broker
 through the transport (mutual TLS, self-signed certificates, a route per service), the carriers'
 replies and END CONVERSATIONs travel back, and every check reads each table from the broker that
-holds it. Both brokers run in this process on one clock.
+holds it. Both brokers run in this process on one clock. With ``forwarder=True`` a third broker
+stands between them and forwards every message, reply and acknowledgement both ways (FWD-1..3).
 """
 
 from __future__ import annotations
@@ -73,6 +74,8 @@ class DemoResult:
     problems: tuple[str, ...]
     instances: int = 1
     transported: int = 0
+    forwarded: int = 0
+    """Fragments the forwarder passed on (``forwarder=True``), both ways (FWD-2)."""
 
 
 def _process_year(
@@ -147,6 +150,7 @@ def run_demo(
     spark: Any | None = None,
     instances: int = 1,
     target_url: str | None = None,
+    forwarder: bool = False,
 ) -> DemoResult:
     """Run the flights demo; see the module docstring. Returns whether every count matched.
 
@@ -160,6 +164,8 @@ def run_demo(
         master: the Spark master URL.
         spark: a SparkSession to use (left running); default: one made here and stopped.
         instances: 1 (one broker) or 2 (airports and carriers on two brokers).
+        forwarder: with two instances, a third broker between them (``OUTPUT/forwarder.db``)
+            through which every message travels (FWD-1).
         target_url: the carriers' broker for two instances, as ``url`` (default
             ``OUTPUT/carriers.db``, recreated).
 
@@ -171,7 +177,9 @@ def run_demo(
     console = console or Console()
     os.makedirs(output, exist_ok=True)
     clock = ManualClock(YEAR_START)
-    brokers = open_brokers(url, target_url, instances=instances, output=output, clock=clock)
+    brokers = open_brokers(
+        url, target_url, instances=instances, output=output, clock=clock, forwarder=forwarder
+    )
     try:
         return _run(brokers, limit, output, master, console, spark, clock)
     finally:
@@ -236,10 +244,17 @@ def _run(
         }
         open_endpoints = sum(len(b.views.conversation_endpoints()) for b in brokers.all)
         if brokers.two:
-            brokers.figures.sample(brokers.all)
+            brokers.figures.sample(brokers.every)
         carried = [b.transport.statistics() for b in (brokers.airport, brokers.carrier)]
-        for b in brokers.all:
+        forwarding = (
+            None
+            if brokers.forwarder is None
+            else brokers.forwarder.transport.forwarding_statistics()
+        )
+        for b in brokers.every:
             b.stop()
+        if forwarding is not None and forwarding.held_fragments:
+            problems.append(f"the forwarder still holds {forwarding.held_fragments} fragments")
         if open_endpoints:
             problems.append(f"{open_endpoints} conversation endpoints left open")
         if state.plane_overlaps:
@@ -307,6 +322,16 @@ def _run(
             ("transport: bytes sent (both ways)", f"{brokers.figures.bytes_sent:,}"),
             ("transport: connections opened", f"{brokers.figures.connections:,}"),
         ]
+    if forwarding is not None:
+        figures += [
+            ("forwarder: fragments passed on (FWD-2)", f"{forwarding.forwarded:,}"),
+            ("forwarder: acknowledgements passed back", f"{forwarding.acks_relayed:,}"),
+            (
+                "forwarder: fragments dropped (size / hops / time to live / 60 s)",
+                f"{forwarding.dropped_size} / {forwarding.dropped_hops} / "
+                f"{forwarding.dropped_time_to_live} / {forwarding.dropped_stale}",
+            ),
+        ]
     seconds = time.monotonic() - started
     figures.append(("wall time", f"{seconds:,.1f} s"))
     print_report(
@@ -326,4 +351,5 @@ def _run(
         tuple(problems),
         len(brokers.all),
         transported,
+        0 if forwarding is None else forwarding.forwarded,
     )

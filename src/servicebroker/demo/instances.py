@@ -2,7 +2,8 @@
 2``) — the airports on one broker, the carriers on another, each its own database — talking
 through their Service Broker endpoints over mutual TLS: a self-signed certificate for each
 endpoint, each side granting CONNECT to the other's certificate, and a route per service to the
-other instance. Also the catalog each side needs, the carriers' activation switch, and the wait
+other instance. With ``--forwarder`` a third broker stands between them (FWD-1): each side
+routes the other's services to it and trusts only it, and it routes every service on. Also the catalog each side needs, the carriers' activation switch, and the wait
 until every broker is quiet (gathering the transport's figures on the way)."""
 
 from __future__ import annotations
@@ -101,6 +102,8 @@ class DemoBrokers:
     airport_url: str
     carrier_url: str
     figures: TransportFigures = field(default_factory=TransportFigures)
+    forwarder: Broker | None = None
+    """The broker between the two instances (``--forwarder``), or None."""
 
     @property
     def two(self) -> bool:
@@ -112,9 +115,14 @@ class DemoBrokers:
         """Each broker once."""
         return (self.airport, self.carrier) if self.two else (self.airport,)
 
+    @property
+    def every(self) -> tuple[Broker, ...]:
+        """Each broker once, the forwarder included."""
+        return self.all if self.forwarder is None else (*self.all, self.forwarder)
+
     def close(self) -> None:
         """Close every broker (stopping it first if it runs)."""
-        for broker in self.all:
+        for broker in self.every:
             broker.close()
 
 
@@ -146,6 +154,7 @@ def open_brokers(
     instances: int,
     output: str,
     clock: ManualClock,
+    forwarder: bool = False,
 ) -> DemoBrokers:
     """Open the demo's fresh broker(s) on ``clock``.
 
@@ -156,14 +165,18 @@ def open_brokers(
             ``OUTPUT/carriers.db`` (recreated).
         instances: 1 or 2.
         output: the demo's output folder (str path).
-        clock: the demo's clock, shared by both brokers.
+        clock: the demo's clock, shared by every broker.
+        forwarder: a third broker between the two (``OUTPUT/forwarder.db``, recreated).
 
     Raises:
-        BrokerError: ``instances`` not 1 or 2; ``target_url`` with one instance; the two URLs
-            the same; a URL naming an existing SQLite file or a PostgreSQL broker in use.
+        BrokerError: ``instances`` not 1 or 2; ``target_url`` or ``forwarder`` with one
+            instance; the two URLs the same; a URL naming an existing SQLite file or a
+            PostgreSQL broker in use.
     """
     if instances not in (1, 2):
         raise BrokerError(f"the demo runs on 1 or 2 instances, not {instances!r}")
+    if forwarder and instances != 2:
+        raise BrokerError("a forwarder stands between two instances: use --instances 2")
     if instances == 1:
         if target_url is not None:
             raise BrokerError("a target URL (the carriers' broker) needs two instances")
@@ -180,7 +193,15 @@ def open_brokers(
     except BaseException:
         airport.close()
         raise
-    return DemoBrokers(airport, carrier, url, target_url)
+    brokers = DemoBrokers(airport, carrier, url, target_url)
+    if forwarder:
+        try:
+            forwarder_url = _fresh_url(None, output, "forwarder.db")
+            brokers.forwarder = Broker.open(forwarder_url, clock=clock, transport=DEMO_TRANSPORT)
+        except BaseException:
+            brokers.close()
+            raise
+    return brokers
 
 
 def setup_catalog(
@@ -263,6 +284,9 @@ def start(brokers: DemoBrokers, airports: list[str], carriers: list[str], output
     if not brokers.two:
         brokers.airport.start()
         return
+    if brokers.forwarder is not None:
+        _start_forwarded(brokers, airports, carriers, output)
+        return
     sides = (("airports", brokers.airport), ("carriers", brokers.carrier))
     files = {
         name: make_self_signed(name, Path(output) / "certificates" / name) for name, _ in sides
@@ -291,6 +315,68 @@ def start(brokers: DemoBrokers, airports: list[str], carriers: list[str], output
                 broker_instance=peer.service_broker_guid,
                 address=address,
             )
+
+
+FORWARD_SIZE_MB = 64
+"""The demo forwarder's MESSAGE_FORWARD_SIZE: room for a month's burst (FWD-2)."""
+
+
+def _start_forwarded(
+    brokers: DemoBrokers, airports: list[str], carriers: list[str], output: str
+) -> None:
+    """Three brokers: airports → forwarder → carriers (FWD-1). A self-signed certificate for
+    each endpoint; the airports and the carriers trust (hold the certificate of, and grant
+    CONNECT to) the forwarder only, the forwarder trusts both and has MESSAGE_FORWARDING. Once
+    all listen: the airports route every carrier service to the forwarder, the carriers every
+    airport service, and the forwarder routes each service on to its instance (a forwarder
+    needs routes to BOTH sides' services)."""
+    assert brokers.forwarder is not None
+    sides = (
+        ("airports", brokers.airport, ["forwarder"]),
+        ("carriers", brokers.carrier, ["forwarder"]),
+        ("forwarder", brokers.forwarder, ["airports", "carriers"]),
+    )
+    files = {
+        name: make_self_signed(name, Path(output) / "certificates" / name) for name, _, _ in sides
+    }
+    for name, broker, peers in sides:
+        cert, key = files[name]
+        broker.create_certificate(name, certificate_file=cert, private_key_file=key)
+        broker.create_endpoint(
+            f"{name}_endpoint",
+            listener_port=0,
+            authentication_certificate=name,
+            message_forwarding=name == "forwarder",
+            message_forward_size=FORWARD_SIZE_MB,
+        )
+        for peer in peers:
+            broker.create_certificate(peer, certificate_file=files[peer][0])
+            broker.grant_connect(f"{name}_endpoint", certificate=peer)
+    for _, broker, _ in sides:
+        broker.start()
+    addresses = {}
+    for name, broker, _ in sides:
+        address = broker.transport.listener_address
+        if address is None:
+            status = broker.transport.statistics().start_status
+            raise BrokerError(f"the {name} broker's endpoint did not start: {status}")
+        addresses[name] = address
+    for kind, codes, holder, name in (
+        ("carrier", carriers, brokers.carrier, "carriers"),
+        ("airport", airports, brokers.airport, "airports"),
+    ):
+        sender = brokers.airport if kind == "carrier" else brokers.carrier
+        for code in codes:
+            for broker, address in (
+                (sender, addresses["forwarder"]),
+                (brokers.forwarder, addresses[name]),
+            ):
+                broker.create_route(
+                    f"{kind}_{code}",
+                    service_name=service_name(kind, code),
+                    broker_instance=holder.service_broker_guid,
+                    address=address,
+                )
 
 
 def carrier_activation(
@@ -402,5 +488,5 @@ def wait_quiet(
             last_count = time.monotonic()
             progress()
             if brokers.two:
-                brokers.figures.sample(brokers.all)
+                brokers.figures.sample(brokers.every)
         time.sleep(0.2)

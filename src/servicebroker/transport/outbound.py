@@ -9,7 +9,8 @@ the fragments to send — never sent, or sent and due again after the NET-4 wait
 to 64 s) — in offer order, message by message in blocks of ``fragments_per_block`` so a small
 message goes between the fragments of a large one (PRI-18). A fragment the receiver
 holds (a soft ack, NET-5) is not sent again while the connection lives; a message is removed
-only when the receiver says it is committed (NET-3).
+only when the receiver says it is committed (NET-3). Each fragment's ``time_to_live`` is what is
+left of its dialog's lifetime when it is written (FWD-3: a forwarder discards it once spent).
 """
 
 from __future__ import annotations
@@ -188,12 +189,15 @@ class Outbound:
     ) -> None:
         pending = self._messages[key]
         size = self.settings.fragment_size
+        header = pending.header
+        if header.lifetime is not None:  # FWD-3: what is left of the dialog's lifetime
+            header = dataclasses.replace(header, time_to_live=max(0.0, header.lifetime - now))
         for _ in range(self.settings.fragments_per_block):
             if not pending.queue or (budget[0] <= 0 and out) or self._inflight >= self._cwnd:
                 break
             index = pending.queue.pop(0)
             data = pending.body[index * size : (index + 1) * size]
-            out.append(Fragment(pending.header, index, data))
+            out.append(Fragment(header, index, data))
             budget[0] -= max(1, len(data))
             self._sent += 1
             self._bytes_sent += len(data)

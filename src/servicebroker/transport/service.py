@@ -19,36 +19,22 @@ import contextlib
 import logging
 import socket
 import threading
-import uuid
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from functools import partial
 
 from ..context import BrokerContext
-from ..delivery import Applier
-from ..dialogs import ERROR, error_body
-from ..errors import DialogSecurityError, TransportError
-from .adjacent import (
-    AckReceived,
-    AdjacentConnection,
-    ConnectionClosed,
-    Event,
-    FragmentReceived,
-    RefusalReceived,
-)
-from .arrival import ArrivalSecurity, Outcome, Verdict, take_acknowledgements, take_arrival
+from ..errors import TransportError
 from .audit import LoginFailure
 from .destinations import Destinations
-from .dialog_protection import DialogKey, KeyRing, protect_outgoing
-from .inbound import Completed, Inbound
+from .forwarding import Forwarder, ForwardingStatistics, HeldFragment
 from .outbound import Outbound
 from .peer import PeerConnection, accept, connect
-from .pending import MessageKey, PendingRows, header_of, key_of, plan_offers, stale_offers
+from .pending import MessageKey, header_of, key_of, plan_offers, stale_offers
+from .receiving import ReceivingSide, send_fragment
 from .routing import format_tcp_address
-from .sealing import Sealer
 from .settings import TransportSettings
 from .tls import EndpointSecurity, security_from_catalog
-from .wire import Ack, Fragment, MessageHeader, Refusal
 
 __all__ = ["TransportService", "TransportStatistics"]
 
@@ -92,31 +78,7 @@ class TransportStatistics:
     connection_failures: int
 
 
-@dataclass
-class _Counters:
-    received: int = 0
-    duplicates: int = 0
-    refused: int = 0
-    rejected: int = 0
-    acknowledged: int = 0
-    accepted: int = 0
-    refused_logins: int = 0
-    failures: int = 0
-
-
-@dataclass
-class _State:
-    """What the threads share, under :attr:`TransportService._lock`."""
-
-    outbound: dict[str, Outbound] = field(default_factory=dict)
-    offered: dict[MessageKey, str] = field(default_factory=dict)  # key -> address
-    targets: dict[MessageKey, tuple[str, str | None]] = field(default_factory=dict)
-    outgoing: dict[str, PeerConnection] = field(default_factory=dict)
-    accepted: list[PeerConnection] = field(default_factory=list)
-    statuses: dict[MessageKey, str] = field(default_factory=dict)
-
-
-class TransportService:
+class TransportService(ReceivingSide):
     """The transport of one broker (see the module).
 
     Args:
@@ -137,32 +99,16 @@ class TransportService:
         join_thread: Callable[[str, float], None],
         settings: TransportSettings | None = None,
     ) -> None:
-        self._context = context
-        self._committed = committed
+        super().__init__(context, committed, settings)
         self._start_thread = start_thread
         self._join_thread = join_thread
-        self.settings = settings or TransportSettings()
-        self._lock = threading.RLock()
         self._start_lock = threading.Lock()
-        self._cond = threading.Condition(self._lock)
-        self._state = _State()
-        self._inbound = Inbound(self.settings)
-        self._destinations = Destinations(self.settings)
-        self._counters = _Counters()
         self._security: EndpointSecurity | None = None
         self._listener: socket.socket | None = None
         self._listener_address: str | None = None
-        self._instance: uuid.UUID | None = None
         self._running = False
-        self._stopping = False
         self._start_status: str | None = None
         self._wanted = False
-        self._pending = PendingRows()
-        self._full_windows: set[str] = set()  # addresses whose window left rows unoffered
-        self._acked_since_read: set[MessageKey] = set()
-        self._inbox: list[tuple[PeerConnection, Completed]] = []
-        self._sealer = Sealer(context.storage, KeyRing())
-        self._ackbox: list[tuple[PeerConnection, Ack]] = []
 
     # -- life cycle ------------------------------------------------------------------------
     def start(self) -> bool:
@@ -198,6 +144,7 @@ class TransportService:
         with self._lock:
             self._security = security
             self._instance = catalog.service_broker_guid
+            self._learn_catalog(catalog, self._context.clock.now())
             self._listener = listener
             host, port = listener.getsockname()[:2]
             self._listener_address = format_tcp_address(host, port)
@@ -222,7 +169,9 @@ class TransportService:
             connections = [*self._state.outgoing.values(), *self._state.accepted]
             now = self._context.clock.now()
             for address in self._state.outgoing:  # what was on the wire goes again (NET-5)
-                self._state.outbound[address].on_disconnect(now)
+                outbound = self._state.outbound.get(address)  # none: it only forwarded
+                if outbound is not None:
+                    outbound.on_disconnect(now)
             # a new start connects at once, as a first one does (TICK-3a suppresses after a
             # disconnection or failure while running, not across a restart)
             self._destinations = Destinations(self.settings)
@@ -231,6 +180,7 @@ class TransportService:
                     self._destinations.add(address)
             self._state.outgoing.clear()
             self._state.accepted.clear()
+            self._forwarder = Forwarder()  # held in memory only (FWD-2): the senders retry
             self._cond.notify_all()
         if listener is not None:
             with contextlib.suppress(OSError):
@@ -307,6 +257,14 @@ class TransportService:
         for conn in idle:
             conn.close("idle")
 
+    def forwarder_cleanup(self, now: float) -> None:
+        """TICK-4b: delete the forwarded fragments not passed on within 60 s of their arrival
+        (FWD-3); their senders send them again (NET-4)."""
+        with self._lock:
+            dropped = self._forwarder.cleanup(now)
+        if dropped:
+            log.info("forwarder deleted %d fragments not forwarded within 60 s (TICK-4b)", dropped)
+
     def retry_start(self, now: float) -> None:
         """TICK-4c: start the transport again if its start failed (or an endpoint was
         created since the broker started)."""
@@ -319,6 +277,17 @@ class TransportService:
         shows."""
         with self._lock:
             return [*self._state.outgoing.values(), *self._state.accepted]
+
+    def forwarded_messages(self) -> list[HeldFragment]:
+        """The fragments this broker holds to forward (FWD-2), by next-hop address, each
+        address's in arrival order: what ``dm_broker_forwarded_messages()`` shows."""
+        with self._lock:
+            return self._forwarder.held()
+
+    def forwarding_statistics(self) -> ForwardingStatistics:
+        """The forwarder's counters and what it holds (FWD-1..3, TICK-4b)."""
+        with self._lock:
+            return self._forwarder.statistics()
 
     def statistics(self) -> TransportStatistics:
         """A snapshot of the counters since the broker was opened (:class:`TransportStatistics`;
@@ -391,13 +360,14 @@ class TransportService:
             with self._lock:
                 last = pending.last
             mark = conn.transmission_remote_mark(last)
+            catalog = self._context.catalog.snapshot(conn)
             with self._lock:
+                self._learn_catalog(catalog, now)  # what the receiving side places fragments by
                 read = pending.next_read(mark)
                 if read is None or len(self._state.offered) >= _MAX_OFFERED:
                     return
                 self._acked_since_read.clear()
             rows = conn.transmission_remote(_BATCH, inline_bytes=_INLINE_BYTES, after=read.after)
-            catalog = self._context.catalog.snapshot(conn)
             with self._lock:
                 pending.learn(rows, read)
                 plan = plan_offers(
@@ -419,7 +389,7 @@ class TransportService:
         offers = []
         for row, address in plan.offers:
             body = row.message_body if row.message_body is not None else bodies[row.transmission_id]
-            if body is not None:
+            if body is not None:  # None: acknowledged (and deleted) since the rows were read
                 offers.append(((row, address), header_of(row, catalog, self._instance), body))
         ready, waiting = self._sealer.seal(offers, catalog, now)  # SEC-2: sealed, or waits
         with self._lock:
@@ -443,26 +413,37 @@ class TransportService:
             for address, outbound in self._state.outbound.items():
                 if not outbound.pending_count:
                     continue
-                conn = self._state.outgoing.get(address)
-                if conn is None or not conn.open:
-                    if self._destinations.should_connect(address, now):
-                        self._destinations.on_connecting(address, now)
-                        threading.Thread(
-                            target=self._connect,
-                            args=(address,),
-                            name="transport connect",
-                            daemon=True,
-                        ).start()
+                conn = self._connection_for(address, now)
+                if conn is None:
                     continue
                 frames = outbound.frames_due(now, _FRAME_BYTES)
                 if frames:
                     work.append((conn, frames))
+            # forwarded fragments: in arrival order, level 5 whatever their priority (PRI-11)
+            for address in self._forwarder.addresses():
+                conn = self._connection_for(address, now)
+                if conn is not None:
+                    work.append((conn, self._forwarder.take(address, now, _FRAME_BYTES)))
             conns = [*self._state.outgoing.values(), *self._state.accepted]
         for conn, frames in work:
-            conn.send(*(partial(_send_fragment, frame) for frame in frames))
+            conn.send(*(partial(send_fragment, frame) for frame in frames))
         for conn in conns:
             if conn.pending_acks:
                 conn.send(lambda a, n: a.flush_acks(n))
+
+    def _connection_for(self, address: str, now: float) -> PeerConnection | None:
+        """The open connection this broker made to ``address``; else None, and a connection
+        attempt starts unless one is under way or the address is suppressed (TICK-3a). Call
+        under the lock."""
+        conn = self._state.outgoing.get(address)
+        if conn is not None and conn.open:
+            return conn
+        if self._destinations.should_connect(address, now):
+            self._destinations.on_connecting(address, now)
+            threading.Thread(
+                target=self._connect, args=(address,), name="transport connect", daemon=True
+            ).start()
+        return None
 
     def _connect(self, address: str) -> None:
         clock = self._context.clock
@@ -489,231 +470,3 @@ class TransportService:
             self._destinations.on_connected(address, clock.now())
             self._cond.notify_all()
         conn.read(self._on_events)
-
-    # -- events from a connection ------------------------------------------------------
-    def _on_events(self, conn: PeerConnection, events: list[Event]) -> None:
-        now = self._context.clock.now()
-        completed: list[Completed] = []
-        acks: list[Ack] = []
-        refusals: list[Refusal] = []
-        closed: str | None = None
-        with self._lock:
-            for event in events:
-                if isinstance(event, FragmentReceived):
-                    for item in self._inbound.on_fragment(event.fragment, now):
-                        if isinstance(item, Completed):
-                            completed.append(item)
-                        elif isinstance(item, Ack):
-                            conn.queue_ack(item)
-                        else:
-                            log.warning("message dispatcher dropped a message: %s", item.reason)
-                elif isinstance(event, AckReceived):
-                    acks.append(event.ack)
-                elif isinstance(event, RefusalReceived):
-                    refusals.append(event.refusal)
-                elif isinstance(event, ConnectionClosed):
-                    closed = event.status
-            self._inbox.extend((conn, c) for c in completed)
-            self._ackbox.extend((conn, a) for a in acks)
-            self._cond.notify_all()
-        if refusals:
-            self._take_refusals(refusals, now)
-        if closed is not None:
-            self._closed(conn, closed, now)
-
-    def _dispatch(self) -> None:
-        """The message dispatcher's loop: commit what the connections brought — complete
-        messages, acknowledgements — in one write transaction each per pass (group commit:
-        whatever arrives during a commit goes into the next)."""
-        clock = self._context.clock
-        while not self._stopping:
-            with self._lock:
-                while not self._inbox and not self._ackbox and not self._stopping:
-                    self._cond.wait(0.5)
-                inbox, self._inbox = self._inbox, []
-                ackbox, self._ackbox = self._ackbox, []
-            if inbox:
-                self._take_messages(inbox, clock.now())
-            if ackbox:
-                self._take_acks(ackbox, clock.now())
-            if inbox or ackbox:
-                with self._lock:
-                    self._cond.notify_all()
-
-    def _take_messages(self, inbox: list[tuple[PeerConnection, Completed]], now: float) -> None:
-        """Commit complete messages (and the held ones they release) in one write
-        transaction, then answer each (NET-2, NET-3, NET-7)."""
-        storage = self._context.storage
-        answers: list[tuple[PeerConnection, Completed, Outcome]] = []
-        errors: list[tuple[PeerConnection, MessageHeader, bytes, DialogKey | None]] = []
-        with storage.connection() as db:
-            db.begin_write()
-            applier = Applier(db, self._context.catalog.snapshot(db), now)
-            work = list(reversed(inbox))
-            security = ArrivalSecurity(self._sealer.keys, self._sealer.wall_now())
-            while work:
-                conn, item = work.pop()
-                h = item.header
-                outcome = take_arrival(applier, h, item.body, security)
-                answers.append((conn, item, outcome))
-                if outcome.verdict is Verdict.DELIVERED:
-                    with self._lock:
-                        later = self._inbound.release(
-                            h.conversation_id, h.is_initiator, h.sequence + 1
-                        )
-                    if later is not None:
-                        work.append((conn, later))
-            applier.finish()
-            db.commit()
-        self._committed(applier.woken_queues, frozenset(applier.arrived_on_empty))
-        for conn, item, outcome in answers:
-            h = item.header
-            verdict = outcome.verdict
-            if verdict in (Verdict.DELIVERED, Verdict.DUPLICATE):
-                self._counters.received += verdict is Verdict.DELIVERED
-                self._counters.duplicates += verdict is Verdict.DUPLICATE
-                self._ack_back(conn, Ack(h.conversation_id, h.is_initiator, h.sequence, None))
-            elif verdict is Verdict.LATER:
-                with self._lock:
-                    self._inbound.hold(item, now)
-            elif verdict is Verdict.REFUSED:
-                self._counters.refused += 1
-                if outcome.rejected:
-                    self._counters.rejected += 1
-                    log.warning("transport: dialog security refused a message: %s", outcome.status)
-                refusal = Refusal(h.conversation_id, h.is_initiator, h.sequence, outcome.status)
-                conn.send(partial(_send_refusal, refusal))
-            else:
-                self._counters.refused += 1
-                assert outcome.error is not None
-                errors.append((conn, h, error_body(*outcome.error), outcome.key))
-        for conn, h, body, key in errors:
-            self._error_back(conn, h, body, key)
-
-    def _ack_back(self, conn: PeerConnection, ack: Ack) -> None:
-        """Queue an acknowledgement to ride on the next fragment to the peer (NET-3): on the
-        connection this broker sends to it on, else the one the message came on."""
-        with self._lock:
-            target = conn
-            peer = conn.peer_instance
-            for out in self._state.outgoing.values():
-                if out.open and out.peer_instance == peer:
-                    target = out
-                    break
-            target.queue_ack(ack)
-
-    def _error_back(
-        self, conn: PeerConnection, h: MessageHeader, body: bytes, key: DialogKey | None
-    ) -> None:
-        """Send the sender the broker's Error for its dialog (unsequenced, NET-2), sealed with
-        the dialog's session key when it is secured (SEC-2)."""
-        assert self._instance is not None
-        header = MessageHeader(
-            conversation_id=h.conversation_id,
-            is_initiator=not h.is_initiator,
-            sequence=-1,
-            message_id=uuid.uuid4().bytes,
-            from_service=h.to_service,
-            to_service=h.from_service,
-            contract=h.contract,
-            message_type=ERROR,
-            validation="X",
-            from_broker_instance=self._instance,
-            to_broker_instance=h.from_broker_instance,
-            priority=h.priority,
-            lifetime=h.lifetime,
-            message_size=len(body),
-            fragment_count=1,
-        )
-        if key is not None:
-            try:
-                with self._context.storage.connection() as db:
-                    catalog = self._context.catalog.snapshot(db)
-                header, body = protect_outgoing(
-                    header, body, key, catalog, self._sealer.keys, self._sealer.wall_now()
-                )
-            except DialogSecurityError as exc:  # never in clear: the sender's retry asks again
-                log.warning("transport: the Error for a secured dialog is not sent: %s", exc)
-                return
-        fragment = Fragment(header, 0, body)
-        conn.send(partial(_send_fragment, fragment))
-
-    def _take_acks(self, ackbox: list[tuple[PeerConnection, Ack]], now: float) -> None:
-        done: list[tuple[MessageKey, uuid.UUID]] = []
-        with self._lock:
-            for conn, ack in ackbox:
-                peer = conn.peer_instance or uuid.UUID(int=0)
-                key = (ack.conversation_id, ack.is_initiator, ack.sequence)
-                address = self._state.offered.get(key)
-                outbound = self._state.outbound.get(address) if address else None
-                if outbound is not None:
-                    done.extend((k, peer) for k in outbound.on_ack(ack, now))
-                elif ack.fragment is None and address is None:
-                    done.append((key, peer))  # acknowledged again after a restart: delete it
-        if not done:
-            return
-        storage = self._context.storage
-        with storage.connection() as db:
-            db.begin_write()
-            applier = Applier(db, self._context.catalog.snapshot(db), now)
-            take_acknowledgements(applier, ((c, i, n, peer) for (c, i, n), peer in done))
-            applier.finish()
-            db.commit()
-        with self._lock:  # forgotten only once deleted: a fill meanwhile must not offer it again
-            for key, _ in done:
-                self._state.offered.pop(key, None)
-                self._state.targets.pop(key, None)
-                self._state.statuses.pop(key, None)
-                self._acked_since_read.add(key)
-                self._pending.gone(key)
-            self._counters.acknowledged += len(done)
-            # read everything again once half a full window is acknowledged
-            half = self.settings.window_bytes // 2
-            if any(self._state.outbound[a].pending_bytes < half for a in self._full_windows):
-                self._full_windows = set()
-                self._pending.read_all()
-
-    def _take_refusals(self, refusals: list[Refusal], now: float) -> None:
-        updates = []
-        with self._lock:
-            for refusal in refusals:
-                key = (refusal.conversation_id, refusal.is_initiator, refusal.sequence)
-                address = self._state.offered.get(key)
-                outbound = self._state.outbound.get(address) if address else None
-                if outbound is not None:
-                    outbound.on_refusal(refusal, now)
-                updates.append((key, refusal.status))
-        self._set_statuses(updates)
-
-    def _set_statuses(self, updates: list[tuple[MessageKey, str]]) -> None:
-        """Record why messages wait (NET-7), writing only changes."""
-        with self._lock:
-            changed = [(k, s) for k, s in updates if self._state.statuses.get(k) != s]
-            for k, s in changed:
-                self._state.statuses[k] = s
-        if not changed:
-            return
-        with self._context.storage.connection() as db:
-            db.begin_write()
-            db.set_transmission_message_statuses(changed)
-            db.commit()
-
-    def _closed(self, conn: PeerConnection, status: str, now: float) -> None:
-        with self._lock:
-            if self._state.outgoing.get(conn.address) is conn:
-                del self._state.outgoing[conn.address]
-                outbound = self._state.outbound.get(conn.address)
-                if outbound is not None:
-                    outbound.on_disconnect(now)
-                self._destinations.on_disconnected(conn.address, now)
-            if conn in self._state.accepted:
-                self._state.accepted.remove(conn)
-        log.info("transport: connection with %s closed: %s", conn.address, status)
-
-
-def _send_fragment(fragment: Fragment, adjacent: AdjacentConnection, now: float) -> bytes:
-    return adjacent.send_fragment(fragment, now)
-
-
-def _send_refusal(refusal: Refusal, adjacent: AdjacentConnection, now: float) -> bytes:
-    return adjacent.send_refusal(refusal, now)

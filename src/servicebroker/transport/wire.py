@@ -110,12 +110,15 @@ class Ack:
     """An acknowledgement (NET-3) of message ``sequence`` sent by side ``is_initiator`` of
     ``conversation_id``: ``fragment=None`` means the message is committed at the receiver
     (durable: the sender deletes it); an int means that fragment is held (good only while
-    the connection lives, NET-5)."""
+    the connection lives, NET-5). ``by`` is the broker instance that made the acknowledgement
+    (the final destination, which a forwarder passes it on from unchanged): the initiator pins
+    its dialog to it (RTE-4); None: the peer that sent it."""
 
     conversation_id: bytes
     is_initiator: bool
     sequence: int
     fragment: int | None = None
+    by: uuid.UUID | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -323,6 +326,7 @@ def _write_acks(w: _Writer, acks: tuple[Ack, ...] | list[Ack]) -> None:
             )
         fragment = -1 if a.fragment is None else a.fragment
         w.parts.append(_ACK.pack(a.conversation_id, bool(a.is_initiator), a.sequence, fragment))
+        w.parts.append(b"\0" if a.by is None else b"\1" + a.by.bytes)
 
 
 def _read_acks(r: _Reader) -> tuple[Ack, ...]:
@@ -335,7 +339,8 @@ def _read_acks(r: _Reader) -> tuple[Ack, ...]:
                 f"{r.what} ack {i} is not right (is_initiator {side}, sequence {seq}, "
                 f"fragment {fragment})"
             )
-        acks.append(Ack(conv, side == 1, seq, None if fragment == -1 else fragment))
+        by = uuid.UUID(bytes=r.take(f"ack {i} by", 16)) if r.flag(f"ack {i} by") else None
+        acks.append(Ack(conv, side == 1, seq, None if fragment == -1 else fragment, by))
     return tuple(acks)
 
 

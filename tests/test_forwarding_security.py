@@ -1,0 +1,189 @@
+"""Dialog security through a forwarder (SEC-2, FWD-2): the forwarder holds and passes on only
+ciphertext, and a forwarder that alters, truncates, re-orders, replays or moves what it carries
+gets nothing delivered — each such message is refused at the target and counted, and the
+sender's intact copy, sent again (NET-4), gets through once the forwarder behaves.
+
+Microsoft's pages: "Service Broker dialog security" (messages are encrypted end to end; "a
+forwarder does not decrypt messages"), docs/database-engine/service-broker/; BEGIN DIALOG …
+WITH ENCRYPTION.
+
+The bad forwarder is the real one with its intake wrapped (``Forwarder.receive``, what it
+holds in memory): the tests read and rewrite exactly the bytes it keeps.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Callable, Iterator
+from typing import Any
+
+import pytest
+
+from servicebroker.transport.forwarding import Forwarder
+from servicebroker.transport.wire import Fragment
+
+from .conftest import Opener
+from .test_forwarding import take
+from .transport_sites import (
+    CONTRACT,
+    INITIATOR,
+    TARGET,
+    Site,
+    eventually,
+    through_forwarder,
+)
+
+SECRET = b"<order>the secret recipe"
+
+
+@pytest.fixture
+def backend() -> str:
+    return "sqlite"
+
+
+Tamper = Callable[[Fragment], list[Fragment]]
+
+
+@pytest.fixture
+def forwarder_memory(monkeypatch: pytest.MonkeyPatch) -> Iterator[dict[str, Any]]:
+    """Every fragment the forwarder takes into memory, and a ``tamper`` hook (default: none)
+    that may rewrite, drop or repeat each before the forwarder holds it."""
+    seen: dict[str, Any] = {"fragments": [], "tamper": None, "replay": None}
+    original = Forwarder.receive
+
+    def receive(self: Forwarder, fragment: Fragment, **kw: Any) -> Any:
+        seen["replay"] = lambda fr: original(self, fr, **kw)  # pass a fragment on again
+        tamper: Tamper | None = seen["tamper"]
+        out = tamper(fragment) if tamper is not None else [fragment]
+        result = None
+        for f in out:
+            seen["fragments"].append(f)
+            result = original(self, f, **kw)
+        return result
+
+    monkeypatch.setattr(Forwarder, "receive", receive)
+    yield seen
+
+
+def secure_through(a: Site, f: Site, b: Site) -> None:
+    """Full dialog security between the shop (a) and the warehouse (b) through f (SEC-3):
+    each holds the other's certificate, owned by a user; the shop binds the warehouse."""
+    through_forwarder(a, f, b)
+    a.broker.create_certificate("warehouse_cert", certificate_file=str(b.cert[0]))
+    a.broker.create_user("warehouse_user", certificate="warehouse_cert")
+    a.broker.create_remote_service_binding("to_wh", to_service=TARGET, user="warehouse_user")
+    b.broker.create_certificate("shop_cert", certificate_file=str(a.cert[0]))
+    b.broker.create_user("shop_user", certificate="shop_cert")
+    b.broker.grant("SEND", on=f"SERVICE::{TARGET}", to="shop_user")
+
+
+def send(site: Site, bodies: list[bytes]) -> None:
+    with site.broker.transaction() as tx:
+        handle = tx.begin_dialog(INITIATOR, TARGET, contract=CONTRACT)
+        for body in bodies:
+            tx.send(handle, "Order", body)
+
+
+def test_forwarder_holds_and_passes_only_ciphertext_sec2_fwd2(
+    open_sites: Opener, forwarder_memory: dict[str, Any]
+) -> None:
+    """SEC-2, FWD-2: everything the forwarder held was sealed and none of it contains a body;
+    the reply comes back sealed too; the target gets the plain bodies in order."""
+    a, f, b = open_sites(3)
+    secure_through(a, f, b)
+    bodies = [SECRET + b" %d</order>" % i for i in range(10)]
+    send(a, bodies)
+    got = take(b.broker, "warehouse_q", 10)
+    assert [body for _, _, body in got] == bodies
+    with b.broker.transaction() as tx:
+        tx.send(got[0][0], "Receipt", b"<receipt>private</receipt>")
+    assert [body for _, _, body in take(a.broker, "shop_q", 1)] == [b"<receipt>private</receipt>"]
+    held = forwarder_memory["fragments"]
+    assert len(held) >= 11 and all(fr.header.encrypted for fr in held)
+    assert not any(SECRET in fr.data or b"private" in fr.data for fr in held)
+    assert held[0].header.security  # the first message carries the wrapped key and signature
+    assert f.broker.transport.statistics().rejected == 0
+
+
+@pytest.mark.parametrize(
+    "attack",
+    ["flip a bit", "truncate", "swap two messages"],
+)
+def test_a_tampering_forwarder_gets_nothing_delivered_sec2(
+    attack: str, open_sites: Opener, forwarder_memory: dict[str, Any]
+) -> None:
+    """SEC-2 (bad actors at the forwarder): an altered, truncated or re-ordered (bodies swapped
+    between sequence numbers) message is refused at the target (a body moved to another dialog
+    fails the same check: tests/test_dialog_security.py), counted in ``statistics().rejected``, never delivered; once the forwarder stops
+    tampering, the senders' intact copies arrive once each and in order (NET-2, NET-4)."""
+    a, f, b = open_sites(3)
+    secure_through(a, f, b)
+    stash: dict[int, Fragment] = {}
+    active = {"on": True}
+
+    def tamper(fr: Fragment) -> list[Fragment]:
+        h = fr.header
+        if not active["on"] or not h.encrypted or not h.is_initiator or h.sequence < 0:
+            return [fr]
+        if attack == "flip a bit":
+            data = bytearray(fr.data)
+            data[len(data) // 2] ^= 0x20
+            return [dataclasses.replace(fr, data=bytes(data))]
+        if attack == "truncate":
+            cut = fr.data[:-5]
+            return [
+                dataclasses.replace(
+                    fr, data=cut, header=dataclasses.replace(h, message_size=len(cut))
+                )
+            ]
+        if attack == "swap two messages":
+            stash[h.sequence] = fr
+            if h.sequence == 1 and 0 in stash:  # 0 with 1's body, 1 with 0's
+                zero = stash[0]
+                return [
+                    dataclasses.replace(
+                        zero,
+                        data=fr.data,
+                        header=dataclasses.replace(zero.header, message_size=len(fr.data)),
+                    ),
+                    dataclasses.replace(
+                        fr,
+                        data=zero.data,
+                        header=dataclasses.replace(h, message_size=len(zero.data)),
+                    ),
+                ]
+            return []
+        return [fr]
+
+    forwarder_memory["tamper"] = tamper
+    bodies = [SECRET + b" %d</order>" % i for i in range(2)]
+    send(a, bodies)
+    eventually(lambda: b.broker.transport.statistics().rejected >= 1, "a rejected message")
+    with b.broker.transaction() as tx:
+        assert tx.receive("warehouse_q") == []  # nothing delivered while the forwarder tampers
+    active["on"] = False
+    for site in (a, f, b):
+        site.clock.advance(70)  # NET-4: the senders' retries; TICK-4b clears the forwarder
+    got = take(b.broker, "warehouse_q", 2)
+    assert [body for _, _, body in got] == bodies  # in order, once each
+
+
+def test_a_replaying_forwarder_delivers_each_message_once_sec2_net2(
+    open_sites: Opener, forwarder_memory: dict[str, Any]
+) -> None:
+    """SEC-2, NET-2 (bad actors): a forwarder that passes every message on again after it was
+    delivered gets nothing delivered twice — the copies are duplicates (NET-2), acknowledged
+    again and discarded, and counted."""
+    a, f, b = open_sites(3)
+    secure_through(a, f, b)
+    bodies = [SECRET + b" %d</order>" % i for i in range(5)]
+    send(a, bodies)
+    assert [body for _, _, body in take(b.broker, "warehouse_q", 5)] == bodies
+    before = b.broker.transport.statistics().duplicates
+    for fr in list(forwarder_memory["fragments"]):
+        forwarder_memory["replay"](fr)
+    eventually(
+        lambda: b.broker.transport.statistics().duplicates >= before + 5, "the copies refused"
+    )
+    with b.broker.transaction() as tx:
+        assert tx.receive("warehouse_q") == []
