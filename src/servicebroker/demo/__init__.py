@@ -76,6 +76,8 @@ class DemoResult:
     transported: int = 0
     forwarded: int = 0
     """Fragments the forwarder passed on (``forwarder=True``), both ways (FWD-2)."""
+    sealed: int = 0
+    """Messages sealed end to end by dialog security (SEC-2), both ways."""
 
 
 def _process_year(
@@ -309,15 +311,17 @@ def _run(
     ]
     for name in [f"airport_{a}" for a in airports] + [f"carrier_{c}" for c in carriers]:
         figures.append((f"most concurrent readers on {name}", str(monitors.get(name, 0))))
-    transported = 0
+    transported = sealed = 0
     if brokers.two:
         to_carriers, to_airports = carried[1].messages_received, carried[0].messages_received
         transported = to_carriers + to_airports
         duplicates = carried[0].duplicates + carried[1].duplicates
+        sealed = carried[0].sealed + carried[1].sealed
         figures += [
             ("transport: messages airports → carriers", f"{to_carriers:,}"),
             ("transport: messages carriers → airports", f"{to_airports:,}"),
             ("transport: copies received again (NET-2)", f"{duplicates:,}"),
+            ("dialog security: messages sealed end to end (SEC-2)", f"{sealed:,}"),
             ("transport: fragments sent (both ways)", f"{brokers.figures.fragments_sent:,}"),
             ("transport: bytes sent (both ways)", f"{brokers.figures.bytes_sent:,}"),
             ("transport: connections opened", f"{brokers.figures.connections:,}"),
@@ -352,4 +356,5 @@ def _run(
         len(brokers.all),
         transported,
         0 if forwarding is None else forwarding.forwarded,
+        sealed,
     )

@@ -279,8 +279,9 @@ def setup_catalog(
 def start(brokers: DemoBrokers, airports: list[str], carriers: list[str], output: str) -> None:
     """Start the broker(s). For two instances first make a self-signed certificate for each
     endpoint (``OUTPUT/certificates``), create each endpoint on a port the system chooses,
-    grant CONNECT to the other side's certificate (SEC-1), and once both listen, route each
-    service to the instance that holds it (RTE-1: SERVICE_NAME, BROKER_INSTANCE, ADDRESS)."""
+    grant CONNECT to the other side's certificate (SEC-1), secure the dialogs end to end
+    (:func:`_secure_dialogs`), and once both listen, route each service to the instance that
+    holds it (RTE-1: SERVICE_NAME, BROKER_INSTANCE, ADDRESS)."""
     if not brokers.two:
         brokers.airport.start()
         return
@@ -298,6 +299,7 @@ def start(brokers: DemoBrokers, airports: list[str], carriers: list[str], output
         broker.create_certificate(other, certificate_file=files[other][0])
         broker.create_endpoint(f"{name}_endpoint", listener_port=0, authentication_certificate=name)
         broker.grant_connect(f"{name}_endpoint", certificate=other)
+    _secure_dialogs(brokers, carriers, files, have_peer_certificates=True)
     for _, broker in sides:
         broker.start()
     for broker, peer, kind, codes in (
@@ -315,6 +317,34 @@ def start(brokers: DemoBrokers, airports: list[str], carriers: list[str], output
                 broker_instance=peer.service_broker_guid,
                 address=address,
             )
+
+
+def _secure_dialogs(
+    brokers: DemoBrokers,
+    carriers: list[str],
+    files: dict[str, tuple[Path, Path]],
+    *,
+    have_peer_certificates: bool,
+) -> None:
+    """Full dialog security between the airports and the carriers (SEC-2, SEC-3): on the
+    airports' broker a user owns the carriers' certificate and a remote service binding per
+    carrier service names it; on the carriers' broker a user owns the airports' certificate and
+    may SEND to every carrier service (SEC-4). Each broker signs with its endpoint's
+    certificate (dbo's); a forwarder between them holds no dialog certificate and sees only
+    ciphertext."""
+    for broker, mine, theirs in (
+        (brokers.airport, "airports", "carriers"),
+        (brokers.carrier, "carriers", "airports"),
+    ):
+        if not have_peer_certificates:
+            broker.create_certificate(theirs, certificate_file=files[theirs][0])
+        broker.create_user(f"{theirs}_user", certificate=theirs)
+    for code in carriers:
+        target = service_name("carrier", code)
+        brokers.airport.create_remote_service_binding(
+            f"carrier_{code}", to_service=target, user="carriers_user"
+        )
+        brokers.carrier.grant("SEND", on=f"SERVICE::{target}", to="airports_user")
 
 
 FORWARD_SIZE_MB = 64
@@ -352,6 +382,7 @@ def _start_forwarded(
         for peer in peers:
             broker.create_certificate(peer, certificate_file=files[peer][0])
             broker.grant_connect(f"{name}_endpoint", certificate=peer)
+    _secure_dialogs(brokers, carriers, files, have_peer_certificates=False)
     for _, broker, _ in sides:
         broker.start()
     addresses = {}

@@ -62,6 +62,8 @@ class Sealer:
         self.keys = keys
         self._wall_clock = wall_clock
         self._known: dict[_Side, DialogKey | None] = {}
+        self.sealed = 0
+        """Messages sealed so far (SEC-2; a retry seals again and counts again)."""
 
     def wall_now(self) -> float:
         """The wall clock's now, seconds since the epoch (certificates' dates)."""
@@ -105,6 +107,7 @@ class Sealer:
                 waiting.append((tag, str(exc)))
                 continue
             ready.append(SealedOffer(tag, sealed_header, sealed))
+            self.sealed += 1
         return ready, waiting
 
     def _learn(self, sides: list[_Side], catalog: CatalogSnapshot, now: float) -> dict[_Side, str]:

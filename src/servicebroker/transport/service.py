@@ -59,6 +59,7 @@ class TransportStatistics:
         messages_received: messages committed from other instances.
         duplicates: copies of messages already taken, acknowledged again (NET-2).
         refused: messages refused (NET-7) or answered with an Error.
+        sealed: messages sealed by dialog security as they left (SEC-2).
         rejected: messages dialog security refused (SEC-2: altered, forged, moved, or without
             the certificates they need), never delivered; a subset of ``refused``.
         acknowledged: own messages acknowledged by other instances (NET-3).
@@ -71,6 +72,7 @@ class TransportStatistics:
     messages_received: int
     duplicates: int
     refused: int
+    sealed: int
     rejected: int
     acknowledged: int
     connections_accepted: int
@@ -300,6 +302,7 @@ class TransportService(ReceivingSide):
             c.received,
             c.duplicates,
             c.refused,
+            self._sealer.sealed,
             c.rejected,
             c.acknowledged,
             c.accepted,
