@@ -332,10 +332,7 @@ def _secure_dialogs(
     may SEND to every carrier service (SEC-4). Each broker signs with its endpoint's
     certificate (dbo's); a forwarder between them holds no dialog certificate and sees only
     ciphertext."""
-    for broker, mine, theirs in (
-        (brokers.airport, "airports", "carriers"),
-        (brokers.carrier, "carriers", "airports"),
-    ):
+    for broker, theirs in ((brokers.airport, "carriers"), (brokers.carrier, "airports")):
         if not have_peer_certificates:
             broker.create_certificate(theirs, certificate_file=files[theirs][0])
         broker.create_user(f"{theirs}_user", certificate=theirs)
