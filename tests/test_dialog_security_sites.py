@@ -282,3 +282,26 @@ def test_dialogs_within_one_broker_are_never_encrypted_sec2(
     assert all(
         e.outbound_session_key_identifier is None for e in broker.views.conversation_endpoints()
     )
+
+
+def test_a_session_key_altered_in_storage_delivers_nothing_sec2(sites: tuple[Site, Site]) -> None:
+    """SEC-2 (bad actors, storage): the target's stored session key altered — every message
+    of the dialog then fails its integrity check there: refused, counted, never delivered
+    (no garbage reaches the queue); with the key put back, the sender's copy arrives."""
+    a, b = sites
+    shop_and_warehouse(a, b)
+    dialog_security(a, b)
+    handle = send_orders(a.broker, 1)
+    receive_all(b.broker, "warehouse_q", 1)
+    [(key,)] = b.broker.execute("SELECT session_key FROM conversation_endpoints")
+    b.broker.execute("UPDATE conversation_endpoints SET session_key = ?", (bytes(32),))
+    with a.broker.transaction() as tx:
+        tx.send(handle, "Order", "<order>second</order>")
+    status = eventually(lambda: first_status(a.broker), "the sender's transmission_status")
+    assert "fails its integrity check" in status
+    assert b.broker.transport.statistics().rejected >= 1
+    with b.broker.transaction() as tx:
+        assert tx.receive("warehouse_q") == []
+    b.broker.execute("UPDATE conversation_endpoints SET session_key = ?", (key,))
+    a.clock.advance(70)  # NET-4: the retry
+    assert receive_all(b.broker, "warehouse_q", 1) == [("Order", b"<order>second</order>")]

@@ -19,6 +19,7 @@ from typing import Any
 
 import pytest
 
+from servicebroker.transport.dialog_security import decode_security_header, encode_security_header
 from servicebroker.transport.forwarding import Forwarder
 from servicebroker.transport.wire import Fragment
 
@@ -30,6 +31,7 @@ from .transport_sites import (
     TARGET,
     Site,
     eventually,
+    first_status,
     through_forwarder,
 )
 
@@ -187,3 +189,30 @@ def test_a_replaying_forwarder_delivers_each_message_once_sec2_net2(
     )
     with b.broker.transaction() as tx:
         assert tx.receive("warehouse_q") == []
+
+
+def test_a_forged_signature_is_refused_with_its_status_sec2(
+    open_sites: Opener, forwarder_memory: dict[str, Any]
+) -> None:
+    """SEC-2 (bad actors): a forwarder that alters the first message's signature (a forgery)
+    gets the dialog refused at the target; the sender's transmission_status says the signature
+    does not verify (the refusal comes back through the forwarder); nothing is delivered."""
+    a, f, b = open_sites(3)
+    secure_through(a, f, b)
+
+    def forge(fr: Fragment) -> list[Fragment]:
+        if not fr.header.security:
+            return [fr]
+        sh = decode_security_header(fr.header.security)
+        signature = bytearray(sh.signature)
+        signature[-1] ^= 0x01
+        forged = dataclasses.replace(sh, signature=bytes(signature))
+        header = dataclasses.replace(fr.header, security=encode_security_header(forged))
+        return [dataclasses.replace(fr, header=header)]
+
+    forwarder_memory["tamper"] = forge
+    send(a, [SECRET + b"</order>"])
+    status = eventually(lambda: first_status(a.broker), "the sender's transmission_status")
+    assert "does not verify" in status
+    assert b.broker.transport.statistics().rejected >= 1
+    assert b.broker.views.conversation_endpoints() == []
