@@ -465,6 +465,8 @@ class Applier:
                     0,
                     # the target endpoint's own level: local = target, remote = initiator (PRI-4)
                     self.catalog.level(sender.service_contract_id, target.name, from_service),
+                    principal_id=1,  # dbo owns the target service; the initiator's is the far one
+                    far_principal_id=sender.principal_id,
                 )
             )
         else:

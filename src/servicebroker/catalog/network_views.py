@@ -1,8 +1,8 @@
 """The transport's catalog views — ``sys.routes``, ``sys.service_broker_endpoints`` and
 ``sys.certificates`` — as frozen dataclass rows with SQL Server's column names, built by pure
 functions from a :class:`CatalogSnapshot` (``broker.views`` calls them on a fresh snapshot).
-Times are timezone-aware UTC datetimes; ``principal_id`` is always None (no database
-principals here, docs/reference.md).
+Times are timezone-aware UTC datetimes. ``sys.certificates``' owner (``principal_id``) is
+filled in by :mod:`.principal_views`, which knows the database principals.
 """
 
 from __future__ import annotations

@@ -24,6 +24,7 @@ epoch), as TLS checks it: a certificate's dates are the world's, not the broker 
 
 from __future__ import annotations
 
+import dataclasses
 import datetime
 import threading
 import uuid
@@ -285,14 +286,8 @@ def protect_outgoing(
             sh = sign_header(keys.private_key(mine), header, sh, signer=mine.thumbprint)
         security = encode_security_header(sh)
     sealed = seal_body(key.key, header, body)
-    out = _replace(header, message_size=len(sealed), encrypted=True, security=security)
+    out = dataclasses.replace(header, message_size=len(sealed), encrypted=True, security=security)
     return out, sealed
-
-
-def _replace(header: MessageHeader, **changes: object) -> MessageHeader:
-    fields = {name: getattr(header, name) for name in header.__dataclass_fields__}
-    fields.update(changes)
-    return MessageHeader(**fields)
 
 
 @dataclass(frozen=True, slots=True)

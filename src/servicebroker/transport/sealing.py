@@ -12,6 +12,7 @@ from __future__ import annotations
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from typing import Generic, TypeVar
 
 from ..catalog import CatalogSnapshot
 from ..delivery import Applier
@@ -32,15 +33,16 @@ from .wire import MessageHeader
 __all__ = ["SealedOffer", "Sealer"]
 
 _Side = tuple[bytes, bool]
+T = TypeVar("T")
 _CACHE_LIMIT = 50_000
 
 
 @dataclass(frozen=True, slots=True)
-class SealedOffer:
+class SealedOffer(Generic[T]):
     """One message ready to offer: ``header`` and ``body`` as they leave (sealed when the
     dialog is secured); ``tag`` is the caller's (its row and address)."""
 
-    tag: object
+    tag: T
     header: MessageHeader
     body: bytes
 
@@ -71,10 +73,10 @@ class Sealer:
 
     def seal(
         self,
-        offers: Sequence[tuple[object, MessageHeader, bytes]],
+        offers: Sequence[tuple[T, MessageHeader, bytes]],
         catalog: CatalogSnapshot,
         now: float,
-    ) -> tuple[list[SealedOffer], list[tuple[object, str]]]:
+    ) -> tuple[list[SealedOffer[T]], list[tuple[T, str]]]:
         """Seal ``offers`` — (tag, header, plain body) of messages for other instances — at
         ``now`` (broker-clock seconds). Returns the offers ready to go, and (tag, status) of
         those that wait because dialog security lacks a binding or a certificate (NET-7).
@@ -87,8 +89,8 @@ class Sealer:
         refused: dict[_Side, str] = {}
         if unknown:
             refused = self._learn(unknown, catalog, now)
-        ready: list[SealedOffer] = []
-        waiting: list[tuple[object, str]] = []
+        ready: list[SealedOffer[T]] = []
+        waiting: list[tuple[T, str]] = []
         wall_now = self.wall_now()
         for tag, header, body in offers:
             side = (header.conversation_id, header.is_initiator)

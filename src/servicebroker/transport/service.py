@@ -397,7 +397,7 @@ class TransportService(ReceivingSide):
         ready, waiting = self._sealer.seal(offers, catalog, now)  # SEC-2: sealed, or waits
         with self._lock:
             for offer in ready:
-                row, address = offer.tag  # type: ignore[misc]
+                row, address = offer.tag
                 key = key_of(row)
                 if key in self._acked_since_read:
                     continue  # acknowledged (and deleted) since the rows were read
@@ -406,7 +406,7 @@ class TransportService(ReceivingSide):
                 self._state.offered[key] = address
                 self._state.targets[key] = (row.to_service_name, row.to_broker_instance)
                 self._destinations.add(address)
-        unsent = [*plan.unrouted, *((key_of(tag[0]), s) for tag, s in waiting)]  # type: ignore[index]
+        unsent = [*plan.unrouted, *((key_of(row), s) for (row, _), s in waiting)]
         if unsent:
             self._set_statuses(unsent)
 
