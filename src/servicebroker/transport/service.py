@@ -1,15 +1,18 @@
 """The transport of one broker: its Service Broker endpoint's listener, the connections to other
 instances, and the transmitter that sends the transport's rows of the transmission queue
-(NET-1..8, RTE-2/4, SEC-1, TICK-2c, TICK-3a/b, TICK-4a/c) — the thin threaded shell around the
-pure protocol (:mod:`.outbound`, :mod:`.inbound`, :mod:`.adjacent`, :mod:`.destinations`) and
-the storage side (:mod:`.arrival`).
+(NET-1..8, RTE-2/4, SEC-1, FWD-1..3, TICK-2c, TICK-3a/b, TICK-4a/b/c) — the thin threaded shell
+around the pure protocol (:mod:`.outbound`, :mod:`.inbound`, :mod:`.adjacent`,
+:mod:`.destinations`, :mod:`.forwarding`) and the storage side (:mod:`.arrival`); what the
+connections bring is handled by :mod:`.receiving`, whose state this class shares.
 
 Threads (supervised by the broker): the listener accepts connections (each gets a reader
 thread); the transmitter reads the transport's rows, chooses each one's route, offers it to the
 :class:`~.outbound.Outbound` of its address and writes the fragments due, connecting when a
-destination has messages and is not suppressed. A reader thread takes a connection's events:
-complete messages are committed to their queues in one write transaction per batch and
-acknowledged only after the commit (NET-3); acknowledgements delete the acknowledged rows.
+destination has messages and is not suppressed, and passes on the fragments this broker
+forwards (PRI-11: in arrival order, whatever their priority). A reader thread takes a
+connection's events (:mod:`.receiving`): complete messages are committed to their queues in one
+write transaction per batch and acknowledged only after the commit (NET-3); acknowledgements
+delete the acknowledged rows; fragments for services elsewhere are forwarded (FWD-1).
 Every time read is the broker clock's.
 """
 
