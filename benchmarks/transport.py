@@ -11,7 +11,9 @@
   commit; both processes on one host), and bytes on the wire per message (the sender's
   ``dm_broker_connections()`` total_bytes_sent + total_bytes_received over the messages).
   Beside them the same load through a forwarder (FWD-1): initiator → forwarder → target, three
-  SQLite files and three processes, the forwarder's endpoint with MESSAGE_FORWARDING.
+  SQLite files and three processes, the forwarder's endpoint with MESSAGE_FORWARDING; and each
+  of the two with full dialog security (SEC-2: a remote service binding and a user owning each
+  side's certificate, every body sealed end to end) against dialogs begun WITH ENCRYPTION = OFF.
 - RabbitMQ at ``--rabbitmq`` (guest/guest), 100-byte load: a durable queue, persistent
   messages, publisher confirms (pika's BlockingChannel waits for each confirm), manual acks
   (one ``multiple`` ack per batch), publisher and consumer each their own process. Skipped,
@@ -101,12 +103,30 @@ def catalog(broker: Broker, *, initiator: bool, target: bool) -> None:
     if target:
         broker.create_queue("tq")
         broker.create_service("//t", queue="tq", contracts=["C"])
+        broker.grant("SEND", on="SERVICE:://t", to="public")  # SEC-4: unsecured dialogs
 
 
-def setup_pair(folder: Path, encryption: str = "REQUIRED") -> tuple[str, str]:
+def secure_dialogs(initiator: Broker, target: Broker, certs: tuple[Path, Path]) -> None:
+    """Full dialog security (SEC-2, SEC-3) from //i to //t: on the initiator a user owns the
+    target's certificate (``certs``: initiator's, target's) and a binding names it; on the
+    target a user owns the initiator's certificate and may SEND to //t. The sender begins its
+    dialogs WITH ENCRYPTION = OFF: the binding secures them all the same."""
+    initiator.create_certificate("t_dialog", certificate_file=str(certs[1]))
+    initiator.create_user("t_user", certificate="t_dialog")
+    initiator.create_remote_service_binding("to_t", to_service="//t", user="t_user")
+    target.create_certificate("i_dialog", certificate_file=str(certs[0]))
+    target.create_user("i_user", certificate="i_dialog")
+    target.grant("SEND", on="SERVICE:://t", to="i_user")
+
+
+def setup_pair(
+    folder: Path, encryption: str = "REQUIRED", *, secured: bool = False
+) -> tuple[str, str]:
     """Two SQLite files, ``a`` (//i) and ``b`` (//t), each with its certificate, endpoint
     (ENCRYPTION ``encryption``), the other's certificate granted CONNECT, and a route to the
-    other; returns their paths."""
+    other; with ``secured`` full dialog security (:func:`secure_dialogs`); returns their
+    paths."""
+    folder = folder / ("secured" if secured else "plain")
     paths = (str(folder / "a.db"), str(folder / "b.db"))
     certs = [make_self_signed(n, folder / n) for n in "ab"]
     ports = (free_port(), free_port())
@@ -126,12 +146,19 @@ def setup_pair(folder: Path, encryption: str = "REQUIRED") -> tuple[str, str]:
             b.grant_connect("sb", certificate="peer")
             service = "//t" if i == 0 else "//i"
             b.create_route("peer", service_name=service, address=f"TCP://127.0.0.1:{ports[1 - i]}")
+    if secured:
+        with Broker.open(paths[0]) as a, Broker.open(paths[1]) as b:
+            secure_dialogs(a, b, (certs[0][0], certs[1][0]))
     return paths
 
 
-def setup_forwarded(folder: Path, encryption: str = "REQUIRED") -> tuple[str, str, str]:
+def setup_forwarded(
+    folder: Path, encryption: str = "REQUIRED", *, secured: bool = False
+) -> tuple[str, str, str]:
     """Three SQLite files: ``a`` (//i) → ``f`` (a forwarder: MESSAGE_FORWARDING, routes to
-    both services) → ``b`` (//t); each trusts its neighbours; returns their paths."""
+    both services) → ``b`` (//t); each trusts its neighbours; with ``secured`` full dialog
+    security between ``a`` and ``b`` (the forwarder sees ciphertext); returns their paths."""
+    folder = folder / ("secured" if secured else "plain")
     names = ("fa", "ff", "fb")
     paths = tuple(str(folder / f"{n}.db") for n in names)
     certs = {n: make_self_signed(n, folder / n) for n in names}
@@ -159,6 +186,9 @@ def setup_forwarded(folder: Path, encryption: str = "REQUIRED") -> tuple[str, st
                 b.create_route(
                     service[2:], service_name=service, address=f"TCP://127.0.0.1:{ports[to]}"
                 )
+    if secured:
+        with Broker.open(paths[0]) as a, Broker.open(paths[2]) as b:
+            secure_dialogs(a, b, (certs["fa"][0], certs["fb"][0]))
     return paths  # type: ignore[return-value]
 
 
@@ -194,7 +224,9 @@ def _sender(
     if start:
         broker.start()
     with broker.transaction() as tx:
-        handles = [tx.begin_dialog("//i", "//t", contract="C") for _ in range(dialogs)]
+        handles = [
+            tx.begin_dialog("//i", "//t", contract="C", encryption=False) for _ in range(dialogs)
+        ]
     body = body_of(size)
     seen: dict[Any, int] = {}
     stop = threading.Event()
@@ -583,11 +615,19 @@ def main() -> int:
         for i, (size, total, batch) in enumerate(zip(sizes, counts, batches, strict=True)):
             run = folder / f"run{i}"
             run.mkdir()
-            a, b = setup_pair(run, args.encryption)
-            fa, ff, fb = setup_forwarded(run, args.encryption)
+            paths = {}
+            for secured in (False, True):
+                paths[secured] = (
+                    setup_pair(run, args.encryption, secured=secured),
+                    setup_forwarded(run, args.encryption, secured=secured),
+                )
             local = setup_local(run)
+            (a, b), (fa, ff, fb) = paths[False]
+            (sa, sb), (sfa, sff, sfb) = paths[True]
             between = broker_run(a, b, True, total, batch, args.dialogs, size)
+            sealed = broker_run(sa, sb, True, total, batch, args.dialogs, size)
             forwarded = broker_run(fa, fb, True, total, batch, args.dialogs, size, ff)
+            sealed_fwd = broker_run(sfa, sfb, True, total, batch, args.dialogs, size, sff)
             within = broker_run(local, local, False, total, batch, args.dialogs, size)
             ratio = between.rate / within.rate
             target = ""
@@ -596,7 +636,9 @@ def main() -> int:
                 target = "[green]>= 50 % ok[/green]" if ok else "[red]< 50 %[/red]"
             for name, r in (
                 ("between instances", between),
+                ("between, dialog security", sealed),
                 ("through a forwarder", forwarded),
+                ("through a forwarder, dialog security", sealed_fwd),
                 ("within one", within),
             ):
                 table.add_row(
