@@ -142,7 +142,7 @@ def test_each_endpoint_has_its_own_level_and_messages_carry_the_receivers(broker
 
 
 def test_receive_takes_the_highest_level_group_then_conversations_by_level(broker: Broker) -> None:
-    # rule PRI-9, rule PRI-12, rule PRI-13
+    # rule PRI-1 (higher levels first), rule PRI-9, rule PRI-12, rule PRI-13
     import uuid
 
     setup(broker)

@@ -35,6 +35,7 @@ def test_all_names_the_public_surface() -> None:
         "MessageValidationError",
         "QueueDisabledError",
         "PermissionDeniedError",
+        "DialogSecurityError",
         "LockTimeoutError",
         "StorageError",
         "StorageFullError",
