@@ -167,3 +167,14 @@ def test_session_key_repr_hides_the_key() -> None:
     """A session key never shows in logs or tracebacks."""
     key = new_session_key()
     assert key.key.hex() not in repr(key) and str(key.key_id) in repr(key)
+
+
+def test_a_message_sealed_again_is_the_same_bytes_and_nonces_differ_per_message_sec2() -> None:
+    """SEC-2, NET-5: a message sent again (after a lost connection) is sealed to the same bytes,
+    so its fragments match those the receiver already holds; two messages never share a nonce
+    (AES-GCM's one rule)."""
+    key = new_session_key()
+    body = b"x" * 1000
+    assert seal_body(key, HEADER, body) == seal_body(key, HEADER, body)
+    other = dataclasses.replace(HEADER, message_id=uuid.uuid4().bytes)
+    assert seal_body(key, other, body)[:12] != seal_body(key, HEADER, body)[:12]

@@ -47,6 +47,7 @@ from .transport_sites import (
     address_of,
     catalog,
     eventually,
+    secure_dialogs,
     trust,
 )
 
@@ -108,13 +109,7 @@ def set_up(tmp_path: Path) -> tuple[Path, Path, Path]:
     trust(shop, [fwd])
     trust(fwd, [shop, warehouse], forwarding=True)
     trust(warehouse, [fwd])
-    # SEC-2, SEC-3: full dialog security end to end; the forwarder holds no dialog certificate
-    shop.broker.create_certificate("warehouse_cert", certificate_file=str(warehouse.cert[0]))
-    shop.broker.create_user("warehouse_user", certificate="warehouse_cert")
-    shop.broker.create_remote_service_binding("to_wh", to_service=TARGET, user="warehouse_user")
-    warehouse.broker.create_certificate("shop_cert", certificate_file=str(shop.cert[0]))
-    warehouse.broker.create_user("shop_user", certificate="shop_cert")
-    warehouse.broker.grant("SEND", on=f"SERVICE::{TARGET}", to="shop_user")
+    secure_dialogs(shop, warehouse)  # SEC-2: the forwarder holds no dialog certificate
     shop.broker.create_route("wh", service_name=TARGET, address=address_of(fwd))
     fwd.broker.create_route("wh", service_name=TARGET, address=address_of(warehouse))
     fwd.broker.create_route("shop", service_name=INITIATOR, address=address_of(shop))

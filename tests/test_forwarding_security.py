@@ -19,6 +19,8 @@ from typing import Any
 
 import pytest
 
+from servicebroker.dialogs import ERROR as ERROR_TYPE
+from servicebroker.dialogs import error_body
 from servicebroker.transport.dialog_security import decode_security_header, encode_security_header
 from servicebroker.transport.forwarding import Forwarder
 from servicebroker.transport.wire import Fragment
@@ -32,6 +34,7 @@ from .transport_sites import (
     Site,
     eventually,
     first_status,
+    secure_dialogs,
     through_forwarder,
 )
 
@@ -71,12 +74,7 @@ def secure_through(a: Site, f: Site, b: Site) -> None:
     """Full dialog security between the shop (a) and the warehouse (b) through f (SEC-3):
     each holds the other's certificate, owned by a user; the shop binds the warehouse."""
     through_forwarder(a, f, b)
-    a.broker.create_certificate("warehouse_cert", certificate_file=str(b.cert[0]))
-    a.broker.create_user("warehouse_user", certificate="warehouse_cert")
-    a.broker.create_remote_service_binding("to_wh", to_service=TARGET, user="warehouse_user")
-    b.broker.create_certificate("shop_cert", certificate_file=str(a.cert[0]))
-    b.broker.create_user("shop_user", certificate="shop_cert")
-    b.broker.grant("SEND", on=f"SERVICE::{TARGET}", to="shop_user")
+    secure_dialogs(a, b)
 
 
 def send(site: Site, bodies: list[bytes]) -> None:
@@ -216,3 +214,63 @@ def test_a_forged_signature_is_refused_with_its_status_sec2(
     assert "does not verify" in status
     assert b.broker.transport.statistics().rejected >= 1
     assert b.broker.views.conversation_endpoints() == []
+
+
+def test_a_plain_error_cannot_end_a_secured_dialog_sec2(
+    open_sites: Opener, forwarder_memory: dict[str, Any]
+) -> None:
+    """SEC-2 (bad actors): a forwarder that makes up an unsealed Error for a secured
+    conversation does not end it: the target refuses and counts it, and the dialog goes on."""
+    a, f, b = open_sites(3)
+    secure_through(a, f, b)
+    send(a, [SECRET + b"</order>"])
+    take(b.broker, "warehouse_q", 1)
+    genuine = forwarder_memory["fragments"][0]
+    body = error_body(-8400, "forged by the forwarder")
+    forged = Fragment(
+        dataclasses.replace(
+            genuine.header,
+            sequence=-1,
+            message_type=ERROR_TYPE,
+            encrypted=False,
+            security=b"",
+            message_size=len(body),
+            fragment_count=1,
+        ),
+        0,
+        body,
+    )
+    forwarder_memory["replay"](forged)
+    eventually(lambda: b.broker.transport.statistics().rejected >= 1, "the forged Error refused")
+    [target] = b.broker.views.conversation_endpoints()
+    assert target.state == "CO"
+    with b.broker.transaction() as tx:
+        assert tx.receive("warehouse_q") == []  # no Error on the queue
+
+
+def test_a_closed_dialog_replayed_by_the_forwarder_delivers_nothing_net2_sec2(
+    open_sites: Opener, forwarder_memory: dict[str, Any]
+) -> None:
+    """NET-2, SEC-2 (bad actors): after a secured dialog has ended at both sides, a forwarder
+    that plays its recorded messages again starts no new dialog: the target remembers the
+    closed conversation (as SQL Server keeps it half an hour) and takes the copies as
+    duplicates; nothing is delivered twice."""
+    a, f, b = open_sites(3)
+    secure_through(a, f, b)
+    bodies = [SECRET + b" %d</order>" % i for i in range(3)]
+    send(a, bodies)
+    got = take(b.broker, "warehouse_q", 3)
+    with b.broker.transaction() as tx:
+        tx.end_conversation(got[0][0])
+    [(shop_handle, _, _)] = take(a.broker, "shop_q", 1)  # the warehouse's EndDialog
+    with a.broker.transaction() as tx:
+        tx.end_conversation(shop_handle)
+    eventually(lambda: not b.broker.views.conversation_endpoints(), "the target endpoint closed")
+    recorded = [fr for fr in forwarder_memory["fragments"] if fr.header.is_initiator]
+    before = b.broker.transport.statistics().duplicates
+    for fr in recorded:
+        forwarder_memory["replay"](fr)
+    eventually(lambda: b.broker.transport.statistics().duplicates >= before + 1, "the copies taken")
+    assert b.broker.views.conversation_endpoints() == []
+    with b.broker.transaction() as tx:
+        assert tx.receive("warehouse_q") == []

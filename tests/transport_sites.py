@@ -214,3 +214,16 @@ def through_forwarder(
     b.broker.create_route("shop", service_name=INITIATOR, address=address_of(f))
     for site in (a, f, b) if start_target else (a, f):
         site.broker.start()
+
+
+def secure_dialogs(shop: Site, warehouse: Site) -> None:
+    """Full dialog security from the shop to the warehouse (SEC-2, SEC-3), whatever lies
+    between: the shop holds the warehouse's certificate, owned by ``warehouse_user``, and binds
+    the warehouse's service to it; the warehouse holds the shop's, owned by ``shop_user``, who
+    may SEND to its service. Each signs with its own ``me`` certificate."""
+    shop.broker.create_certificate("warehouse_cert", certificate_file=str(warehouse.cert[0]))
+    shop.broker.create_user("warehouse_user", certificate="warehouse_cert")
+    shop.broker.create_remote_service_binding("to_wh", to_service=TARGET, user="warehouse_user")
+    warehouse.broker.create_certificate("shop_cert", certificate_file=str(shop.cert[0]))
+    warehouse.broker.create_user("shop_user", certificate="shop_cert")
+    warehouse.broker.grant("SEND", on=f"SERVICE::{TARGET}", to="shop_user")

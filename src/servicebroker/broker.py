@@ -172,6 +172,7 @@ class Broker(CatalogStatements, NetworkStatements, PrincipalStatements):
         tasks.register("transmitter", 2, self.transport.reclassify)  # TICK-3b
         tasks.register("idle connections", 5, self.transport.close_idle)  # TICK-4a
         tasks.register("forwarded messages", 5, self.transport.forwarder_cleanup)  # TICK-4b
+        tasks.register("closed dialogs", 5, self.transport.forget_closed)  # NET-2, SEC-2
         tasks.register("broker start", 5, self.transport.retry_start)  # TICK-4c
         self.views = Views(
             self._context,

@@ -16,7 +16,7 @@ from __future__ import annotations
 import uuid
 from collections.abc import Iterable
 
-from .catalog import CatalogSnapshot
+from .catalog import DBO, CatalogSnapshot
 from .dialogs import (
     DIALOG_TIMER,
     END_DIALOG,
@@ -42,7 +42,7 @@ from .storage.rows import EndpointRow, QueueInsert
 from .transmission import TransmissionQueue
 from .transport.routing import LOCAL, RouteChooser
 
-__all__ = ["Applier", "check_begun_dialogs"]
+__all__ = ["CLOSED_REMEMBERED", "Applier", "check_begun_dialogs"]
 
 TARGET_GONE_CODE = -8493
 CONTRACT_REFUSED_CODE = -8408
@@ -51,6 +51,10 @@ SERVICE_DROPPED = (-8470, "Remote service has been dropped.")
 Server's message 8470, negated as the broker's own errors are)."""
 CONTRACT_DROPPED = (-8487, "The remote service contract has been dropped.")
 """DROP CONTRACT: the Error each endpoint of the contract's conversations gets (message 8487)."""
+CLOSED_REMEMBERED = 1800.0
+"""Seconds (broker clock) a closed endpoint of a dialog with another instance is remembered, so
+that a late copy of its messages is a duplicate and not a new dialog: SQL Server keeps such an
+endpoint for half an hour to prevent replay attacks (NET-2, SEC-2)."""
 BROKER_CONVERSATIONS_ERRORED = (
     -8499,
     "The conversation was ended by ALTER DATABASE SET ERROR_BROKER_CONVERSATIONS "
@@ -84,6 +88,7 @@ class Applier:
         self._purges: dict[bytes, bytes] = {}  # handle -> group: its queue rows to delete
         self._purged_queues: set[int] = set()
         self._deleted: list[int] = []  # endpoint ids to delete
+        self._closed_remote: list[tuple[bytes, bool, float]] = []  # sides with another instance
         self.transmission = TransmissionQueue(conn, catalog, now)
         self._routes: dict[bytes, EndpointRow] = {}
         self.woken_queues: set[int] = set()
@@ -229,6 +234,9 @@ class Applier:
         if self._deleted:
             self.conn.delete_endpoints(self._deleted)
             self._deleted = []
+        if self._closed_remote:
+            self.conn.remember_closed_conversations(self._closed_remote)
+            self._closed_remote = []
 
     # -- operations ----------------------------------------------------------------------
     def send(self, handle: bytes, out: Outgoing) -> None:
@@ -465,7 +473,7 @@ class Applier:
                     0,
                     # the target endpoint's own level: local = target, remote = initiator (PRI-4)
                     self.catalog.level(sender.service_contract_id, target.name, from_service),
-                    principal_id=1,  # dbo owns the target service; the initiator's is the far one
+                    principal_id=DBO,  # dbo owns the target service; the far one began it
                     far_principal_id=sender.principal_id,
                 )
             )
@@ -560,6 +568,10 @@ class Applier:
     def _delete_endpoint(self, row: EndpointRow) -> None:
         self._purge(row)
         self._deleted.append(row.endpoint_id)
+        if row.far_broker_instance is not None:  # NET-2, SEC-2: late copies stay duplicates
+            self._closed_remote.append(
+                (row.conversation_id, row.is_initiator, self.now + CLOSED_REMEMBERED)
+            )
         self._rows[row.conversation_handle] = None
         self._sides[(row.conversation_id, row.is_initiator)] = None
         self._dirty.pop(row.conversation_handle, None)

@@ -220,6 +220,11 @@ def create_remote_service_binding(
     principal = snap.principal(user)
     if principal.type != "S":
         raise CatalogError(f"remote service binding {name!r}: {user!r} is a role, not a user")
+    if principal.principal_id == DBO:
+        raise CatalogError(
+            f"remote service binding {name!r}: USER must own the remote service's certificate; "
+            "dbo owns this database's own certificates"
+        )
     return conn.catalog_write(
         "insert_remote_service_binding",
         (name, to_service, principal.principal_id, int(anonymous)),

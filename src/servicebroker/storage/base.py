@@ -281,6 +281,21 @@ class StorageConnection(Protocol):
         (by ``endpoint_id``), in one batch, in the write transaction."""
         ...
 
+    def remember_closed_conversations(self, sides: Iterable[tuple[bytes, bool, float]]) -> None:
+        """Keep (conversation_id, is_initiator, forget_after broker-clock seconds) of endpoints
+        of dialogs with another instance that closed here, in the write transaction: a late
+        copy of one of their messages is then a duplicate, not a new dialog (NET-2, SEC-2)."""
+        ...
+
+    def was_closed(self, conversation_id: bytes, is_initiator: bool) -> bool:
+        """True while that side of the conversation is remembered as closed here."""
+        ...
+
+    def forget_closed_conversations(self, now: float) -> None:
+        """Delete the remembered closed sides whose ``forget_after`` is ``now`` or earlier
+        (TICK-4), in the write transaction."""
+        ...
+
     def delete_endpoints(self, endpoint_ids: Sequence[int]) -> None:
         """Delete endpoints (their queue rows stay), in one batch, in the write transaction."""
         ...

@@ -466,6 +466,19 @@ class NamedQueryConnection:
         (conversation_id, is_initiator, message_sequence_number)."""
         self._many("delete_transmission_message", ((c, int(i), n) for c, i, n in keys))
 
+    def remember_closed_conversations(self, sides: Iterable[tuple[bytes, bool, float]]) -> None:
+        """Keep (conversation_id, is_initiator, forget_after) of closed endpoints of dialogs
+        with another instance (NET-2, SEC-2), in one batch; a side kept already stays."""
+        self._many("remember_closed_conversation", ((c, int(i), after) for c, i, after in sides))
+
+    def was_closed(self, conversation_id: bytes, is_initiator: bool) -> bool:
+        """True while that side of the conversation is remembered as closed here."""
+        return bool(self._one("closed_conversation_exists", (conversation_id, int(is_initiator))))
+
+    def forget_closed_conversations(self, now: float) -> None:
+        """Forget the closed conversations whose ``forget_after`` is ``now`` or earlier."""
+        self._run("forget_closed_conversations", (now,))
+
     def set_transmission_message_statuses(
         self, updates: Iterable[tuple[tuple[bytes, bool, int], str]]
     ) -> None:

@@ -494,3 +494,15 @@ VALUES (?, ?, ?, ?) RETURNING remote_service_binding_id;
 
 -- name: delete_remote_service_binding
 DELETE FROM remote_service_bindings WHERE remote_service_binding_id = ?;
+
+-- name: remember_closed_conversation
+INSERT INTO closed_conversations (conversation_id, is_initiator, forget_after) VALUES (?, ?, ?)
+ON CONFLICT (conversation_id, is_initiator) DO NOTHING;
+
+-- name: closed_conversation_exists
+SELECT EXISTS (
+    SELECT 1 FROM closed_conversations WHERE conversation_id = ? AND is_initiator = ?
+);
+
+-- name: forget_closed_conversations
+DELETE FROM closed_conversations WHERE forget_after <= ?;

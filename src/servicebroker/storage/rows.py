@@ -7,7 +7,7 @@ a slotted dataclass, since a commit changes its working copy in place. Ids are 1
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import NamedTuple
 
 __all__ = [
@@ -217,9 +217,9 @@ class EndpointRow:
     inbound_session_key_identifier: str | None = None
     security_timestamp: float | None = None
     """When the dialog's security header was last checked (broker-clock seconds)."""
-    session_key: bytes | None = None
+    session_key: bytes | None = field(default=None, repr=False)  # never in a log
     """The dialog's session key (SEC-2; None while there is none)."""
-    encryption_requested: int = 1
+    encryption_requested: int = 0
     """BEGIN DIALOG … WITH ENCRYPTION = ON (1, the default) | OFF (0)."""
     far_certificate: str | None = None
     """The far side's certificate as dialog security found it (SEC-2)."""

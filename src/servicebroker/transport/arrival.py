@@ -26,6 +26,7 @@ import uuid
 from collections.abc import Iterable
 from dataclasses import dataclass
 
+from ..catalog import PUBLIC
 from ..delivery import CONTRACT_REFUSED_CODE, Applier
 from ..dialogs import (
     END_DIALOG,
@@ -41,7 +42,6 @@ from ..errors import ConversationError, DialogSecurityError, MessageValidationEr
 from ..messages import Outgoing, new_id, validate_body
 from ..storage.rows import EndpointRow
 from .dialog_protection import (
-    PUBLIC,
     DialogKey,
     KeyRing,
     dialog_key_of,
@@ -156,6 +156,10 @@ def take_arrival(
     if row is None:
         if not header.is_initiator:
             return _DUPLICATE  # the initiator's endpoint is gone (closed): nothing to take
+        if applier.conn.was_closed(header.conversation_id, False):
+            # NET-2, SEC-2: a late copy (a lost ack's resend, a forwarder's, a replay) of a
+            # dialog whose target endpoint closed here: a duplicate, never a new dialog
+            return _DUPLICATE
         if header.lifetime is not None and header.lifetime <= applier.now:
             # DLG-5, NET-7: the dialog's lifetime ended before its first message got here
             # (the sender's copy still retried): the initiator has its Error; discarded
@@ -175,6 +179,20 @@ def take_arrival(
             # being sent again): this one waits for it. A target endpoint that is gone for
             # good ended with an Error, which the initiator gets and stops sending on.
             return _LATER
+        try:  # SEC-2 first: even the broker's refusals of a secured dialog go sealed
+            opened = open_incoming(
+                header,
+                body,
+                None,
+                catalog,
+                security.keys,
+                applier.now,
+                security.wall_now,
+                new_dialog=True,
+            )
+        except DialogSecurityError as exc:
+            return Outcome(Verdict.REFUSED, str(exc), rejected=True)
+        body, key = opened.body, opened.new_key
         contract = catalog.contracts.get(header.contract)
         if contract is None or contract.service_contract_id not in target.contract_ids:
             return Outcome(
@@ -184,14 +202,8 @@ def take_arrival(
                     f"Target service {target.name!r} does not support contract "
                     f"{header.contract!r}.",
                 ),
+                key=key,
             )
-        try:
-            opened = open_incoming(
-                header, body, None, catalog, security.keys, applier.now, security.wall_now
-            )
-        except DialogSecurityError as exc:
-            return Outcome(Verdict.REFUSED, str(exc), rejected=True)
-        body, key = opened.body, opened.new_key
         far_principal = key.far_principal_id if key is not None else PUBLIC
         if not catalog.has_permission(far_principal, "SEND", f"SERVICE::{target.name}"):
             who = catalog.principals_by_id.get(far_principal)
@@ -228,7 +240,10 @@ def take_arrival(
         row = applier.insert_endpoint(new_row)
     else:
         key = dialog_key_of(row)
-        if header.sequence == row.receive_sequence:
+        if header.sequence <= row.receive_sequence:
+            # the next message, or a copy of one taken: a copy is acknowledged only if it is
+            # the dialog's own (a first message forged by a forwarder must not make the real
+            # one count as its copy and vanish, SEC-2)
             try:
                 body = open_incoming(
                     header, body, key, catalog, security.keys, applier.now, security.wall_now
@@ -274,9 +289,9 @@ def _take_unsequenced(
     (:func:`take_broker_error`). Acknowledged, so a sender that keeps it in its transmission
     queue until then deletes it; a second copy changes nothing. A sealed one is opened with
     the dialog's key first (SEC-2); one that fails is refused, never taken."""
-    if header.encrypted:
-        row = applier.side(header.conversation_id, not header.is_initiator)
-        key = None if row is None else dialog_key_of(row)
+    row = applier.side(header.conversation_id, not header.is_initiator)
+    key = None if row is None else dialog_key_of(row)
+    if header.encrypted or key is not None:  # a plain Error cannot end a secured dialog
         if key is None:
             return _DELIVERED  # the endpoint is gone (or was never secured): nothing to end
         try:

@@ -33,7 +33,7 @@ from dataclasses import dataclass
 from cryptography import x509
 from cryptography.hazmat.primitives.asymmetric.types import PrivateKeyTypes, PublicKeyTypes
 
-from ..catalog import CatalogSnapshot
+from ..catalog import DBO, PUBLIC, CatalogSnapshot
 from ..errors import CertificateError, DialogSecurityError
 from ..storage.rows import CertificateRow, EndpointRow
 from .certificates import load_private_key_file
@@ -53,8 +53,6 @@ from .dialog_security import (
 from .wire import MessageHeader
 
 __all__ = [
-    "DBO",
-    "PUBLIC",
     "DialogKey",
     "KeyRing",
     "Opened",
@@ -65,11 +63,6 @@ __all__ = [
     "open_incoming",
     "protect_outgoing",
 ]
-
-PUBLIC = 0
-"""principal_id of ``public``: every user; an anonymous initiator acts as it (SEC-3)."""
-DBO = 1
-"""principal_id of ``dbo``, the owner of every service here."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -140,7 +133,13 @@ class KeyRing:
         with self._lock:
             key = self._public.get(cert.thumbprint)
         if key is None:
-            key = x509.load_pem_x509_certificate(cert.certificate_pem.encode()).public_key()
+            try:
+                pem = x509.load_pem_x509_certificate(cert.certificate_pem.encode())
+            except ValueError as exc:
+                raise DialogSecurityError(
+                    f"certificate {cert.name!r} does not parse: {exc}"
+                ) from None
+            key = pem.public_key()
             with self._lock:
                 self._public[cert.thumbprint] = key
         return key
@@ -151,6 +150,8 @@ def _when(seconds: float) -> str:
 
 
 def _check_valid(cert: CertificateRow, wall_now: float) -> None:
+    """Raise :class:`DialogSecurityError` naming ``cert`` when ``wall_now`` (seconds since
+    the epoch) is outside its validity."""
     if wall_now > cert.expiry_date:
         raise DialogSecurityError(
             f"The certificate {cert.name!r} (thumbprint {cert.thumbprint}) that dialog security "
@@ -307,9 +308,11 @@ def open_incoming(
     keys: KeyRing,
     now: float,
     wall_now: float,
+    *,
+    new_dialog: bool = False,
 ) -> Opened:
     """Open a message from another instance against its endpoint's dialog ``key`` (None: the
-    endpoint is not secured, or does not exist yet) (SEC-2, SEC-3).
+    endpoint is not secured; or, with ``new_dialog``, does not exist yet) (SEC-2, SEC-3).
 
     A plain message on a dialog that is not secured passes as it is. A dialog's first message
     at the target (``key`` None, sequence 0 from the initiator, sealed) brings the session key:
@@ -334,6 +337,11 @@ def open_incoming(
     sh = decode_security_header(header.security) if header.security else None
     new_key: DialogKey | None = None
     if key is None:
+        if not new_dialog:
+            raise DialogSecurityError(
+                f"A sealed message arrived for conversation {conversation}, which is not "
+                "secured here; it is refused."
+            )
         if not header.is_initiator or sh is None or not sh.wrapped_key:
             raise DialogSecurityError(
                 f"A sealed message of conversation {conversation} arrived for a dialog that "
@@ -354,7 +362,13 @@ def open_incoming(
                 "private key."
             )
         _check_valid(mine, wall_now)
-        session = unwrap_key(keys.private_key(mine), sh.key_id, sh.wrapped_key)
+        try:
+            session = unwrap_key(keys.private_key(mine), sh.key_id, sh.wrapped_key)
+        except DialogSecurityError as exc:
+            raise DialogSecurityError(
+                f"The session key of conversation {conversation} could not be unwrapped with "
+                f"certificate {mine.name!r}: {exc}"
+            ) from None
         far_principal, far_cert = PUBLIC, ""
         if sh.signer_thumbprint:
             user = catalog.principal_of_thumbprint(sh.signer_thumbprint)
@@ -389,6 +403,11 @@ def _verify(
     principal_id: int,
     wall_now: float,
 ) -> None:
+    """Check that ``sh`` is signed by a valid certificate ``principal_id`` owns here (SEC-2).
+
+    Raises:
+        DialogSecurityError: no such certificate, an expired one, or a bad signature.
+    """
     cert = next(
         (
             c

@@ -3,7 +3,8 @@ receiver's certificate, the sender's signature, and the bodies sealed end to end
 
 A secured dialog has one session key (AES-256, 32 random bytes) that its initiator makes. Every
 body that leaves for another broker instance is sealed with it by AES-GCM (:func:`seal_body`):
-the 12-byte nonce, the ciphertext and the 16-byte tag travel as the body, and the message's
+the 12-byte nonce (derived from the message's id: a message sealed again is the same bytes),
+the ciphertext and the 16-byte tag travel as the body, and the message's
 identity — conversation, side, sequence number, message id, message type and both services — is
 the associated data, so a body that is altered, cut short, moved to another sequence number or
 to another dialog fails :func:`open_body`. Forwarders pass the sealed bytes on and never hold
@@ -29,7 +30,7 @@ import uuid
 from dataclasses import dataclass
 
 from cryptography.exceptions import InvalidSignature, InvalidTag
-from cryptography.hazmat.primitives import hashes, serialization
+from cryptography.hazmat.primitives import hashes, hmac, serialization
 from cryptography.hazmat.primitives.asymmetric import ec, padding, rsa
 from cryptography.hazmat.primitives.asymmetric.types import PrivateKeyTypes, PublicKeyTypes
 from cryptography.hazmat.primitives.ciphers.aead import AESGCM
@@ -108,6 +109,7 @@ class SecurityHeader:
 
 
 def _bytes_field(data: bytes) -> bytes:
+    """``data`` with its u16 length; raises DialogSecurityError beyond 65535 bytes."""
     if len(data) > 0xFFFF:
         raise DialogSecurityError(f"a security header field of {len(data)} bytes is too long")
     return _U16.pack(len(data)) + data
@@ -186,10 +188,21 @@ def _associated(header: MessageHeader) -> bytes:
     )
 
 
+def _nonce(key: SessionKey, header: MessageHeader) -> bytes:
+    """The message's nonce: HMAC-SHA256 of its id and sequence number under the session key,
+    cut to 12 bytes — unique per message (its id is), and the same each time the message is
+    sealed, so that the fragments of a message sent again match those the receiver holds from
+    an earlier attempt (NET-5: only lost fragments are sent again)."""
+    mac = hmac.HMAC(key.key, hashes.SHA256())
+    mac.update(b"nonce\0" + header.message_id + struct.pack(">q", header.sequence))
+    return mac.finalize()[:_NONCE]
+
+
 def seal_body(key: SessionKey, header: MessageHeader, body: bytes) -> bytes:
     """``body`` sealed with the session key for the message ``header`` describes (AES-GCM,
-    a random nonce): ``len(body) + SEAL_OVERHEAD`` bytes (SEC-2)."""
-    nonce = os.urandom(_NONCE)
+    the message's own nonce): ``len(body) + SEAL_OVERHEAD`` bytes (SEC-2). Sealing the same
+    message again gives the same bytes."""
+    nonce = _nonce(key, header)
     return nonce + AESGCM(key.key).encrypt(nonce, body, _associated(header))
 
 

@@ -262,6 +262,14 @@ class TransportService(ReceivingSide):
         for conn in idle:
             conn.close("idle")
 
+    def forget_closed(self, now: float) -> None:
+        """TICK-4: forget closed dialogs with other instances remembered for half an hour
+        (:data:`~servicebroker.delivery.CLOSED_REMEMBERED`; NET-2, SEC-2)."""
+        with self._context.storage.connection() as db:
+            db.begin_write()
+            db.forget_closed_conversations(now)
+            db.commit()
+
     def forwarder_cleanup(self, now: float) -> None:
         """TICK-4b: delete the forwarded fragments not passed on within 60 s of their arrival
         (FWD-3); their senders send them again (NET-4)."""

@@ -5,7 +5,7 @@ at the storage level (no :class:`~servicebroker.Broker`): rows, ordering, atomic
 group locks across connections and across storages (as two processes would hold them), the
 transmission queue, the catalog, queue activity and leadership. A new backend is done when
 :func:`run_storage_contract` passes on it. The checks are grouped by what they exercise:
-:mod:`.rows`, :mod:`.locks`, :mod:`.transactions`, :mod:`.processes`; :mod:`.support` holds
+:mod:`.rows`, :mod:`.locks`, :mod:`.transactions`, :mod:`.processes`, :mod:`.dialogs_between`; :mod:`.support` holds
 what they share.
 
 Use it with a function that opens a :class:`~servicebroker.storage.base.Storage` on one
@@ -33,6 +33,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 
+from .dialogs_between import check_closed_conversations, check_endpoint_security_columns
 from .locks import (
     check_group_locks,
     check_lock_next_group,
@@ -69,8 +70,10 @@ __all__ = [
     "check_application_sql",
     "check_catalog_conflict",
     "check_catalog_rows_and_version",
+    "check_closed_conversations",
     "check_connection_lifecycle",
     "check_endpoint_and_lock",
+    "check_endpoint_security_columns",
     "check_endpoints",
     "check_finish_received",
     "check_group_locks",
@@ -108,6 +111,8 @@ CHECKS: tuple[Callable[[StorageOpener], None], ...] = (
     check_queue_activity,
     check_leadership,
     check_watch_changes,
+    check_endpoint_security_columns,
+    check_closed_conversations,
 )
 """Every check of the contract, in a sensible order (the simplest operations first)."""
 

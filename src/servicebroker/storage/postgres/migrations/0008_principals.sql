@@ -41,5 +41,5 @@ ALTER TABLE conversation_endpoints ADD COLUMN outbound_session_key_identifier TE
 ALTER TABLE conversation_endpoints ADD COLUMN inbound_session_key_identifier TEXT;
 ALTER TABLE conversation_endpoints ADD COLUMN security_timestamp DOUBLE PRECISION;
 ALTER TABLE conversation_endpoints ADD COLUMN session_key BYTEA;
-ALTER TABLE conversation_endpoints ADD COLUMN encryption_requested INTEGER NOT NULL DEFAULT 1;
+ALTER TABLE conversation_endpoints ADD COLUMN encryption_requested INTEGER NOT NULL DEFAULT 0;
 ALTER TABLE conversation_endpoints ADD COLUMN far_certificate TEXT;
