@@ -87,17 +87,21 @@ def exercise(repo: Path) -> str:
     """Make the index stale in three ways and regenerate it; returns the final docs/rules.md."""
     rules_md = repo / "docs" / "rules.md"
     assert run_index(repo, "--check").returncode == 0
-    # a new test naming a rule (a part of one, in a family added late, none of whose tests
-    # exist yet: forwarding comes in a later issue): stale until regenerated
+    # a new test naming a rule (a part of one, PRI-1b), after the rule's tests are taken away
+    # (so the rule has none): stale until regenerated
+    for test in (repo / "tests").glob("*.py"):
+        text = test.read_text(encoding="utf-8")
+        test.write_text(re.sub(r"rule PRI-1 ", "rule PRI-one ", text), encoding="utf-8")
+    assert run_index(repo).returncode == 0
     new = repo / "tests" / "test_new.py"
-    new.write_text("def test_new() -> None:\n    # rule FWD-2b\n    pass\n")
+    new.write_text("def test_new() -> None:\n    # rule PRI-1b\n    pass\n")
     before = rules_md.read_text(encoding="utf-8")
     stale = run_index(repo, "--check")
     assert stale.returncode == 1 and "docs/rules.md is stale" in stale.stderr
     assert rules_md.read_text(encoding="utf-8") == before  # --check writes nothing
     assert run_index(repo).returncode == 0
     after = rules_md.read_text(encoding="utf-8")
-    assert "  - test: `test_new.py::test_new`" in after.split("- **FWD-2**")[1].split("- **")[0]
+    assert "  - test: `test_new.py::test_new`" in after.split("- **PRI-1**")[1].split("- **")[0]
     covered = re.search(r"^(\d+) of 71 rules have a test\.$", before, re.M)
     assert covered and f"{int(covered.group(1)) + 1} of 71 rules have a test." in after
     # a statement edited by hand is kept; a test line removed by hand is stale
