@@ -258,9 +258,8 @@ class ReceivingSide:
         """Commit complete messages (and the held ones they release) in one write
         transaction, then answer each (NET-2, NET-3, NET-7)."""
         storage = self._context.storage
-        answers: list[tuple[PeerConnection, Completed, Outcome] | None] = []
+        answers: list[tuple[PeerConnection, Completed, Outcome]] = []
         errors: list[tuple[PeerConnection, MessageHeader, bytes]] = []
-        waiting: dict[tuple[bytes, bool, int], int] = {}  # a later one of this batch: answer
         with storage.connection() as db:
             db.begin_write()
             applier = Applier(db, self._context.catalog.snapshot(db), now)
@@ -270,28 +269,17 @@ class ReceivingSide:
                 h = item.header
                 outcome = take_arrival(applier, h, item.body)
                 answers.append((conn, item, outcome))
-                if outcome.verdict is Verdict.LATER:
-                    waiting[item.key] = len(answers) - 1
-                elif outcome.verdict is Verdict.DELIVERED:
+                if outcome.verdict is Verdict.DELIVERED:
                     with self._lock:
                         later = self._inbound.release(
                             h.conversation_id, h.is_initiator, h.sequence + 1
                         )
-                    # the next one may have come earlier in this very batch (NET-2: in order)
-                    index = waiting.pop((h.conversation_id, h.is_initiator, h.sequence + 1), None)
-                    if index is not None:
-                        answer = answers[index]
-                        answers[index] = None
-                        later = later or (answer[1] if answer is not None else None)
                     if later is not None:
                         work.append((conn, later))
             applier.finish()
             db.commit()
         self._committed(applier.woken_queues, frozenset(applier.arrived_on_empty))
-        for answer in answers:
-            if answer is None:
-                continue  # taken again after its predecessor, later in the batch
-            conn, item, outcome = answer
+        for conn, item, outcome in answers:
             h = item.header
             verdict = outcome.verdict
             if verdict in (Verdict.DELIVERED, Verdict.DUPLICATE):
