@@ -48,7 +48,14 @@ from .sealing import Sealer
 from .settings import TransportSettings
 from .wire import Ack, Fragment, MessageHeader, Refusal
 
-__all__ = ["ReceivingSide", "TransportCounters", "TransportState", "send_fragment", "send_refusal"]
+__all__ = [
+    "ReceivingSide",
+    "TransportCounters",
+    "TransportState",
+    "in_sequence",
+    "send_fragment",
+    "send_refusal",
+]
 
 log = logging.getLogger("servicebroker.transport.service")
 
@@ -79,6 +86,27 @@ class TransportState:
     outgoing: dict[str, PeerConnection] = field(default_factory=dict)
     accepted: list[PeerConnection] = field(default_factory=list)
     statuses: dict[MessageKey, str] = field(default_factory=dict)
+
+
+def in_sequence(
+    inbox: list[tuple[PeerConnection, Completed]],
+) -> list[tuple[PeerConnection, Completed]]:
+    """``inbox`` with each conversation side's messages in sequence order, in the places that
+    side's messages had (other sides' order kept): a message that completed before its
+    predecessor in one batch is then taken right after it in the same commit (NET-2), not
+    held back after the commit until TICK-2c deletes it and the sender retries."""
+    sides: dict[tuple[bytes, bool], list[tuple[PeerConnection, Completed]]] = {}
+    for entry in inbox:
+        h = entry[1].header
+        sides.setdefault((h.conversation_id, h.is_initiator), []).append(entry)
+    for entries in sides.values():
+        entries.sort(key=lambda e: e[1].header.sequence)
+        entries.reverse()  # popped from the end below, lowest sequence first
+    out = []
+    for entry in inbox:
+        h = entry[1].header
+        out.append(sides[(h.conversation_id, h.is_initiator)].pop())
+    return out
 
 
 class ReceivingSide:
@@ -252,7 +280,7 @@ class ReceivingSide:
                 inbox, self._inbox = self._inbox, []
                 ackbox, self._ackbox = self._ackbox, []
             if inbox:
-                self._take_messages(inbox, clock.now())
+                self._take_messages(in_sequence(inbox), clock.now())
             if ackbox:
                 self._take_acks(ackbox, clock.now())
             if inbox or ackbox:
