@@ -18,6 +18,7 @@ import time
 import uuid
 from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import cast
 
 import pytest
 
@@ -33,6 +34,7 @@ from servicebroker.transport.forwarding import (
     Source,
     next_hop,
 )
+from servicebroker.transport.peer import PeerConnection
 from servicebroker.transport.routing import RouteChooser
 from servicebroker.transport.wire import Ack, Fragment, MessageHeader, Refusal
 
@@ -487,3 +489,23 @@ def test_fwd2_message_forward_size_exceeded_the_view_and_tick4b(open_sites: Open
     [(_, _, got)] = take(b.broker, "warehouse_q", 1)
     assert got == body.encode()
     assert a.broker.views.transmission_queue_count() == 0
+
+
+def test_net2_a_batch_is_taken_in_sequence_order_per_conversation_side() -> None:
+    """NET-2 (in order, exactly once): through a forwarder a dialog's message can complete at the
+    target just before its predecessor, both in one batch of the dispatcher; the batch is taken
+    with each conversation side's messages in sequence order, in the places that side's
+    messages had (other sides keep theirs), so the later one is taken right after its
+    predecessor in the same commit instead of held until TICK-2c deletes it."""
+    from servicebroker.transport.inbound import Completed
+    from servicebroker.transport.receiving import in_sequence
+
+    conn = cast(PeerConnection, object())
+    d1, d2 = b"1" * 16, b"2" * 16
+    order = [(d1, True, 4), (d2, True, 7), (d1, True, 3), (d1, False, 0), (d2, True, 6)]
+    inbox = [
+        (conn, Completed(header(seq, conversation=c, initiator=side), b""))
+        for c, side, seq in order
+    ]
+    taken = [(e[1].header.conversation_id, e[1].header.is_initiator, e[1].header.sequence) for e in in_sequence(inbox)]  # fmt: skip
+    assert taken == [(d1, True, 3), (d2, True, 6), (d1, True, 4), (d1, False, 0), (d2, True, 7)]
