@@ -23,8 +23,6 @@ from __future__ import annotations
 
 import os
 import random
-import subprocess
-import sys
 import time
 from collections import Counter, defaultdict
 from collections.abc import Iterator
@@ -38,7 +36,7 @@ from servicebroker.testing.ports import free_port
 from servicebroker.transport.certificates import make_self_signed
 
 from .conftest import START
-from .test_transport_crash import ROOT, Child, percentile, read
+from .test_transport_crash import Child, percentile, read
 from .transport_sites import (
     CONTRACT,
     INITIATOR,
@@ -56,36 +54,20 @@ pytestmark = pytest.mark.slow
 DIALOGS = 4
 
 
-class FwdChild(Child):
+def fwd_child(role: str, db: Path, log: Path, extra: list[str]) -> Child:
     """A broker process of tests/forwarding_crash_child.py."""
-
-    def start(self) -> None:
-        self.out = self.log.open("ab")
-        self.proc = subprocess.Popen(
-            [
-                sys.executable,
-                "-m",
-                "tests.forwarding_crash_child",
-                self.role,
-                str(self.db),
-                *self.extra,
-            ],
-            cwd=ROOT,
-            stdout=self.out,
-            stderr=subprocess.STDOUT,
-        )
-        self.starts += 1
+    return Child(role, db, log, extra, module="tests.forwarding_crash_child")
 
 
 @dataclass
 class Trio:
-    sender: FwdChild
-    forwarder: FwdChild
-    receiver: FwdChild
+    sender: Child
+    forwarder: Child
+    receiver: Child
     stop: Path
 
     @property
-    def children(self) -> tuple[FwdChild, FwdChild, FwdChild]:
+    def children(self) -> tuple[Child, Child, Child]:
         return self.sender, self.forwarder, self.receiver
 
     def check_alive(self) -> None:
@@ -132,9 +114,9 @@ def trio(tmp_path: Path) -> Iterator[Trio]:
     shop, fwd, warehouse = set_up(tmp_path)
     stop = tmp_path / "stop"
     made = Trio(
-        FwdChild("sender", shop, tmp_path / "sender.log", ["--stop", str(stop)]),
-        FwdChild("forwarder", fwd, tmp_path / "forwarder.log", []),
-        FwdChild("receiver", warehouse, tmp_path / "receiver.log", []),
+        fwd_child("sender", shop, tmp_path / "sender.log", ["--stop", str(stop)]),
+        fwd_child("forwarder", fwd, tmp_path / "forwarder.log", []),
+        fwd_child("receiver", warehouse, tmp_path / "receiver.log", []),
         stop,
     )
     yield made

@@ -74,6 +74,8 @@ class Child:
     proc: subprocess.Popen[bytes] | None = None
     out: IO[bytes] | None = None
     starts: int = 0
+    module: str = "tests.transport_crash_child"
+    """The child program (``python -m module role db extra…``)."""
 
     def start(self) -> None:
         self.out = self.log.open("ab")
@@ -81,7 +83,7 @@ class Child:
             [
                 sys.executable,
                 "-m",
-                "tests.transport_crash_child",
+                self.module,
                 self.role,
                 str(self.db),
                 *self.extra,
