@@ -240,6 +240,12 @@ CATALOG = [
     call("create_broker_priority", HOSTILE_TEXT | st.text(max_size=8), contract_name=CONTRACTS | st.just("ANY"), local_service_name=SERVICES, remote_service_name=SERVICES, priority_level=HOSTILE | st.integers(0, 11)),
     call("alter_broker_priority", HOSTILE_TEXT, contract_name=st.none() | CONTRACTS, priority_level=st.none() | HOSTILE),
     call("drop_broker_priority", HOSTILE_TEXT),
+    call("create_user", HOSTILE_TEXT | st.text(max_size=8), certificate=st.none() | HOSTILE_TEXT),
+    call("drop_user", HOSTILE_TEXT | st.sampled_from(["dbo", "public"])),
+    call("create_remote_service_binding", HOSTILE_TEXT | st.text(max_size=8), to_service=HOSTILE_TEXT | SERVICES, user=HOSTILE_TEXT | st.sampled_from(["dbo", "public"]), anonymous=HOSTILE),
+    call("drop_remote_service_binding", HOSTILE_TEXT),
+    call("grant", HOSTILE | st.sampled_from(["SEND", "RECEIVE", "CONNECT", "send", "CONTROL"]), on=HOSTILE_TEXT | st.sampled_from(["SERVICE::s", "QUEUE::q", "ENDPOINT::e", "OBJECT::q", "SERVICE::"]), to=HOSTILE_TEXT | st.sampled_from(["public", "dbo"])),
+    call("revoke", HOSTILE | st.sampled_from(["SEND", "RECEIVE", "CONNECT"]), on=HOSTILE_TEXT | st.sampled_from(["SERVICE::s", "QUEUE::q", "ENDPOINT::e"]), to=HOSTILE_TEXT | st.sampled_from(["public", "dbo"])),
     call("alter_database", honor_broker_priority=HOSTILE, new_broker=HOSTILE.filter(lambda v: v is not True), error_broker_conversations=HOSTILE.filter(lambda v: v is not True)),
     call("peek", QUEUES, top=st.none() | HOSTILE),
     call("peek_after", QUEUES, HOSTILE | st.integers(), top=HOSTILE | st.integers(0, 5)),
@@ -247,7 +253,7 @@ CATALOG = [
     call("execute_ddl", HOSTILE | DDL | st.sampled_from(["CREATE BROKER PRIORITY p FOR CONVERSATION SET (PRIORITY_LEVEL = 99)", "DROP BROKER PRIORITY [x\x00]", "GO"])),
 ]  # fmt: skip
 STATEMENTS = [
-    call("begin_dialog", SERVICES, HOSTILE_TEXT | SERVICES, contract=CONTRACTS, lifetime=st.none() | SECONDS, related_conversation=st.none() | HANDLES, related_conversation_group=st.none() | HOSTILE | st.uuids()),
+    call("begin_dialog", SERVICES, HOSTILE_TEXT | SERVICES, contract=CONTRACTS, lifetime=st.none() | SECONDS, related_conversation=st.none() | HANDLES, related_conversation_group=st.none() | HOSTILE | st.uuids(), encryption=HOSTILE),
     call("send", HANDLES, MESSAGE_TYPES, BODIES),
     call("send_many", HOSTILE | st.lists(st.tuples(HANDLES, MESSAGE_TYPES, BODIES) | HOSTILE, max_size=3)),
     call("receive", QUEUES, top=st.none() | HOSTILE, conversation_handle=st.none() | HANDLES, conversation_group_id=st.none() | HOSTILE | st.uuids(), timeout=WAIT),
