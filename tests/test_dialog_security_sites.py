@@ -28,6 +28,7 @@ from pathlib import Path
 import pytest
 
 from servicebroker import Broker
+from servicebroker.transport import sealing
 from servicebroker.transport.certificates import make_self_signed
 
 from .transport_sites import (
@@ -305,3 +306,25 @@ def test_a_session_key_altered_in_storage_delivers_nothing_sec2(sites: tuple[Sit
     b.broker.execute("UPDATE conversation_endpoints SET session_key = ?", (key,))
     a.clock.advance(70)  # NET-4: the retry
     assert receive_all(b.broker, "warehouse_q", 1) == [("Order", b"<order>second</order>")]
+
+
+def test_the_key_cache_overflowing_never_sends_a_message_unsealed_sec2(
+    sites: tuple[Site, Site], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """SEC-2: the transmitter keeps each dialog side's key once read and forgets them all when
+    it keeps too many; a message of a secured dialog is sealed whatever the cache held (the
+    full-year demo once sent one unsealed right after the cache was cleared: the target
+    refused it forever). Here the cache holds one side, so it overflows at every pass."""
+    monkeypatch.setattr(sealing, "_CACHE_LIMIT", 1)
+    a, b = sites
+    shop_and_warehouse(a, b)
+    dialog_security(a, b)
+    handles: list[object] = []
+    for round_ in range(4):  # each pass: the dialogs known so far, and one new
+        with a.broker.transaction() as tx:
+            handles.append(tx.begin_dialog(INITIATOR, TARGET, contract=CONTRACT))
+            for h in handles:
+                tx.send(h, "Order", f"<o round='{round_}'/>")  # type: ignore[arg-type]
+        receive_all(b.broker, "warehouse_q", len(handles))
+    assert b.broker.transport.statistics().rejected == 0
+    assert a.broker.transport.statistics().sealed >= 10

@@ -84,6 +84,8 @@ class Sealer:
         Raises:
             StorageError: the endpoint rows could not be read, or a new key written.
         """
+        if len(self._known) > _CACHE_LIMIT:
+            self._known.clear()  # before choosing what to read: every side here is read again
         sides = {(h.conversation_id, h.is_initiator) for _, h, _ in offers}
         unknown = [s for s in sides if s not in self._known]
         refused: dict[_Side, str] = {}
@@ -97,7 +99,9 @@ class Sealer:
             if side in refused:
                 waiting.append((tag, refused[side]))
                 continue
-            key = self._known.get(side)
+            if side not in self._known:
+                continue  # its endpoint is gone: TICK-3b takes its rows back (never unsealed)
+            key = self._known[side]
             if key is None:
                 ready.append(SealedOffer(tag, header, body))
                 continue
@@ -114,8 +118,6 @@ class Sealer:
 
     def _learn(self, sides: list[_Side], catalog: CatalogSnapshot, now: float) -> dict[_Side, str]:
         """Read the endpoints of ``sides``; make and write the keys initiators lack."""
-        if len(self._known) > _CACHE_LIMIT:
-            self._known.clear()
         wall_now = self.wall_now()
         refused: dict[_Side, str] = {}
         wanting: list[_Side] = []
