@@ -328,3 +328,34 @@ def test_the_key_cache_overflowing_never_sends_a_message_unsealed_sec2(
         receive_all(b.broker, "warehouse_q", len(handles))
     assert b.broker.transport.statistics().rejected == 0
     assert a.broker.transport.statistics().sealed >= 10
+
+
+def test_an_end_sent_after_its_endpoint_closed_is_sealed_with_the_remembered_key_sec2(
+    sites: tuple[Site, Site], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """SEC-2, NET-3: the shop's endpoint closes (both sides ended) while its own END still waits
+    in the transmission queue (the warehouse is down): the END leaves sealed with the key the
+    closed dialog is remembered with, and the warehouse takes it. (The full-year demo through a
+    forwarder once sent such ENDs unsealed, and the target refused them for good.) The key cache
+    is emptied at every pass here, so the key must come from storage."""
+    monkeypatch.setattr(sealing, "_CACHE_LIMIT", 0)
+    a, b = sites
+    shop_and_warehouse(a, b, route_back=True)
+    dialog_security(a, b)
+    handle = send_orders(a.broker, 1)
+    receive_all(b.broker, "warehouse_q", 1)
+    [target] = b.broker.views.conversation_endpoints()
+    with b.broker.transaction() as tx:
+        tx.end_conversation(target.conversation_handle)
+    receive_all(a.broker, "shop_q", 1)  # the warehouse's EndDialog
+    b.broker.stop()
+    with a.broker.transaction() as tx:
+        tx.end_conversation(handle)  # CD at once: the endpoint goes, its END waits
+    assert a.broker.views.conversation_endpoints() == []
+    assert len(a.broker.views.transmission_queue()) == 1
+    b.broker.start()
+    for site in (a, b):
+        site.clock.advance(70)  # NET-4 / TICK-3a: the shop tries again
+    eventually(lambda: not a.broker.views.transmission_queue(), "the END acknowledged")
+    eventually(lambda: not b.broker.views.conversation_endpoints(), "the warehouse side closed")
+    assert b.broker.transport.statistics().rejected == 0

@@ -88,7 +88,7 @@ class Applier:
         self._purges: dict[bytes, bytes] = {}  # handle -> group: its queue rows to delete
         self._purged_queues: set[int] = set()
         self._deleted: list[int] = []  # endpoint ids to delete
-        self._closed_remote: list[tuple[bytes, bool, float]] = []  # sides with another instance
+        self._closed_remote: list[tuple[EndpointRow, float]] = []  # sides with another instance
         self.transmission = TransmissionQueue(conn, catalog, now)
         self._routes: dict[bytes, EndpointRow] = {}
         self.woken_queues: set[int] = set()
@@ -569,9 +569,7 @@ class Applier:
         self._purge(row)
         self._deleted.append(row.endpoint_id)
         if row.far_broker_instance is not None:  # NET-2, SEC-2: late copies stay duplicates
-            self._closed_remote.append(
-                (row.conversation_id, row.is_initiator, self.now + CLOSED_REMEMBERED)
-            )
+            self._closed_remote.append((row, self.now + CLOSED_REMEMBERED))
         self._rows[row.conversation_handle] = None
         self._sides[(row.conversation_id, row.is_initiator)] = None
         self._dirty.pop(row.conversation_handle, None)

@@ -68,6 +68,7 @@ from typing import Any, Protocol
 
 from .rows import (
     CatalogRows,
+    ClosedConversationRow,
     ConversationGroupListRow,
     EndpointListRow,
     EndpointRow,
@@ -281,10 +282,18 @@ class StorageConnection(Protocol):
         (by ``endpoint_id``), in one batch, in the write transaction."""
         ...
 
-    def remember_closed_conversations(self, sides: Iterable[tuple[bytes, bool, float]]) -> None:
-        """Keep (conversation_id, is_initiator, forget_after broker-clock seconds) of endpoints
-        of dialogs with another instance that closed here, in the write transaction: a late
-        copy of one of their messages is then a duplicate, not a new dialog (NET-2, SEC-2)."""
+    def remember_closed_conversations(self, closed: Iterable[tuple[EndpointRow, float]]) -> None:
+        """Keep each endpoint of a dialog with another instance that closed here, with its
+        ``forget_after`` (broker-clock seconds) and dialog security columns, in the write
+        transaction: a late copy of one of its messages is then a duplicate, not a new dialog
+        (NET-2, SEC-2), and its own messages still waiting to be acknowledged are sealed with
+        its key."""
+        ...
+
+    def closed_conversation(
+        self, conversation_id: bytes, is_initiator: bool
+    ) -> ClosedConversationRow | None:
+        """That side of the conversation while it is remembered as closed here, else None."""
         ...
 
     def was_closed(self, conversation_id: bytes, is_initiator: bool) -> bool:
@@ -292,8 +301,8 @@ class StorageConnection(Protocol):
         ...
 
     def forget_closed_conversations(self, now: float) -> None:
-        """Delete the remembered closed sides whose ``forget_after`` is ``now`` or earlier
-        (TICK-4), in the write transaction."""
+        """Delete the remembered closed sides whose ``forget_after`` is ``now`` or earlier and
+        that have nothing left in the transmission queue (TICK-4), in the write transaction."""
         ...
 
     def delete_endpoints(self, endpoint_ids: Sequence[int]) -> None:

@@ -20,6 +20,7 @@ from .rows import (
     BrokerPriorityRow,
     CatalogRows,
     CertificateRow,
+    ClosedConversationRow,
     ContractRow,
     ContractUsageRow,
     ConversationGroupListRow,
@@ -466,17 +467,47 @@ class NamedQueryConnection:
         (conversation_id, is_initiator, message_sequence_number)."""
         self._many("delete_transmission_message", ((c, int(i), n) for c, i, n in keys))
 
-    def remember_closed_conversations(self, sides: Iterable[tuple[bytes, bool, float]]) -> None:
-        """Keep (conversation_id, is_initiator, forget_after) of closed endpoints of dialogs
-        with another instance (NET-2, SEC-2), in one batch; a side kept already stays."""
-        self._many("remember_closed_conversation", ((c, int(i), after) for c, i, after in sides))
+    def remember_closed_conversations(self, closed: Iterable[tuple[EndpointRow, float]]) -> None:
+        """Keep each closed endpoint of a dialog with another instance, with its
+        ``forget_after`` and its dialog security columns (NET-2, SEC-2), in one batch; a side
+        kept already stays."""
+        self._many(
+            "remember_closed_conversation",
+            (
+                (
+                    row.conversation_id,
+                    int(row.is_initiator),
+                    after,
+                    row.principal_id,
+                    row.far_principal_id,
+                    row.outbound_session_key_identifier,
+                    row.security_timestamp,
+                    row.session_key,
+                    row.far_certificate,
+                )
+                for row, after in closed
+            ),
+        )
+
+    def closed_conversation(
+        self, conversation_id: bytes, is_initiator: bool
+    ) -> ClosedConversationRow | None:
+        """That side of the conversation while it is remembered as closed here, else None."""
+        rows = self._all("closed_conversation", (conversation_id, int(is_initiator)))
+        if not rows:
+            return None
+        row = ClosedConversationRow(*rows[0])
+        if row.session_key is not None:
+            row = row._replace(session_key=bytes(row.session_key))
+        return row
 
     def was_closed(self, conversation_id: bytes, is_initiator: bool) -> bool:
         """True while that side of the conversation is remembered as closed here."""
         return bool(self._one("closed_conversation_exists", (conversation_id, int(is_initiator))))
 
     def forget_closed_conversations(self, now: float) -> None:
-        """Forget the closed conversations whose ``forget_after`` is ``now`` or earlier."""
+        """Forget the closed conversations whose ``forget_after`` is ``now`` or earlier and
+        whose side has nothing left in the transmission queue."""
         self._run("forget_closed_conversations", (now,))
 
     def set_transmission_message_statuses(

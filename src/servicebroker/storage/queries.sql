@@ -496,8 +496,15 @@ VALUES (?, ?, ?, ?) RETURNING remote_service_binding_id;
 DELETE FROM remote_service_bindings WHERE remote_service_binding_id = ?;
 
 -- name: remember_closed_conversation
-INSERT INTO closed_conversations (conversation_id, is_initiator, forget_after) VALUES (?, ?, ?)
+INSERT INTO closed_conversations (conversation_id, is_initiator, forget_after, principal_id,
+    far_principal_id, session_key_identifier, security_timestamp, session_key, far_certificate)
+VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)
 ON CONFLICT (conversation_id, is_initiator) DO NOTHING;
+
+-- name: closed_conversation
+SELECT conversation_id, is_initiator, forget_after, principal_id, far_principal_id,
+       session_key_identifier, security_timestamp, session_key, far_certificate
+FROM closed_conversations WHERE conversation_id = ? AND is_initiator = ?;
 
 -- name: closed_conversation_exists
 SELECT EXISTS (
@@ -505,4 +512,8 @@ SELECT EXISTS (
 );
 
 -- name: forget_closed_conversations
-DELETE FROM closed_conversations WHERE forget_after <= ?;
+DELETE FROM closed_conversations WHERE forget_after <= ? AND NOT EXISTS (
+    SELECT 1 FROM transmission_queue t
+    WHERE t.conversation_id = closed_conversations.conversation_id
+      AND t.is_initiator = closed_conversations.is_initiator
+);

@@ -225,6 +225,23 @@ class EndpointRow:
     """The far side's certificate as dialog security found it (SEC-2)."""
 
 
+class ClosedConversationRow(NamedTuple):
+    """A closed endpoint of a dialog with another instance, remembered (``closed_conversations``,
+    NET-2, SEC-2): its side, until when (broker-clock seconds), and its dialog security columns
+    (None when the dialog was not secured), so that its messages still waiting to be
+    acknowledged are sealed with its key."""
+
+    conversation_id: bytes
+    is_initiator: int
+    forget_after: float
+    principal_id: int | None
+    far_principal_id: int | None
+    session_key_identifier: str | None
+    security_timestamp: float | None
+    session_key: bytes | None
+    far_certificate: str | None
+
+
 class EndpointListRow(NamedTuple):
     """A row of the ``conversation_endpoints`` view (:meth:`StorageConnection.list_endpoints`)."""
 

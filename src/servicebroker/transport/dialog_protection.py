@@ -35,7 +35,7 @@ from cryptography.hazmat.primitives.asymmetric.types import PrivateKeyTypes, Pub
 
 from ..catalog import DBO, PUBLIC, CatalogSnapshot
 from ..errors import CertificateError, DialogSecurityError
-from ..storage.rows import CertificateRow, EndpointRow
+from ..storage.rows import CertificateRow, ClosedConversationRow, EndpointRow
 from .certificates import load_private_key_file
 from .dialog_security import (
     SecurityHeader,
@@ -87,12 +87,18 @@ class DialogKey:
     far_certificate: str
 
 
-def dialog_key_of(row: EndpointRow) -> DialogKey | None:
-    """The dialog security state an endpoint row keeps, or None (a dialog not secured)."""
-    if row.session_key is None or row.outbound_session_key_identifier is None:
+def dialog_key_of(row: EndpointRow | ClosedConversationRow) -> DialogKey | None:
+    """The dialog security state an endpoint row keeps — or, once it has closed, the row that
+    remembers it (its END may still wait to be acknowledged) — or None (not secured)."""
+    key_id = (
+        row.session_key_identifier
+        if isinstance(row, ClosedConversationRow)
+        else row.outbound_session_key_identifier
+    )
+    if row.session_key is None or key_id is None:
         return None
     return DialogKey(
-        SessionKey(uuid.UUID(row.outbound_session_key_identifier), bytes(row.session_key)),
+        SessionKey(uuid.UUID(key_id), bytes(row.session_key)),
         row.security_timestamp or 0.0,
         row.principal_id if row.principal_id is not None else DBO,
         row.far_principal_id if row.far_principal_id is not None else PUBLIC,

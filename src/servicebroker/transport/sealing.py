@@ -125,7 +125,11 @@ class Sealer:
             for side in sides:
                 row = conn.get_far_endpoint(side[0], side[1])
                 if row is None:
-                    continue  # gone: its rows go too (TICK-3b takes the offer back)
+                    # closed here, its END not yet acknowledged: sealed with the key it had
+                    closed = conn.closed_conversation(side[0], side[1])
+                    if closed is not None:
+                        self._known[side] = dialog_key_of(closed)
+                    continue  # else gone with its rows (TICK-3b takes the offer back)
                 key = dialog_key_of(row)
                 if key is None and _wants_key(row):
                     try:

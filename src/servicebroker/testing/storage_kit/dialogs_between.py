@@ -40,24 +40,50 @@ def check_endpoint_security_columns(open_storage: StorageOpener) -> None:
 
 
 def check_closed_conversations(open_storage: StorageOpener) -> None:
-    """remember_closed_conversations / was_closed / forget_closed_conversations: a side is
-    remembered once (a second remember keeps it), per side, and forgotten once ``now`` reaches
-    its ``forget_after``; a rollback keeps nothing."""
+    """remember_closed_conversations / closed_conversation / was_closed /
+    forget_closed_conversations: a side is remembered once (a second remember keeps the
+    first), per side, with its dialog security columns byte for byte; forgotten once ``now``
+    reaches its ``forget_after`` — unless it still has rows in the transmission queue (its END
+    waits to be acknowledged); a rollback keeps nothing."""
     with kit.Bench(open_storage) as bench:
         conn = bench.connect(bench.storage())
-        first, second = kit.new_id(), kit.new_id()
+        queue_id = kit.new_queue(conn)
+        first = kit.endpoint(queue_id, is_initiator=False)
+        first.session_key, first.outbound_session_key_identifier = bytes(range(32)), "k-1"
+        first.principal_id, first.far_principal_id, first.far_certificate = 1, 6, "cd" * 20
+        first.security_timestamp = 1_700_000_000.25
+        second = kit.endpoint(queue_id, is_initiator=False)
+        waiting = kit.endpoint(queue_id, is_initiator=True)
         kit.committed(
             conn,
             lambda: conn.remember_closed_conversations(
-                [(first, False, 2_000.0), (first, False, 9_000.0), (second, False, 3_000.0)]
+                [(first, 2_000.0), (first, 9_000.0), (second, 3_000.0), (waiting, 1_000.0)]
             ),
         )
-        kit.expect(conn.was_closed(first, False), "was_closed of a side remembered")
-        kit.expect(not conn.was_closed(first, True), "was_closed of the other side")
+        kit.expect(conn.was_closed(first.conversation_id, False), "was_closed of a side kept")
+        kit.expect(not conn.was_closed(first.conversation_id, True), "the other side")
+        got = conn.closed_conversation(first.conversation_id, False)
+        kit.equal(
+            None if got is None else (got.forget_after, got.session_key, got.session_key_identifier,
+                                      got.principal_id, got.far_principal_id, got.far_certificate,
+                                      got.security_timestamp),
+            (2_000.0, bytes(range(32)), "k-1", 1, 6, "cd" * 20, 1_700_000_000.25),
+            "closed_conversation: the first remember's columns",
+        )  # fmt: skip
+        second_row = conn.closed_conversation(second.conversation_id, False)
+        kit.expect(second_row is not None and second_row.session_key is None, "a side not secured")
         conn.begin_write()
-        conn.remember_closed_conversations([(first, True, 5_000.0)])
+        conn.remember_closed_conversations([(replace(first, is_initiator=True), 5_000.0)])
         conn.rollback()
-        kit.expect(not conn.was_closed(first, True), "a rolled-back remember keeps nothing")
+        kit.expect(not conn.was_closed(first.conversation_id, True), "a rollback keeps nothing")
+        pending = kit.transmission(  # the initiator's END, for another instance
+            waiting.conversation_id, 5, b"", sequence=2, to_broker_instance=str(uuid.uuid4())
+        )
+        kit.committed(conn, lambda: conn.insert_transmissions([pending]))
         kit.committed(conn, lambda: conn.forget_closed_conversations(2_500.0))
-        kit.expect(not conn.was_closed(first, False), "forgotten at its forget_after")
-        kit.expect(conn.was_closed(second, False), "kept before its forget_after")
+        kit.expect(not conn.was_closed(first.conversation_id, False), "forgotten when due")
+        kit.expect(conn.was_closed(second.conversation_id, False), "kept before forget_after")
+        kit.expect(
+            conn.was_closed(waiting.conversation_id, True),
+            "kept while its messages wait in the transmission queue",
+        )
