@@ -336,7 +336,7 @@ class ReceivingSide:
                 assert outcome.error is not None
                 errors.append((conn, h, error_body(*outcome.error), outcome.key))
         for conn, h, body, key in errors:
-            self._error_back(conn, h, body, key)
+            self._error_back(conn, h, body, key, applier.catalog)
 
     def _ack_back(self, conn: PeerConnection, ack: Ack) -> None:
         """Queue an acknowledgement to ride on the next fragment to the peer (NET-3): on the
@@ -351,10 +351,16 @@ class ReceivingSide:
             target.queue_ack(ack)
 
     def _error_back(
-        self, conn: PeerConnection, h: MessageHeader, body: bytes, key: DialogKey | None
+        self,
+        conn: PeerConnection,
+        h: MessageHeader,
+        body: bytes,
+        key: DialogKey | None,
+        catalog: CatalogSnapshot,
     ) -> None:
         """Send the sender the broker's Error for its dialog (unsequenced, NET-2), sealed with
-        the dialog's session key when it is secured (SEC-2)."""
+        the dialog's session key when it is secured (SEC-2), by the certificates of
+        ``catalog`` (the snapshot the commit that made the Error read)."""
         assert self._instance is not None
         header = MessageHeader(
             conversation_id=h.conversation_id,
@@ -375,8 +381,6 @@ class ReceivingSide:
         )
         if key is not None:
             try:
-                with self._context.storage.connection() as db:
-                    catalog = self._context.catalog.snapshot(db)
                 header, body = protect_outgoing(
                     header, body, key, catalog, self._sealer.keys, self._sealer.wall_now()
                 )

@@ -117,7 +117,9 @@ class Sealer:
         return ready, waiting
 
     def _learn(self, sides: list[_Side], catalog: CatalogSnapshot, now: float) -> dict[_Side, str]:
-        """Read the endpoints of ``sides``; make and write the keys initiators lack."""
+        """Read the endpoints of ``sides``; make and write the keys initiators lack, in one
+        write transaction that reads those endpoints again, locked (a side whose binding or
+        certificates are missing is refused there, with its status)."""
         wall_now = self.wall_now()
         refused: dict[_Side, str] = {}
         wanting: list[_Side] = []
@@ -132,12 +134,7 @@ class Sealer:
                     continue  # else gone with its rows (TICK-3b takes the offer back)
                 key = dialog_key_of(row)
                 if key is None and _wants_key(row):
-                    try:
-                        new_dialog_key(row, catalog, now, wall_now)
-                    except DialogSecurityError as exc:
-                        refused[side] = str(exc)
-                        continue
-                    wanting.append(side)
+                    wanting.append(side)  # made (or refused) once, in the write below
                     continue
                 self._known[side] = key
             if wanting:
