@@ -151,10 +151,6 @@ def test_a_retried_partition_sends_nothing_twice(url: str, broker: Broker, pair:
 
     from servicebroker.spark.datasource import _DialogWriter, parse_write_options
 
-    broker.execute(
-        "CREATE TABLE IF NOT EXISTS servicebroker_spark_writes (write_id TEXT NOT NULL, "
-        "partition_id INTEGER NOT NULL, PRIMARY KEY (write_id, partition_id))"
-    )
     columns = ["conversation_key", "message_type_name", "message_body"]
     opts = parse_write_options(
         {
@@ -165,7 +161,7 @@ def test_a_retried_partition_sends_nothing_twice(url: str, broker: Broker, pair:
         },
         columns,
     )
-    writer = _DialogWriter(opts, columns)
+    writer = _DialogWriter(opts)
     rows = [Row(conversation_key="k", message_type_name="Req", message_body=bytearray(b"once"))]
     first = writer.write(iter(rows))
     again = writer.write(iter(rows))

@@ -28,6 +28,7 @@ from .catalog import CatalogCache
 from .catalog.network import NetworkStatements
 from .catalog.principals import PrincipalStatements
 from .catalog.statements import CatalogStatements
+from .claims import StreamClaims
 from .clock import Clock, SystemClock, check_seconds
 from .context import BrokerContext
 from .delivery import Applier
@@ -174,12 +175,16 @@ class Broker(CatalogStatements, NetworkStatements, PrincipalStatements):
         tasks.register("forwarded messages", 5, self.transport.forwarder_cleanup)  # TICK-4b
         tasks.register("closed dialogs", 5, self.transport.forget_closed)  # NET-2, SEC-2
         tasks.register("broker start", 5, self.transport.retry_start)  # TICK-4c
+        self.claims = StreamClaims(self._context)
+        """Stream readers' conversation-group claims (the Spark streaming source's)."""
+        tasks.register("stream claims", 1, self._release_claims)
         self.views = Views(
             self._context,
             activation=self.activation,
             tasks=self.tasks,
             supervisor=self._supervisor,
             transport=self.transport,
+            claims=self.claims,
         )
         CatalogStatements.__init__(
             self,
@@ -390,6 +395,10 @@ class Broker(CatalogStatements, NetworkStatements, PrincipalStatements):
             with self._cond:
                 if not self._stopping:
                     self._cond.wait(max(real, 0.001))
+
+    def _release_claims(self, now: float) -> None:
+        """Each tick: release the batches of stream readers whose claim time-out passed."""
+        self.claims.release_expired(now)
 
     def _on_clock(self, now: float) -> None:
         if self.running and self._leading:

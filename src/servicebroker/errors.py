@@ -26,6 +26,7 @@ __all__ = [
     "StorageError",
     "StorageFullError",
     "StorageIOError",
+    "StreamClaimError",
     "TransactionError",
     "TransportError",
 ]
@@ -89,6 +90,12 @@ class QueueDisabledError(BrokerError):
 class LockTimeoutError(BrokerError):
     """A statement waited longer than the broker's ``lock_timeout`` for a conversation group
     locked by another transaction (DLG-9)."""
+
+
+class StreamClaimError(BrokerError):
+    """A stream reader cannot go on with its claims: its unacknowledged batch was released
+    after its claim time-out (others may have received those messages), or the offset it
+    resumes from is older than what it acknowledged (a checkpoint from another run)."""
 
 
 class TransactionError(BrokerError):

@@ -27,6 +27,7 @@ from .catalog.views import (
     ServiceQueueUsageRow,
     ServiceRow,
 )
+from .claims import GroupClaim, StreamClaims
 from .clock import to_datetime
 from .context import BrokerContext
 from .dialogs import STATE_DESC
@@ -294,8 +295,10 @@ class Views(CatalogViews, PrincipalViews, NetworkViews):
         tasks: TaskHandlers,
         supervisor: Supervisor,
         transport: TransportService,
+        claims: StreamClaims,
     ) -> None:
         self._context = context
+        self._claims = claims
         self._activation = activation
         self._tasks = tasks
         self._supervisor = supervisor
@@ -381,6 +384,13 @@ class Views(CatalogViews, PrincipalViews, NetworkViews):
                 )
             )
         return out
+
+    def conversation_group_claims(self) -> list[GroupClaim]:
+        """The conversation groups stream readers claim (the Spark streaming source's batches
+        not yet committed): group, queue, reader, batch, messages, claimed at, expires at. A
+        claimed group is taken by no RECEIVE until its reader acknowledges the batch or its
+        claim expires."""
+        return self._claims.claims()
 
     def transmission_queue(self) -> list[TransmissionQueueRow]:
         """Messages waiting to be put on their target queue (QUE-3)."""

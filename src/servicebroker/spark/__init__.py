@@ -11,17 +11,17 @@ import os
 import sys
 from typing import Any
 
-from .datasource import (
-    ServiceBrokerDataSource,
-    SparkOptionError,
-    parse_read_options,
-    parse_write_options,
-)
+from .datasource import ServiceBrokerDataSource, parse_read_options
+from .dialog_rows import group_id_for, parse_write_options
+from .options import SparkOptionError
+from .stream_reader import parse_stream_options
 
 __all__ = [
     "ServiceBrokerDataSource",
     "SparkOptionError",
+    "group_id_for",
     "parse_read_options",
+    "parse_stream_options",
     "parse_write_options",
     "register",
     "session",

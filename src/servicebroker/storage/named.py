@@ -28,6 +28,7 @@ from .rows import (
     EndpointListRow,
     EndpointRow,
     EventNotificationRow,
+    GroupClaimRow,
     LoginRow,
     MessageRow,
     MessageTypeRow,
@@ -41,6 +42,7 @@ from .rows import (
     ServiceBrokerEndpointRow,
     ServiceContractRow,
     ServiceRow,
+    StreamReaderRow,
     TransmissionListRow,
     TransmissionRow,
     TransportMark,
@@ -350,12 +352,15 @@ class NamedQueryConnection:
 
     def group_messages(self, group_id: bytes, limit: int) -> list[MessageRow]:
         """Ready messages of a group in RECEIVE order (PRI-12, SYS-2), at most ``limit``."""
-        return rows_of(MessageRow, self._all("group_messages", (group_id, self._limit(limit))))
+        return rows_of(
+            MessageRow, self._all("group_messages", (group_id, group_id, self._limit(limit)))
+        )
 
     def conversation_messages(self, group_id: bytes, handle: bytes, limit: int) -> list[MessageRow]:
         """Ready messages of one conversation (in group ``group_id``) in RECEIVE order."""
         return rows_of(
-            MessageRow, self._all("conversation_messages", (group_id, handle, self._limit(limit)))
+            MessageRow,
+            self._all("conversation_messages", (group_id, handle, group_id, self._limit(limit))),
         )
 
     def peek(self, queue_id: int, limit: int) -> list[MessageRow]:
@@ -373,6 +378,81 @@ class NamedQueryConnection:
     def queue_has_ready(self, queue_id: int) -> bool:
         """True when the queue holds a message with status 1."""
         return bool(self._one("queue_has_ready", (queue_id,)))
+
+    # -- stream readers and their group claims (issue 14) --------------------------------
+    def stream_reader(self, reader: str) -> StreamReaderRow | None:
+        """The stream reader named ``reader``, or None."""
+        rows = self._all("stream_reader", (reader,))
+        return StreamReaderRow._make(rows[0]) if rows else None
+
+    def put_stream_reader(self, row: StreamReaderRow) -> None:
+        """Insert or replace a stream reader's row."""
+        self._run("put_stream_reader", tuple(row))
+
+    def list_stream_readers(self) -> list[StreamReaderRow]:
+        """Every stream reader, by name."""
+        return rows_of(StreamReaderRow, self._all("list_stream_readers"))
+
+    def expired_stream_readers(self, now: float) -> list[str]:
+        """Readers holding an unacknowledged batch whose claim time-out passed at ``now``."""
+        return [str(r[0]) for r in self._all("expired_stream_readers", (now,))]
+
+    def ready_groups(self, queue_id: int, limit: int) -> list[bytes]:
+        """Unclaimed groups of the queue with ready messages, in RECEIVE's order."""
+        return [bytes(r[0]) for r in self._all("ready_groups", (queue_id, self._limit(limit)))]
+
+    def group_claimed(self, group_id: bytes) -> bool:
+        """True while a stream reader claims the group."""
+        return bool(self._one("group_claimed", (group_id,)))
+
+    def insert_group_claims(self, rows: Iterable[tuple[bytes, int, str, int, float]]) -> None:
+        """Claim groups: (group id, queue id, reader, batch, claimed_at) each."""
+        self._many("insert_group_claim", rows)
+
+    def insert_claimed_messages(
+        self, reader: str, batch: int, rows: Iterable[tuple[int, int, MessageRow]]
+    ) -> None:
+        """Copy a batch's messages: (part, position, message row) each."""
+        self._many(
+            "insert_claimed_message",
+            ((reader, batch, part, position, *row) for part, position, row in rows),
+        )
+
+    def claimed_messages(self, reader: str, low: int, high: int, part: int) -> list[MessageRow]:
+        """The messages of ``reader``'s batches ``low`` (excluded) to ``high`` read by task
+        ``part``, in batch and then planned order."""
+        return rows_of(MessageRow, self._all("claimed_messages", (reader, low, high, part)))
+
+    def claimed_counts(self, reader: str, low: int, high: int) -> list[tuple[int, int, int]]:
+        """(batch, part, messages) of ``reader``'s batches ``low`` (excluded) to ``high``."""
+        return [
+            (int(b), int(p), int(n)) for b, p, n in self._all("claimed_counts", (reader, low, high))
+        ]
+
+    def claimed_orders(self, reader: str, up_to: int) -> list[tuple[int, int]]:
+        """(queue id, queuing order) of the messages of ``reader``'s batches up to ``up_to``."""
+        return [(int(q), int(o)) for q, o in self._all("claimed_orders", (reader, up_to))]
+
+    def drop_claims(self, reader: str, up_to: int) -> None:
+        """Delete ``reader``'s claims and claimed copies of batches up to ``up_to``."""
+        self._run("delete_group_claims", (reader, up_to))
+        self._run("delete_claimed_messages", (reader, up_to))
+
+    def list_group_claims(self) -> list[GroupClaimRow]:
+        """Rows for the ``conversation_group_claims`` view."""
+        return rows_of(GroupClaimRow, self._all("list_group_claims"))
+
+    def stream_committed(self, query_id: str, batch_id: int) -> bool:
+        """True when stream writer query ``query_id`` committed micro-batch ``batch_id``."""
+        return bool(self._one("stream_committed", (query_id, batch_id)))
+
+    def insert_stream_commit(self, query_id: str, batch_id: int, now: float) -> None:
+        """Record that ``query_id`` committed ``batch_id``.
+
+        Raises:
+            IntegrityConflict: it was recorded already (a concurrent commit of the batch).
+        """
+        self._refusable("insert_stream_commit", (query_id, batch_id, now))
 
     def queue_counts(self) -> list[QueueCountRow]:
         """(queue_id, status, messages) for every queue holding messages."""

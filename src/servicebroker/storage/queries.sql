@@ -207,6 +207,7 @@ SELECT status, priority, queuing_order, conversation_group_id, conversation_hand
        message_body, message_id, queue_id, message_enqueue_time
 FROM queue_messages
 WHERE conversation_group_id = ? AND status = 1
+  AND NOT EXISTS (SELECT 1 FROM conversation_group_claims WHERE conversation_group_id = ?)
 ORDER BY priority DESC, conversation_order, rank, message_sequence_number
 LIMIT ?;
 
@@ -216,6 +217,7 @@ SELECT status, priority, queuing_order, conversation_group_id, conversation_hand
        message_body, message_id, queue_id, message_enqueue_time
 FROM queue_messages
 WHERE conversation_group_id = ? AND conversation_handle = ? AND status = 1
+  AND NOT EXISTS (SELECT 1 FROM conversation_group_claims WHERE conversation_group_id = ?)
 ORDER BY rank, message_sequence_number
 LIMIT ?;
 
@@ -236,7 +238,9 @@ ORDER BY queuing_order
 LIMIT ?;
 
 -- name: queue_has_ready
-SELECT EXISTS (SELECT 1 FROM queue_groups WHERE queue_id = ?);
+SELECT EXISTS (SELECT 1 FROM queue_groups g WHERE queue_id = ?
+    AND NOT EXISTS (SELECT 1 FROM conversation_group_claims c
+                    WHERE c.conversation_group_id = g.conversation_group_id));
 
 -- name: queue_counts
 SELECT queue_id, status, count(*) FROM queue_messages GROUP BY queue_id, status;
@@ -517,3 +521,79 @@ DELETE FROM closed_conversations WHERE forget_after <= ? AND NOT EXISTS (
     WHERE t.conversation_id = closed_conversations.conversation_id
       AND t.is_initiator = closed_conversations.is_initiator
 );
+
+-- Stream readers and their conversation-group claims (issue 14, migration 0013 / 0010).
+
+-- name: stream_reader
+SELECT reader, queues, latest, acknowledged, released, renewed, claim_timeout
+FROM stream_readers WHERE reader = ?;
+
+-- name: put_stream_reader
+INSERT INTO stream_readers (reader, queues, latest, acknowledged, released, renewed, claim_timeout)
+VALUES (?, ?, ?, ?, ?, ?, ?)
+ON CONFLICT (reader) DO UPDATE SET queues = excluded.queues, latest = excluded.latest,
+    acknowledged = excluded.acknowledged, released = excluded.released,
+    renewed = excluded.renewed, claim_timeout = excluded.claim_timeout;
+
+-- name: expired_stream_readers
+SELECT reader FROM stream_readers WHERE latest > acknowledged AND renewed + claim_timeout <= ?;
+
+-- name: ready_groups
+SELECT conversation_group_id FROM queue_groups g WHERE queue_id = ?
+  AND NOT EXISTS (SELECT 1 FROM conversation_group_claims c
+                  WHERE c.conversation_group_id = g.conversation_group_id)
+ORDER BY level DESC, head_order
+LIMIT ?;
+
+-- name: group_claimed
+SELECT EXISTS (SELECT 1 FROM conversation_group_claims WHERE conversation_group_id = ?);
+
+-- name: insert_group_claim
+INSERT INTO conversation_group_claims (conversation_group_id, queue_id, reader, batch, claimed_at)
+VALUES (?, ?, ?, ?, ?);
+
+-- name: insert_claimed_message
+INSERT INTO claimed_messages (reader, batch, part, position, status, priority, queuing_order,
+    conversation_group_id, conversation_handle, message_sequence_number, service_id,
+    service_contract_id, message_type_id, validation, message_body, message_id, queue_id,
+    message_enqueue_time)
+VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?);
+
+-- name: claimed_messages
+SELECT status, priority, queuing_order, conversation_group_id, conversation_handle,
+       message_sequence_number, service_id, service_contract_id, message_type_id, validation,
+       message_body, message_id, queue_id, message_enqueue_time
+FROM claimed_messages WHERE reader = ? AND batch > ? AND batch <= ? AND part = ?
+ORDER BY batch, position;
+
+-- name: claimed_counts
+SELECT batch, part, count(*) FROM claimed_messages WHERE reader = ? AND batch > ? AND batch <= ?
+GROUP BY batch, part ORDER BY batch, part;
+
+-- name: claimed_orders
+SELECT queue_id, queuing_order FROM claimed_messages WHERE reader = ? AND batch <= ?
+ORDER BY batch, part, position;
+
+-- name: delete_claimed_messages
+DELETE FROM claimed_messages WHERE reader = ? AND batch <= ?;
+
+-- name: delete_group_claims
+DELETE FROM conversation_group_claims WHERE reader = ? AND batch <= ?;
+
+-- name: list_group_claims
+SELECT c.conversation_group_id, c.queue_id, c.reader, c.batch, c.claimed_at, r.renewed,
+       r.claim_timeout,
+       (SELECT count(*) FROM claimed_messages m WHERE m.reader = c.reader
+            AND m.batch = c.batch AND m.conversation_group_id = c.conversation_group_id)
+FROM conversation_group_claims c JOIN stream_readers r ON r.reader = c.reader
+ORDER BY c.reader, c.batch, c.claimed_at;
+
+-- name: list_stream_readers
+SELECT reader, queues, latest, acknowledged, released, renewed, claim_timeout
+FROM stream_readers ORDER BY reader;
+
+-- name: stream_committed
+SELECT EXISTS (SELECT 1 FROM stream_commits WHERE query_id = ? AND batch_id = ?);
+
+-- name: insert_stream_commit
+INSERT INTO stream_commits (query_id, batch_id, committed_at) VALUES (?, ?, ?);

@@ -21,6 +21,7 @@ __all__ = [
     "EndpointListRow",
     "EndpointRow",
     "EventNotificationRow",
+    "GroupClaimRow",
     "LoginRow",
     "MessageRow",
     "MessageTypeRow",
@@ -34,6 +35,7 @@ __all__ = [
     "ServiceBrokerEndpointRow",
     "ServiceContractRow",
     "ServiceRow",
+    "StreamReaderRow",
     "TransmissionListRow",
     "TransmissionRow",
     "TransportMark",
@@ -277,6 +279,36 @@ class ConversationGroupListRow(NamedTuple):
     conversation_group_id: bytes
     service_id: int
     queue_id: int
+
+
+class StreamReaderRow(NamedTuple):
+    """A stream reader (``stream_readers``, issue 14): the queues it reads (names, comma
+    separated), the last batch it planned (``latest``), acknowledged and had ``released``
+    by the time-out, when it last showed life (``renewed``, broker-clock seconds) and its
+    ``claim_timeout`` (seconds)."""
+
+    reader: str
+    queues: str
+    latest: int
+    acknowledged: int
+    released: int
+    renewed: float
+    claim_timeout: float
+
+
+class GroupClaimRow(NamedTuple):
+    """A row of the ``conversation_group_claims`` view: a group claimed by a reader's batch,
+    since ``claimed_at``, the reader last ``renewed`` (broker-clock seconds), its
+    ``claim_timeout`` (seconds) and the ``messages`` of the group in the batch."""
+
+    conversation_group_id: bytes
+    queue_id: int
+    reader: str
+    batch: int
+    claimed_at: float
+    renewed: float
+    claim_timeout: float
+    messages: int
 
 
 # -- catalog -----------------------------------------------------------------------------------

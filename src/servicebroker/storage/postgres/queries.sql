@@ -158,8 +158,10 @@ SELECT pg_advisory_unlock(%s);
 SELECT conversation_group_id, level, head_order, k, pg_try_advisory_lock(k)
 FROM (SELECT conversation_group_id, level, head_order,
              hashtextextended(%s || encode(conversation_group_id, 'hex'), 0) AS k
-      FROM queue_groups
+      FROM queue_groups g
       WHERE queue_id = %s AND NOT (conversation_group_id = ANY(%s::bytea[]))
+        AND NOT EXISTS (SELECT 1 FROM conversation_group_claims c
+                        WHERE c.conversation_group_id = g.conversation_group_id)
       ORDER BY level DESC, head_order
       LIMIT 1) AS c;
 

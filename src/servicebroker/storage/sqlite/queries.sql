@@ -23,12 +23,16 @@ SELECT endpoint_id, conversation_handle, conversation_id, is_initiator, service_
 FROM conversation_endpoints WHERE conversation_id IN (?*);
 
 -- name: candidate_groups
-SELECT conversation_group_id, level, head_order FROM queue_groups WHERE queue_id = ?
+SELECT conversation_group_id, level, head_order FROM queue_groups g WHERE queue_id = ?
+  AND NOT EXISTS (SELECT 1 FROM conversation_group_claims c
+                  WHERE c.conversation_group_id = g.conversation_group_id)
 ORDER BY level DESC, head_order;
 
 -- name: candidate_groups_excluding
-SELECT conversation_group_id, level, head_order FROM queue_groups
+SELECT conversation_group_id, level, head_order FROM queue_groups g
 WHERE queue_id = ? AND hex(conversation_group_id) NOT IN (SELECT value FROM json_each(?))
+  AND NOT EXISTS (SELECT 1 FROM conversation_group_claims c
+                  WHERE c.conversation_group_id = g.conversation_group_id)
 ORDER BY level DESC, head_order;
 
 -- name: held_group_head

@@ -1,0 +1,80 @@
+"""What every part of the ``servicebroker`` data source shares: its option error, option
+parsing helpers and the queue schema of the rows it reads."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from ..errors import BrokerError
+from ..messages import Message
+
+__all__ = ["QUEUE_SCHEMA", "SparkOptionError", "message_tuple", "positive_int", "required"]
+
+QUEUE_SCHEMA = (
+    "status int, priority int, queuing_order long, conversation_group_id string, "
+    "conversation_handle string, message_sequence_number long, service_name string, "
+    "service_id int, service_contract_name string, service_contract_id int, "
+    "message_type_name string, message_type_id int, validation string, message_body binary, "
+    "message_enqueue_time timestamp, message_id string, queue_name string"
+)
+"""The DataFrame schema of a queue: the QUE-2 columns plus ``queue_name``."""
+
+
+class SparkOptionError(BrokerError):
+    """A ``servicebroker`` data source option or column is missing or bad."""
+
+
+def required(options: Mapping[str, str], name: str, what: str) -> str:
+    """Option ``name`` (lower case, as Spark passes it).
+
+    Raises:
+        SparkOptionError: it is missing or blank; the message names it and ``what`` it is.
+    """
+    value = options.get(name.lower())
+    if value is None or not str(value).strip():
+        raise SparkOptionError(f"servicebroker data source: option {name!r} ({what}) is required")
+    return str(value)
+
+
+def positive_int(options: Mapping[str, str], key: str, name: str) -> int | None:
+    """Option ``key`` (lower case) as an integer >= 1, or None when not given.
+
+    Raises:
+        SparkOptionError: not such an integer; the message names the option as ``name``.
+    """
+    text = options.get(key)
+    if text is None:
+        return None
+    try:
+        value = int(text)
+    except ValueError:
+        value = 0
+    if value < 1:
+        raise SparkOptionError(
+            f"servicebroker data source: option {name!r} must be an integer >= 1, got {text!r}"
+        )
+    return value
+
+
+def message_tuple(m: Message) -> tuple[Any, ...]:
+    """A message as a row of :data:`QUEUE_SCHEMA`."""
+    return (
+        m.status,
+        m.priority,
+        m.queuing_order,
+        str(m.conversation_group_id),
+        str(m.conversation_handle),
+        m.message_sequence_number,
+        m.service_name,
+        m.service_id,
+        m.service_contract_name,
+        m.service_contract_id,
+        m.message_type_name,
+        m.message_type_id,
+        m.validation,
+        bytearray(m.message_body),
+        m.message_enqueue_time,
+        str(m.message_id),
+        m.queue_name,
+    )
