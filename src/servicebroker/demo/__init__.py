@@ -38,6 +38,7 @@ from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
 from ..clock import ManualClock
+from ..errors import BrokerError
 from .flights import (
     YEAR_START,
     load_flights,
@@ -58,8 +59,12 @@ from .instances import (
 )
 from .procedures import DemoState
 from .report import print_report
+from .spark_engine import SparkCarriers
 
-__all__ = ["DemoResult", "run_demo", "service_name"]
+__all__ = ["ENGINES", "DemoResult", "run_demo", "service_name"]
+
+ENGINES = ("python", "spark")
+"""Who does the carriers' work: activated procedures, or Spark Structured Streaming."""
 
 
 @dataclass(frozen=True)
@@ -90,11 +95,13 @@ def _process_year(
     clock: ManualClock,
     console: Console,
     total: int,
+    streams: SparkCarriers | None = None,
 ) -> None:
     """Month by month: Spark writes the month into the airports' broker (carrier activation
     OFF), the messages reach the carriers' queues (at once for one instance, through the
-    transport for two), activation turns ON, and once every broker is quiet the clock moves
-    to the month's end (timers fire) and everything settles again."""
+    transport for two), activation turns ON — or, with ``streams``, the carriers' streaming
+    queries run — and once every broker is quiet the clock moves to the month's end (timers
+    fire) and everything settles again."""
     with Progress(
         TextColumn("{task.description}"),
         BarColumn(),
@@ -106,15 +113,32 @@ def _process_year(
         flight_task = progress.add_task("flights settled", total=total)
 
         def settled() -> None:
-            done = brokers.carrier.execute("SELECT count(*) FROM flight_results")[0][0]
+            table = "flight_results" if streams is None else "airport_replies"
+            done = (brokers.carrier if streams is None else brokers.airport).execute(
+                f"SELECT count(*) FROM {table}"
+            )[0][0]
             progress.update(flight_task, completed=done)
 
+        carrier_queues = {f"carrier_{code}" for code in carriers}
+
         def quiet() -> None:
-            wait_quiet(brokers, clock, settled)
+            if streams is None:
+                wait_quiet(brokers, clock, settled)
+                return
+            while True:  # the carriers' queries drain, the airports' procedures answer
+                brokers.carrier.timer.run_due(clock.now())  # due timers' messages are queued
+                streams.drain()
+                wait_quiet(brokers, clock, settled, ignore=carrier_queues)
+                if not any(
+                    q.ready_messages
+                    for q in brokers.carrier.views.service_queues()
+                    if q.name in carrier_queues
+                ):
+                    return
 
         for month in months:
             progress.update(month_task, description=f"month {month:2d}: Spark sends")
-            if month != months[0]:
+            if month != months[0] and streams is None:
                 carriers_off(brokers, carriers, state, clock)
             (
                 messages.where(messages.month == month)
@@ -130,7 +154,8 @@ def _process_year(
                 progress.update(month_task, description=f"month {month:2d}: transport")
                 wait_quiet(brokers, clock, settled, delivered_only=True)
             progress.update(month_task, description=f"month {month:2d}: receiving")
-            carrier_activation(brokers, carriers, state, on=True)
+            if streams is None:
+                carrier_activation(brokers, carriers, state, on=True)
             quiet()
             end_of_month = datetime(2013 + month // 12, month % 12 + 1, 1, tzinfo=UTC).timestamp()
             clock.set(max(clock.now(), end_of_month))
@@ -153,6 +178,7 @@ def run_demo(
     instances: int = 1,
     target_url: str | None = None,
     forwarder: bool = False,
+    engine: str = "python",
 ) -> DemoResult:
     """Run the flights demo; see the module docstring. Returns whether every count matched.
 
@@ -170,12 +196,17 @@ def run_demo(
             through which every message travels (FWD-1).
         target_url: the carriers' broker for two instances, as ``url`` (default
             ``OUTPUT/carriers.db``, recreated).
+        engine: who does the carriers' work: ``"python"`` (activated procedures) or
+            ``"spark"`` (Structured Streaming queries, :mod:`.spark_engine`).
 
     Raises:
         BrokerError: a URL names an existing file or a PostgreSQL broker already in use,
-            ``instances`` is not 1 or 2, ``target_url`` is given for one instance, an endpoint
+            ``instances`` is not 1 or 2, ``engine`` is unknown, ``target_url`` is given for one
+            instance, an endpoint
             did not start, or the queues never drained.
     """
+    if engine not in ENGINES:
+        raise BrokerError(f"demo engine must be one of {', '.join(ENGINES)}, got {engine!r}")
     console = console or Console()
     os.makedirs(output, exist_ok=True)
     clock = ManualClock(YEAR_START)
@@ -183,7 +214,7 @@ def run_demo(
         url, target_url, instances=instances, output=output, clock=clock, forwarder=forwarder
     )
     try:
-        return _run(brokers, limit, output, master, console, spark, clock)
+        return _run(brokers, limit, output, master, console, spark, clock, engine)
     finally:
         brokers.close()
 
@@ -196,6 +227,7 @@ def _run(
     console: Console,
     spark: Any | None,
     clock: ManualClock,
+    engine: str,
 ) -> DemoResult:
     started = time.monotonic()
     where = (
@@ -234,9 +266,16 @@ def _run(
         airports, carriers = setup_catalog(brokers, flights, state)
         messages = messages_frame(spark, flights_path)
         start(brokers, airports, carriers, output)
+        streams = None
+        if engine == "spark":
+            folder = os.path.join(output, "spark")
+            shutil.rmtree(folder, ignore_errors=True)
+            streams = SparkCarriers(
+                spark, brokers.carrier_url, [f"carrier_{c}" for c in carriers], folder, clock.now
+            )
         process_start = time.monotonic()
         _process_year(
-            brokers, spark, messages, months, carriers, state, clock, console, len(flights)
+            brokers, spark, messages, months, carriers, state, clock, console, len(flights), streams
         )
         processing = time.monotonic() - process_start
         monitors = {
@@ -274,10 +313,14 @@ def _run(
             "priority",
             "receive_position",
         ]
-        results = pd.DataFrame(
-            brokers.carrier.execute(f"SELECT {', '.join(columns)} FROM flight_results"),
-            columns=columns,
-        )
+        if streams is None:
+            results = pd.DataFrame(
+                brokers.carrier.execute(f"SELECT {', '.join(columns)} FROM flight_results"),
+                columns=columns,
+            )
+        else:
+            results = streams.results()[columns]
+            state.timers_fired = int((results["status"] == "arrival_missing").sum())
         replies = brokers.airport.execute(
             "SELECT count(*), count(DISTINCT flight_id) FROM airport_replies"
         )[0]
@@ -300,9 +343,12 @@ def _run(
         if own_spark:
             spark.stop()
 
+    received = state.received + (0 if streams is None else streams.received)
     figures = [
+        ("engine (the carriers' side)", engine),
         ("messages received by activated procedures", f"{state.received:,}"),
-        ("messages per second (processing phase)", f"{state.received / processing:,.0f}"),
+        *(streams.statistics() if streams is not None else []),
+        ("messages per second (processing phase)", f"{received / processing:,.0f}"),
         ("conversation timers fired (arrival missing)", f"{state.timers_fired:,}"),
         (
             "receiving transactions (carrier / airport)",
@@ -350,7 +396,7 @@ def _run(
     return DemoResult(
         not problems,
         len(flights),
-        state.received,
+        received,
         seconds,
         tuple(problems),
         len(brokers.all),

@@ -471,12 +471,15 @@ def wait_quiet(
     progress: Callable[[], None],
     *,
     delivered_only: bool = False,
+    ignore: frozenset[str] | set[str] = frozenset(),
     timeout: float = 1800.0,
 ) -> None:
     """Wait until, on every broker, no message is ready, none waits for transmission and every
     running procedure waits in RECEIVE (three looks in a row), calling ``progress`` every half
     second and sampling the transport's figures. With ``delivered_only`` wait only until the
     transmission queues are empty (every message sent has been committed at its target).
+    Messages ready on the queues named in ``ignore`` do not count (a Spark query, not a
+    procedure, receives them).
 
     The demo's clock follows the data, so it stands still while the month is processed. When
     messages are ready or wait for transmission but nothing has happened for a second of real
@@ -499,7 +502,12 @@ def wait_quiet(
         if delivered_only:
             ready, busy = 0, False
         else:
-            ready = sum(q.ready_messages for b in brokers.all for q in b.views.service_queues())
+            ready = sum(
+                q.ready_messages
+                for b in brokers.all
+                for q in b.views.service_queues()
+                if q.name not in ignore
+            )
             busy = any(
                 m.running_tasks > m.tasks_waiting
                 for b in brokers.all

@@ -44,7 +44,7 @@ from pyspark.sql.datasource import (
 )
 
 from .dialog_rows import DialogRows, WriteOptions, parse_write_options, record_once, row_tuple
-from .options import QUEUE_SCHEMA, SparkOptionError, message_tuple, required
+from .options import QUEUE_SCHEMA, SparkOptionError, message_tuple, open_broker, required
 from .stream_reader import QueueStreamReader, parse_stream_options
 from .stream_writer import DialogStreamWriter
 
@@ -188,12 +188,10 @@ class _DialogWriter(DataSourceWriter):
         """Apply one partition's rows in one transaction; skip a partition already written."""
         from pyspark import TaskContext
 
-        from ..broker import Broker
-
         ctx = TaskContext.get()
         partition_id = ctx.partitionId() if ctx is not None else 0
         opts = self.opts
-        with Broker.open(opts.url) as broker:
+        with open_broker(opts.url, opts.clock) as broker:
             tx = broker.transaction()
             try:
                 rows = DialogRows(tx, opts)

@@ -23,7 +23,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from .options import SparkOptionError, required
+from .options import SparkOptionError, clock_at, required
 
 __all__ = [
     "FIELDS",
@@ -63,6 +63,8 @@ class WriteOptions:
         columns: which of :data:`FIELDS` the DataFrame has.
         query: the ``queryName`` option: the streaming writer's name for its commits when
             Spark's own query id is not at hand.
+        clock: the ``clock`` option: the broker time (epoch seconds) the writer's statements
+            run at (a simulated clock), else None (the system clock).
     """
 
     url: str
@@ -72,6 +74,7 @@ class WriteOptions:
     write_id: str
     columns: frozenset[str]
     query: str | None = None
+    clock: float | None = None
 
 
 def parse_write_options(options: Mapping[str, str], columns: Iterable[str]) -> WriteOptions:
@@ -121,6 +124,7 @@ def parse_write_options(options: Mapping[str, str], columns: Iterable[str]) -> W
         uuid.uuid4().hex,
         have,
         options.get("queryname"),
+        clock_at(options),
     )
 
 

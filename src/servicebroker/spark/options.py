@@ -9,7 +9,15 @@ from typing import Any
 from ..errors import BrokerError
 from ..messages import Message
 
-__all__ = ["QUEUE_SCHEMA", "SparkOptionError", "message_tuple", "positive_int", "required"]
+__all__ = [
+    "QUEUE_SCHEMA",
+    "SparkOptionError",
+    "clock_at",
+    "message_tuple",
+    "open_broker",
+    "positive_int",
+    "required",
+]
 
 QUEUE_SCHEMA = (
     "status int, priority int, queuing_order long, conversation_group_id string, "
@@ -55,6 +63,37 @@ def positive_int(options: Mapping[str, str], key: str, name: str) -> int | None:
             f"servicebroker data source: option {name!r} must be an integer >= 1, got {text!r}"
         )
     return value
+
+
+def clock_at(options: Mapping[str, str]) -> float | None:
+    """Option ``clock``: the broker time (epoch seconds) the data source's statements run at,
+    for brokers whose clock is simulated (a replay, the demo, whose clock follows the data);
+    None (the default): the system clock.
+
+    Raises:
+        SparkOptionError: not a finite number.
+    """
+    text = options.get("clock")
+    if text is None:
+        return None
+    try:
+        value = float(text)
+    except ValueError:
+        value = float("nan")
+    if value != value or value in (float("inf"), float("-inf")):
+        raise SparkOptionError(
+            f"servicebroker data source: option 'clock' must be epoch seconds, got {text!r}"
+        )
+    return value
+
+
+def open_broker(url: str, at: float | None) -> Any:
+    """:meth:`servicebroker.Broker.open` of ``url``, on a clock standing at ``at`` when given
+    (see :func:`clock_at`)."""
+    from ..broker import Broker
+    from ..clock import ManualClock
+
+    return Broker.open(url) if at is None else Broker.open(url, clock=ManualClock(at))
 
 
 def message_tuple(m: Message) -> tuple[Any, ...]:

@@ -24,7 +24,8 @@ several separated by commas), ``maxMessagesPerBatch`` (default: all ready), ``pa
 per batch; default: this machine's cores, Spark's default parallelism in local mode), ``reader``
 (the claim's stable name; default: a new name made when the query starts for the first time and
 kept in its checkpoint's offsets), ``claimTimeout`` (seconds a reader may show no life before
-its unacknowledged batch is released; default 1800).
+its unacknowledged batch is released; default 1800), ``clock`` (the broker time, epoch
+seconds, for brokers on a simulated clock; default the system clock).
 """
 
 from __future__ import annotations
@@ -44,7 +45,14 @@ from pyspark.sql.streaming.datasource import (
 )
 
 from ..claims import CLAIM_TIMEOUT
-from .options import SparkOptionError, message_tuple, positive_int, required
+from .options import (
+    SparkOptionError,
+    clock_at,
+    message_tuple,
+    open_broker,
+    positive_int,
+    required,
+)
 
 __all__ = ["StreamReadOptions", "parse_stream_options"]
 
@@ -59,6 +67,7 @@ class StreamReadOptions:
     partitions: int
     reader: str | None
     claim_timeout: float
+    clock: float | None = None
 
 
 def parse_stream_options(options: Mapping[str, str]) -> StreamReadOptions:
@@ -92,7 +101,9 @@ def parse_stream_options(options: Mapping[str, str]) -> StreamReadOptions:
             raise SparkOptionError(
                 f"servicebroker data source: option 'claimTimeout' must be a number of seconds > 0, got {timeout_text!r}"
             )
-    return StreamReadOptions(url, queues, max_messages, partitions, reader, timeout)
+    return StreamReadOptions(
+        url, queues, max_messages, partitions, reader, timeout, clock_at(options)
+    )
 
 
 @dataclass(frozen=True)
@@ -104,6 +115,7 @@ class _BatchPart(InputPartition):
     low: int
     high: int
     part: int
+    clock: float | None
 
 
 class QueueStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
@@ -121,9 +133,7 @@ class QueueStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
                 broker.catalog.queue(name)  # an unknown queue fails here, on the driver
 
     def _broker(self) -> Any:
-        from ..broker import Broker
-
-        return Broker.open(self.opts.url)
+        return open_broker(self.opts.url, self.opts.clock)
 
     def initialOffset(self) -> dict[str, Any]:
         """Where a new query starts: after the last batch the named reader acknowledged, or
@@ -169,14 +179,15 @@ class QueueStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
             return []
         with self._broker() as broker:
             parts = broker.claims.parts(reader, low, high)
-        return [_BatchPart(self.opts.url, reader, low, high, part) for part, _ in parts.parts]
+        return [
+            _BatchPart(self.opts.url, reader, low, high, part, self.opts.clock)
+            for part, _ in parts.parts
+        ]
 
     def read(self, partition: InputPartition) -> Iterator[tuple[Any, ...]]:
         """The part's messages, in order (in a task)."""
         assert isinstance(partition, _BatchPart)
-        from ..broker import Broker
-
-        with Broker.open(partition.url) as broker:
+        with open_broker(partition.url, partition.clock) as broker:
             broker.claims.renew(partition.reader)
             messages = broker.claims.messages(
                 partition.reader, partition.low, partition.high, partition.part

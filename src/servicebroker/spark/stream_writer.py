@@ -28,7 +28,7 @@ from typing import Any
 from pyspark.sql.datasource import DataSourceStreamWriter, WriterCommitMessage
 
 from .dialog_rows import DialogRows, WriteOptions, record_once, row_tuple
-from .options import SparkOptionError
+from .options import SparkOptionError, open_broker
 
 __all__ = ["BatchRows", "DialogStreamWriter"]
 
@@ -90,9 +90,7 @@ class DialogStreamWriter(DataSourceStreamWriter):
                     "is: set option 'queryName'"
                 )
             return
-        from ..broker import Broker
-
-        with Broker.open(self.opts.url) as broker:
+        with open_broker(self.opts.url, self.opts.clock) as broker:
             tx = broker.transaction()
             try:
                 if not record_once(tx, broker.paramstyle, query_id, batchId, broker.clock.now()):
