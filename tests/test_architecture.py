@@ -160,7 +160,7 @@ def test_the_layout_reads_as_the_architecture() -> None:
         "servicebroker.demo",
         "servicebroker.demo.instances",
         "servicebroker.demo.procedures",
-        "servicebroker.spark.datasource",
+        "servicebroker.spark.options",
         "servicebroker.testing",
         "servicebroker.testing.work",
         "servicebroker.testing.faults",

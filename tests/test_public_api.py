@@ -40,6 +40,7 @@ def test_all_names_the_public_surface() -> None:
         "StorageError",
         "StorageFullError",
         "StorageIOError",
+        "StreamClaimError",
         "Outcome",
         "TransactionError",
         "TransportError",

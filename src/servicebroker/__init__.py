@@ -30,6 +30,7 @@ from .errors import (
     StorageError,
     StorageFullError,
     StorageIOError,
+    StreamClaimError,
     TransactionError,
     TransportError,
 )
@@ -66,6 +67,7 @@ __all__ = [
     "StorageError",
     "StorageFullError",
     "StorageIOError",
+    "StreamClaimError",
     "SystemClock",
     "Transaction",
     "TransactionError",

@@ -14,11 +14,16 @@ from typing import Any
 from .datasource import ServiceBrokerDataSource, parse_read_options
 from .dialog_rows import group_id_for, parse_write_options
 from .options import SparkOptionError
+from .progress import BatchProgress, QueryProgress, follow
+from .quiet import java_options, launch_quietly
 from .stream_reader import parse_stream_options
 
 __all__ = [
+    "BatchProgress",
+    "QueryProgress",
     "ServiceBrokerDataSource",
     "SparkOptionError",
+    "follow",
     "group_id_for",
     "parse_read_options",
     "parse_stream_options",
@@ -49,7 +54,8 @@ def session(
         extra: more ``spark.*`` settings.
 
     Workers run this interpreter (``PYSPARK_PYTHON`` is set to ``sys.executable`` unless already
-    set), so they can import servicebroker and pyarrow.
+    set), so they can import servicebroker and pyarrow. Spark logs errors only, and its start-up
+    noise is filtered out (:mod:`.quiet`).
     """
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
@@ -69,9 +75,13 @@ def session(
         builder = builder.config("spark.local.dir", temp_dir).config(
             "spark.sql.warehouse.dir", os.path.join(temp_dir, "warehouse")
         )
-    for key, value in (extra or {}).items():
+    settings = dict(extra or {})
+    settings["spark.driver.extraJavaOptions"] = java_options(
+        settings.get("spark.driver.extraJavaOptions")
+    )
+    for key, value in settings.items():
         builder = builder.config(key, value)
-    spark = builder.getOrCreate()
+    spark = launch_quietly(builder.getOrCreate)
     spark.sparkContext.setLogLevel("ERROR")
     register(spark)
     return spark

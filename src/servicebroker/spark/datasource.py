@@ -88,9 +88,7 @@ def parse_read_options(options: dict[str, str] | Any) -> ReadOptions:
 
 def _check_catalog(opts: WriteOptions) -> None:
     """The contract and FROM service the options name exist (on the driver)."""
-    from ..broker import Broker
-
-    with Broker.open(opts.url) as broker:
+    with open_broker(opts.url, None) as broker:
         cat = broker.catalog
         if "conversation_key" in opts.columns:
             cat.contract(opts.contract)
@@ -143,9 +141,7 @@ class ServiceBrokerDataSource(DataSource):
 class _QueueReader(DataSourceReader):
     def __init__(self, opts: ReadOptions) -> None:
         self.opts = opts
-        from ..broker import Broker
-
-        with Broker.open(opts.url) as broker:
+        with open_broker(opts.url, None) as broker:
             broker.catalog.queue(opts.queue)
 
     def partitions(self) -> list[InputPartition]:
@@ -154,10 +150,8 @@ class _QueueReader(DataSourceReader):
 
     def read(self, partition: InputPartition) -> Iterator[tuple[Any, ...]]:
         """Page through the queue (10,000 rows a page), nothing consumed."""
-        from ..broker import Broker
-
         remaining = self.opts.top
-        with Broker.open(self.opts.url) as broker:
+        with open_broker(self.opts.url, None) as broker:
             after = 0
             while remaining is None or remaining > 0:
                 page = _PAGE if remaining is None else min(_PAGE, remaining)

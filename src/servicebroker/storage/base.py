@@ -66,17 +66,16 @@ from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
 from contextlib import AbstractContextManager
 from typing import Any, Protocol
 
+from .claim_store import ClaimStore
 from .rows import (
     CatalogRows,
     ClosedConversationRow,
     ConversationGroupListRow,
     EndpointListRow,
     EndpointRow,
-    GroupClaimRow,
     MessageRow,
     QueueCountRow,
     QueueInsert,
-    StreamReaderRow,
     TransmissionListRow,
     TransmissionRow,
     TransportMark,
@@ -91,7 +90,7 @@ __all__ = [
 ]
 
 
-class StorageConnection(Protocol):
+class StorageConnection(ClaimStore, Protocol):
     """One broker transaction's connection: its database transaction and its group locks (see
     the module docstring for the rules every method follows). Obtained from
     :meth:`Storage.connect` and given back with :meth:`Storage.release`."""
@@ -389,82 +388,6 @@ class StorageConnection(Protocol):
         """The queue's watermark (0 before its first message): every committed row of the
         queue has a ``queuing_order`` at most it, and rows committed on it later get higher
         ones — on each queue, ``queuing_order`` is commit order."""
-        ...
-
-    # -- stream readers and their group claims (issue 14) --------------------------------
-    def stream_reader(self, reader: str) -> StreamReaderRow | None:
-        """The stream reader named ``reader``, or None."""
-        ...
-
-    def put_stream_reader(self, row: StreamReaderRow) -> None:
-        """Insert or replace a stream reader's row, in the write transaction."""
-        ...
-
-    def list_stream_readers(self) -> list[StreamReaderRow]:
-        """Every stream reader, by name."""
-        ...
-
-    def expired_stream_readers(self, now: float) -> list[str]:
-        """Readers holding an unacknowledged batch whose ``renewed + claim_timeout`` is
-        ``now`` or earlier."""
-        ...
-
-    def ready_groups(self, queue_id: int, limit: int) -> list[bytes]:
-        """The queue's groups that have ready messages and no claim, in the order RECEIVE
-        takes them (level, then head: PRI-12, PRI-13), whether locked or not; at most
-        ``limit`` (-1: all)."""
-        ...
-
-    def group_claimed(self, group_id: bytes) -> bool:
-        """True while a stream reader claims the group. A claimed group is skipped by
-        :meth:`lock_next_group` and :meth:`queue_has_ready`, and :meth:`group_messages` and
-        :meth:`conversation_messages` return nothing of it."""
-        ...
-
-    def insert_group_claims(self, rows: Iterable[tuple[bytes, int, str, int, float]]) -> None:
-        """Claim groups — (group id, queue id, reader, batch, claimed_at) each — in the write
-        transaction, which holds their group locks."""
-        ...
-
-    def insert_claimed_messages(
-        self, reader: str, batch: int, rows: Iterable[tuple[int, int, MessageRow]]
-    ) -> None:
-        """Copy a batch's messages — (part, position, message row) each — in the write
-        transaction."""
-        ...
-
-    def claimed_messages(self, reader: str, low: int, high: int, part: int) -> list[MessageRow]:
-        """The copies of ``reader``'s batches after ``low`` up to ``high`` for task ``part``,
-        by batch, then position."""
-        ...
-
-    def claimed_counts(self, reader: str, low: int, high: int) -> list[tuple[int, int, int]]:
-        """(batch, part, messages) of ``reader``'s batches after ``low`` up to ``high``."""
-        ...
-
-    def claimed_orders(self, reader: str, up_to: int) -> list[tuple[int, int]]:
-        """(queue id, queuing order) of the messages of ``reader``'s batches up to ``up_to``."""
-        ...
-
-    def drop_claims(self, reader: str, up_to: int) -> None:
-        """Delete ``reader``'s claims and message copies of batches up to ``up_to``, in the
-        write transaction."""
-        ...
-
-    def list_group_claims(self) -> list[GroupClaimRow]:
-        """Rows for the ``conversation_group_claims`` view."""
-        ...
-
-    def stream_committed(self, query_id: str, batch_id: int) -> bool:
-        """True when stream writer query ``query_id`` committed micro-batch ``batch_id``."""
-        ...
-
-    def insert_stream_commit(self, query_id: str, batch_id: int, now: float) -> None:
-        """Record, in the write transaction, that ``query_id`` committed ``batch_id``.
-
-        Raises:
-            IntegrityConflict: recorded already.
-        """
         ...
 
     def queue_counts(self) -> list[QueueCountRow]:
