@@ -110,6 +110,18 @@ def _process_year(
         console=console,
     ) as progress:
         month_task = progress.add_task("months", total=len(months))
+        if streams is not None:  # Spark's streaming progress on the bar, or as lines
+            from ..spark import BatchProgress
+
+            def batch(p: BatchProgress) -> None:
+                if not p.rows:
+                    return
+                line = f"Spark {p.query}: micro-batch {p.batch_id}, {p.rows:,} rows in {p.seconds:.1f} s"
+                progress.update(month_task, description=line)
+                if not console.is_terminal:
+                    console.print(line)
+
+            streams.on_progress = batch
         flight_task = progress.add_task("flights settled", total=total)
 
         def settled() -> None:

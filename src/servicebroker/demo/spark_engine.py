@@ -32,10 +32,13 @@ import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from functools import partial
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ..dialogs import DIALOG_TIMER, END_DIALOG, ERROR
 from .procedures import ARRIVED, CANCELLED, DEPARTED, FLIGHT_PROCESSED, SCHEDULED
+
+if TYPE_CHECKING:
+    from ..spark.progress import BatchProgress
 
 __all__ = ["CARRIER_READER", "SparkCarriers", "settle_conversations"]
 
@@ -123,7 +126,8 @@ class SparkCarriers:
         queues: the carrier queue names.
         folder: where outcomes and checkpoints go (``OUTPUT/spark``).
         now: the broker clock's time (read at each run: the clock stands still during one).
-        on_batch: called after each micro-batch with (query name, input rows).
+        on_progress: called with each micro-batch's progress while a query runs (from
+            Spark's listener thread).
     """
 
     spark: Any
@@ -131,7 +135,7 @@ class SparkCarriers:
     queues: list[str]
     folder: str
     now: Callable[[], float]
-    on_batch: Callable[[str, int], None] = lambda name, rows: None
+    on_progress: Callable[[BatchProgress], None] | None = None
     runs: int = 0
     batches: list[tuple[str, int, float]] = field(default_factory=list)
     """(query, input rows, seconds) of every micro-batch that had input."""
@@ -231,17 +235,26 @@ class SparkCarriers:
         )
         self.runs += 1
 
+    def _listen(self) -> Any:
+        from ..spark import follow
+
+        return None if self.on_progress is None else follow(self.spark, self.on_progress)
+
     def _run(self, name: str, writer: Any) -> None:
         """Start one query with ``Trigger.AvailableNow``, wait for it, keep its batches."""
         started = time.monotonic()
-        query = writer.queryName(f"demo-{name}").trigger(availableNow=True).start()
-        query.awaitTermination()
+        listener = self._listen()
+        try:
+            query = writer.queryName(f"demo-{name}").trigger(availableNow=True).start()
+            query.awaitTermination()
+        finally:
+            if listener is not None:
+                self.spark.streams.removeListener(listener)
         for progress in query.recentProgress:
             rows = int(progress.numInputRows)
             if rows:
                 seconds = progress.durationMs.get("triggerExecution", 0) / 1000
                 self.batches.append((name, rows, seconds))
-                self.on_batch(name, rows)
         if not query.recentProgress:
             self.batches.append((name, 0, time.monotonic() - started))
 
