@@ -5,7 +5,8 @@ at the storage level (no :class:`~servicebroker.Broker`): rows, ordering, atomic
 group locks across connections and across storages (as two processes would hold them), the
 transmission queue, the catalog, queue activity and leadership. A new backend is done when
 :func:`run_storage_contract` passes on it. The checks are grouped by what they exercise:
-:mod:`.rows`, :mod:`.locks`, :mod:`.transactions`, :mod:`.processes`, :mod:`.dialogs_between`; :mod:`.support` holds
+:mod:`.rows`, :mod:`.locks`, :mod:`.transactions`, :mod:`.processes`, :mod:`.dialogs_between`,
+:mod:`.claims`; :mod:`.support` holds
 what they share.
 
 Use it with a function that opens a :class:`~servicebroker.storage.base.Storage` on one
@@ -33,6 +34,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 
+from .claims import check_group_claims, check_stream_readers_and_commits
 from .dialogs_between import check_closed_conversations, check_endpoint_security_columns
 from .locks import (
     check_group_locks,
@@ -76,6 +78,7 @@ __all__ = [
     "check_endpoint_security_columns",
     "check_endpoints",
     "check_finish_received",
+    "check_group_claims",
     "check_group_locks",
     "check_leadership",
     "check_lock_next_group",
@@ -85,6 +88,7 @@ __all__ = [
     "check_reads_see_committed_rows",
     "check_receive_order",
     "check_rollback_discards_writes",
+    "check_stream_readers_and_commits",
     "check_timers",
     "check_transmission_queue",
     "check_watch_changes",
@@ -113,6 +117,8 @@ CHECKS: tuple[Callable[[StorageOpener], None], ...] = (
     check_watch_changes,
     check_endpoint_security_columns,
     check_closed_conversations,
+    check_group_claims,
+    check_stream_readers_and_commits,
 )
 """Every check of the contract, in a sensible order (the simplest operations first)."""
 
