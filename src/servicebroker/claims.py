@@ -29,7 +29,8 @@ from __future__ import annotations
 
 import logging
 from collections import defaultdict
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass
 
 from .arguments import check_int
@@ -199,45 +200,52 @@ class StreamClaims:
         limit = None if max_messages is None else check_int(max_messages, "max_messages", minimum=1)
         check_int(partitions, "partitions", minimum=1, maximum=65_536)
         timeout = check_seconds(claim_timeout, "claim_timeout")
-        context = self._context
-        now = context.clock.now()
+        now = self._context.clock.now()
+        with self._writing() as (conn, woken):
+            snap = self._context.catalog.snapshot(conn)
+            qdefs = [snap.queue(n) for n in names]
+            woken |= self._release_expired(conn, now)
+            row = conn.stream_reader(reader, for_update=True) or StreamReaderRow(
+                reader, ",".join(names), after, after, 0, now, timeout
+            )
+            self._check_resume(row, after)
+            if after > row.acknowledged:
+                woken |= self._acknowledge(conn, snap, reader, after)
+                row = row._replace(acknowledged=after, latest=max(row.latest, after))
+            row = row._replace(queues=",".join(names), renewed=now, claim_timeout=timeout)
+            batch = after + 1
+            # a batch planned already (the reader restarted before it recorded it) is given
+            # again; else a new one
+            taken = (
+                []
+                if row.latest > after
+                else self._take(conn, [q for q in qdefs if q.status], limit, up_to_order)
+            )
+            if taken:
+                parts = assign_parts([len(rows) for _, rows in taken], partitions)
+                conn.insert_group_claims(
+                    (group, rows[0].queue_id, reader, batch, now) for group, rows in taken
+                )
+                positions: dict[int, int] = defaultdict(int)
+                copies = []
+                for (_, rows), part in zip(taken, parts, strict=True):
+                    for message in rows:
+                        copies.append((part, positions[part], message))
+                        positions[part] += 1
+                conn.insert_claimed_messages(reader, batch, copies)
+                row = row._replace(latest=batch)
+            conn.put_stream_reader(row)
+        return row.latest
+
+    @contextmanager
+    def _writing(self) -> Iterator[tuple[StorageConnection, set[int]]]:
+        """A write transaction, committed when the block ends (rolled back if it raises), its
+        group locks released; the queue ids the block adds to the set are woken after it."""
         woken: set[int] = set()
-        with context.storage.connection() as conn:
+        with self._context.storage.connection() as conn:
+            conn.begin_write()
             try:
-                conn.begin_write()
-                snap = context.catalog.snapshot(conn)
-                qdefs = [snap.queue(n) for n in names]
-                woken |= self._release_expired(conn, snap, now)
-                row = conn.stream_reader(reader) or StreamReaderRow(
-                    reader, ",".join(names), after, after, 0, now, timeout
-                )
-                self._check_resume(row, after)
-                if after > row.acknowledged:
-                    woken |= self._acknowledge(conn, snap, reader, after)
-                    row = row._replace(acknowledged=after, latest=max(row.latest, after))
-                row = row._replace(queues=",".join(names), renewed=now, claim_timeout=timeout)
-                batch = after + 1
-                # a batch planned already (the reader restarted before it recorded it) is
-                # given again; else a new one
-                taken = (
-                    []
-                    if row.latest > after
-                    else self._take(conn, [q for q in qdefs if q.status], limit, up_to_order)
-                )
-                if taken:
-                    parts = assign_parts([len(rows) for _, rows in taken], partitions)
-                    conn.insert_group_claims(
-                        (group, rows[0].queue_id, reader, batch, now) for group, rows in taken
-                    )
-                    positions: dict[int, int] = defaultdict(int)
-                    copies = []
-                    for (_, rows), part in zip(taken, parts, strict=True):
-                        for message in rows:
-                            copies.append((part, positions[part], message))
-                            positions[part] += 1
-                    conn.insert_claimed_messages(reader, batch, copies)
-                    row = row._replace(latest=batch)
-                conn.put_stream_reader(row)
+                yield conn, woken
                 conn.commit(woken)
             except BaseException:
                 conn.rollback()
@@ -245,8 +253,7 @@ class StreamClaims:
             finally:
                 conn.release_locks()
         if woken:
-            context.events.committed(woken, set())
-        return row.latest
+            self._context.events.committed(woken, set())
 
     @staticmethod
     def _check_resume(row: StreamReaderRow, after: int) -> None:
@@ -316,35 +323,25 @@ class StreamClaims:
         """
         _check_reader(reader)
         check_int(up_to, "up_to", minimum=0)
-        context = self._context
-        woken: set[int] = set()
-        with context.storage.connection() as conn:
+        with self._context.storage.connection() as conn:
             row = conn.stream_reader(reader)
+        if row is None or up_to <= row.acknowledged:
+            return
+        with self._writing() as (conn, woken):
+            row = conn.stream_reader(reader, for_update=True)
             if row is None or up_to <= row.acknowledged:
                 return
-            try:
-                conn.begin_write()
-                row = conn.stream_reader(reader)
-                if row is None or up_to <= row.acknowledged:
-                    conn.rollback()
-                    return
-                if row.released >= up_to or row.released > row.acknowledged:
-                    self._check_resume(row, row.acknowledged)
-                snap = context.catalog.snapshot(conn)
-                woken = self._acknowledge(conn, snap, reader, up_to)
-                conn.put_stream_reader(
-                    row._replace(
-                        acknowledged=up_to,
-                        latest=max(row.latest, up_to),
-                        renewed=context.clock.now(),
-                    )
+            if row.released > row.acknowledged:
+                self._check_resume(row, row.acknowledged)
+            snap = self._context.catalog.snapshot(conn)
+            woken |= self._acknowledge(conn, snap, reader, up_to)
+            conn.put_stream_reader(
+                row._replace(
+                    acknowledged=up_to,
+                    latest=max(row.latest, up_to),
+                    renewed=self._context.clock.now(),
                 )
-                conn.commit(woken)
-            except BaseException:
-                conn.rollback()
-                raise
-        if woken:
-            context.events.committed(woken, set())
+            )
 
     @staticmethod
     def _acknowledge(
@@ -363,33 +360,34 @@ class StreamClaims:
         """Release the unacknowledged batch of every reader whose claim time-out passed at
         ``now`` (broker clock): its claims end and its messages are ready for anyone again.
         Returns the readers released. Run by the broker's timer each tick."""
-        context = self._context
-        with context.storage.connection() as conn:
-            expired = conn.expired_stream_readers(now)
-            if not expired:
+        with self._context.storage.connection() as conn:
+            if not conn.expired_stream_readers(now):
                 return []
-            woken: set[int] = set()
-            try:
-                conn.begin_write()
-                woken = self._release_expired(conn, context.catalog.snapshot(conn), now)
-                conn.commit(woken)
-            except BaseException:
-                conn.rollback()
-                raise
-        if woken:
-            context.events.committed(woken, set())
-        return expired
+        released: list[str] = []
+        with self._writing() as (conn, woken):
+            woken |= self._release_expired(conn, now, released)
+        return released
 
     @staticmethod
-    def _release_expired(conn: StorageConnection, snap: CatalogSnapshot, now: float) -> set[int]:
+    def _release_expired(
+        conn: StorageConnection, now: float, released: list[str] | None = None
+    ) -> set[int]:
+        """In the write transaction: release every expired reader (checked again under its
+        row's lock); the queues of the claims it dropped."""
         woken: set[int] = set()
         for name in conn.expired_stream_readers(now):
-            row = conn.stream_reader(name)
-            if row is None:
+            row = conn.stream_reader(name, for_update=True)
+            if (
+                row is None
+                or row.latest <= row.acknowledged
+                or row.renewed + row.claim_timeout > now
+            ):
                 continue
             woken |= {q for q, _ in conn.claimed_orders(name, row.latest)}
             conn.drop_claims(name, row.latest)
             conn.put_stream_reader(row._replace(released=row.latest, acknowledged=row.latest))
+            if released is not None:
+                released.append(name)
             log.warning(
                 "stream reader %r showed no life for %g s: its batch %d was released (its "
                 "messages are ready for any reader again)",
@@ -400,19 +398,10 @@ class StreamClaims:
         return woken
 
     def renew(self, reader: str) -> None:
-        """Note a sign of life of ``reader`` now (its claim time-out starts again)."""
-        context = self._context
-        with context.storage.connection() as conn:
-            row = conn.stream_reader(reader)
-            if row is None:
-                return
-            try:
-                conn.begin_write()
-                conn.put_stream_reader(row._replace(renewed=context.clock.now()))
-                conn.commit(set())
-            except BaseException:
-                conn.rollback()
-                raise
+        """Note a sign of life of ``reader`` now (its claim time-out starts again); nothing
+        for a reader never seen."""
+        with self._writing() as (conn, _):
+            conn.renew_stream_reader(reader, self._context.clock.now())
 
     # -- reading a batch -----------------------------------------------------------------
     def parts(self, reader: str, low: int, high: int) -> BatchParts:

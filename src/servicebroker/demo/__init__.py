@@ -40,6 +40,7 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 from ..clock import ManualClock
 from ..errors import BrokerError
 from .flights import (
+    RESULT_COLUMNS,
     YEAR_START,
     load_flights,
     messages_frame,
@@ -315,16 +316,7 @@ def _run(
 
         import pandas as pd
 
-        columns = [
-            "flight_id",
-            "carrier",
-            "origin",
-            "status",
-            "dep_delay",
-            "arr_delay",
-            "priority",
-            "receive_position",
-        ]
+        columns = RESULT_COLUMNS
         if streams is None:
             results = pd.DataFrame(
                 brokers.carrier.execute(f"SELECT {', '.join(columns)} FROM flight_results"),

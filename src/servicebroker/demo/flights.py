@@ -17,6 +17,7 @@ from .procedures import (
 )
 
 __all__ = [
+    "RESULT_COLUMNS",
     "YEAR_START",
     "load_flights",
     "messages_frame",
@@ -27,6 +28,17 @@ __all__ = [
 ]
 
 YEAR_START = datetime(2013, 1, 1, tzinfo=UTC).timestamp()
+RESULT_COLUMNS = [
+    "flight_id",
+    "carrier",
+    "origin",
+    "status",
+    "dep_delay",
+    "arr_delay",
+    "priority",
+    "receive_position",
+]
+"""The columns of a flight's result, whichever engine settled it."""
 
 
 def service_name(kind: str, code: str) -> str:

@@ -35,6 +35,7 @@ from functools import partial
 from typing import TYPE_CHECKING, Any
 
 from ..dialogs import DIALOG_TIMER, END_DIALOG, ERROR
+from .flights import RESULT_COLUMNS
 from .procedures import ARRIVED, CANCELLED, DEPARTED, FLIGHT_PROCESSED, SCHEDULED
 
 if TYPE_CHECKING:
@@ -275,18 +276,7 @@ class SparkCarriers:
             ascending=[True, True, False, True],
         )
         df["receive_position"] = range(len(df))
-        return df[
-            [
-                "flight_id",
-                "carrier",
-                "origin",
-                "status",
-                "dep_delay",
-                "arr_delay",
-                "priority",
-                "receive_position",
-            ]
-        ].reset_index(drop=True)
+        return df[RESULT_COLUMNS].reset_index(drop=True)
 
     @property
     def received(self) -> int:

@@ -16,6 +16,7 @@ __all__ = [
     "message_tuple",
     "open_broker",
     "positive_int",
+    "positive_seconds",
     "required",
 ]
 
@@ -61,6 +62,26 @@ def positive_int(options: Mapping[str, str], key: str, name: str) -> int | None:
     if value < 1:
         raise SparkOptionError(
             f"servicebroker data source: option {name!r} must be an integer >= 1, got {text!r}"
+        )
+    return value
+
+
+def positive_seconds(options: Mapping[str, str], key: str, name: str) -> float | None:
+    """Option ``key`` (lower case) as a finite number of seconds > 0, or None when not given.
+
+    Raises:
+        SparkOptionError: not such a number; the message names the option as ``name``.
+    """
+    text = options.get(key)
+    if text is None:
+        return None
+    try:
+        value = float(text)
+    except ValueError:
+        value = -1.0
+    if not 0 < value < float("inf"):
+        raise SparkOptionError(
+            f"servicebroker data source: option {name!r} must be a number of seconds > 0, got {text!r}"
         )
     return value
 

@@ -51,6 +51,7 @@ from .options import (
     message_tuple,
     open_broker,
     positive_int,
+    positive_seconds,
     required,
 )
 
@@ -90,17 +91,7 @@ def parse_stream_options(options: Mapping[str, str]) -> StreamReadOptions:
         raise SparkOptionError(
             f"servicebroker data source: option 'reader' must be a name of 1 to 256 characters, got {reader!r}"
         )
-    timeout_text = options.get("claimtimeout")
-    timeout = CLAIM_TIMEOUT
-    if timeout_text is not None:
-        try:
-            timeout = float(timeout_text)
-        except ValueError:
-            timeout = -1.0
-        if not timeout > 0 or timeout == float("inf"):
-            raise SparkOptionError(
-                f"servicebroker data source: option 'claimTimeout' must be a number of seconds > 0, got {timeout_text!r}"
-            )
+    timeout = positive_seconds(options, "claimtimeout", "claimTimeout") or CLAIM_TIMEOUT
     return StreamReadOptions(
         url, queues, max_messages, partitions, reader, timeout, clock_at(options)
     )

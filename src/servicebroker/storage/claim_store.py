@@ -18,8 +18,15 @@ class ClaimStore(Protocol):
     """Stream readers, their claims and the stream writers' commits (see the module
     docstring); the write methods run in the connection's write transaction."""
 
-    def stream_reader(self, reader: str) -> StreamReaderRow | None:
-        """The stream reader named ``reader``, or None."""
+    def stream_reader(self, reader: str, *, for_update: bool = False) -> StreamReaderRow | None:
+        """The stream reader named ``reader``, or None; ``for_update`` (in the write
+        transaction): its row locked until the transaction ends, so two writers of one reader
+        take turns."""
+        ...
+
+    def renew_stream_reader(self, reader: str, now: float) -> None:
+        """Set only the reader's ``renewed`` to ``now`` (broker-clock seconds), in the write
+        transaction."""
         ...
 
     def put_stream_reader(self, row: StreamReaderRow) -> None:

@@ -380,10 +380,14 @@ class NamedQueryConnection:
         return bool(self._one("queue_has_ready", (queue_id,)))
 
     # -- stream readers and their group claims (issue 14) --------------------------------
-    def stream_reader(self, reader: str) -> StreamReaderRow | None:
-        """The stream reader named ``reader``, or None."""
-        rows = self._all("stream_reader", (reader,))
+    def stream_reader(self, reader: str, *, for_update: bool = False) -> StreamReaderRow | None:
+        """The stream reader named ``reader``, or None (``for_update``: its row locked)."""
+        rows = self._all("stream_reader_for_update" if for_update else "stream_reader", (reader,))
         return StreamReaderRow._make(rows[0]) if rows else None
+
+    def renew_stream_reader(self, reader: str, now: float) -> None:
+        """Set the reader's ``renewed`` to ``now`` (nothing else of its row)."""
+        self._run("renew_stream_reader", (now, reader))
 
     def put_stream_reader(self, row: StreamReaderRow) -> None:
         """Insert or replace a stream reader's row."""

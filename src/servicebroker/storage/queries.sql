@@ -528,6 +528,13 @@ DELETE FROM closed_conversations WHERE forget_after <= ? AND NOT EXISTS (
 SELECT reader, queues, latest, acknowledged, released, renewed, claim_timeout
 FROM stream_readers WHERE reader = ?;
 
+-- name: stream_reader_for_update
+SELECT reader, queues, latest, acknowledged, released, renewed, claim_timeout
+FROM stream_readers WHERE reader = ? FOR UPDATE;
+
+-- name: renew_stream_reader
+UPDATE stream_readers SET renewed = ? WHERE reader = ?;
+
 -- name: put_stream_reader
 INSERT INTO stream_readers (reader, queues, latest, acknowledged, released, renewed, claim_timeout)
 VALUES (?, ?, ?, ?, ?, ?, ?)

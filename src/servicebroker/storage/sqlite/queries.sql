@@ -50,3 +50,8 @@ UPDATE queue_messages SET status = 0 WHERE queuing_order IN (SELECT value FROM j
 
 -- name: message_sequence
 SELECT coalesce((SELECT seq FROM sqlite_sequence WHERE name = 'queue_messages'), 0);
+
+-- name: stream_reader_for_update
+-- (the write transaction holds SQLite's single write lock: no row lock needed)
+SELECT reader, queues, latest, acknowledged, released, renewed, claim_timeout
+FROM stream_readers WHERE reader = ?;
