@@ -92,6 +92,32 @@ def test_launches_up_to_max_and_adopts_after_a_restart(
             os.kill(instance.pid, signal.SIGKILL)
 
 
+def test_min_instances_run_without_a_notification(
+    tmp_path: Path, url: str, broker: Broker, pair: Pair
+) -> None:
+    # rule ACT-8: the activator keeps `min` instances of a queue's command running, launched
+    # again when one exits, notification or not
+    setup_notifications(broker)
+    config = load_config(
+        write_config(
+            tmp_path, url, [sys.executable, "-c", "import time; time.sleep(60)"], low=1, high=2
+        )
+    )
+    activator = ExternalActivator(config, broker)
+    try:
+        assert activator.step() == 1  # no message, no notification: min = 1
+        assert activator.step() == 0
+        (first,) = activator.running["tq"]
+        os.kill(first.pid, signal.SIGKILL)
+        os.waitpid(first.pid, 0)
+        assert activator.step() == 1  # back to min
+        (second,) = activator.running["tq"]
+        assert second.pid != first.pid and second.slot == 0
+    finally:
+        for instance in activator.running.get("tq", []):
+            os.kill(instance.pid, signal.SIGKILL)
+
+
 def test_each_instance_gets_the_lowest_free_slot_and_keeps_it_after_a_restart(
     tmp_path: Path, url: str, broker: Broker, pair: Pair, clock: ManualClock
 ) -> None:
