@@ -4,7 +4,7 @@ QUEUE_ACTIVATION notification — between min and max instances; the job answers
 message through the streaming sink, ends the dialogs and exits; new messages launch it again.
 The how-to: docs/howto-spark-activation.md.
 
-Each launch of the job starts a JVM (10-40 s on a busy 2-core machine): these tests launch it
+Each launch of the job starts a JVM (10-50 s on a busy 2-core machine): these tests launch it
 five times in all, so they are marked ``slow``."""
 
 from __future__ import annotations
@@ -19,6 +19,7 @@ import sys
 import time
 from collections.abc import Iterator, Sequence
 from pathlib import Path
+from typing import Any
 from uuid import UUID
 
 import pytest
@@ -200,7 +201,8 @@ def test_activated_spark_job_answers_the_queue_between_min_and_max(
     # are no work for activation — no notification, nothing launched
     second = begin(broker, pair, [2, 1])
     (reader,) = broker.claims.readers()
-    broker.claims.plan(reader.reader, [pair.tq], reader.acknowledged)
+    with Broker.open(url) as dying:  # the job's own broker, on the real clock as the job's
+        dying.claims.plan(reader.reader, [pair.tq], reader.acknowledged)
     clock.advance(60)
     broker.tasks.drain()
     assert notifications(broker) == 0 and activator.step() == 0
@@ -225,16 +227,46 @@ def test_activated_spark_job_answers_the_queue_between_min_and_max(
 
 
 @pytest.mark.parametrize("backend", ["sqlite"])
-def test_servicebroker_activator_program_runs_the_job_with_spark_submit(
-    spark_runtime: None, tmp_path: Path, url: str, broker: Broker, pair: Pair
+def test_activator_program_runs_spark_submit_and_the_job_outlives_a_claim_time_out(
+    spark: Any, tmp_path: Path, url: str, broker: Broker, pair: Pair, clock: ManualClock
 ) -> None:
     # rule ACT-8: `servicebroker activator CONFIG.toml` as a program, the job through
-    # spark-submit (which chooses the master: the job keeps it)
+    # spark-submit (which chooses the master: the job keeps it). The job's checkpoint comes
+    # from a launch that died with a batch planned and stayed away past the claim time-out:
+    # the batch was released, the job moves that checkpoint aside and answers everything
+    checkpoint = tmp_path / "ck" / "tq" / "instance-0"
+    before = begin(broker, pair, [1])
+    earlier = (  # the earlier launch, in this process: it answered `before`
+        spark.readStream.format("servicebroker")
+        .option("url", url)
+        .option("queue", pair.tq)
+        .load()
+        .selectExpr(
+            "conversation_handle",
+            "'Resp' AS message_type_name",
+            "message_body",
+            "true AS end_conversation",
+        )
+        .writeStream.format("servicebroker")
+        .option("url", url)
+        .option("checkpointLocation", str(checkpoint))
+        .trigger(availableNow=True)
+        .start()
+    )
+    earlier.awaitTermination()
+    assert answers(broker, pair) == expected(before)
+    setup_notifications(broker)
+    broker.start()
+    after = begin(broker, pair, [1, 2])
+    (reader,) = broker.claims.readers()
+    broker.claims.plan(reader.reader, [pair.tq], reader.acknowledged)  # and then it died
+    clock.advance(1801)  # past the claim time-out (default 1800 s): the batch is released
+    broker.tasks.drain()
+    assert broker.views.conversation_group_claims() == [] and notifications(broker) >= 1
+
     submit = Path(sys.executable).with_name("spark-submit")
     if not submit.exists():
         submit = Path(shutil.which("spark-submit") or submit)
-    setup_notifications(broker)
-    broker.start()
     launcher = [str(submit), "--master", "local[1]"]
     config = write_config(tmp_path, url, job_command(tmp_path / "ck", launcher), high=1)
     out = tmp_path / "activator.log"
@@ -247,16 +279,21 @@ def test_servicebroker_activator_program_runs_the_job_with_spark_submit(
             start_new_session=True,  # the jobs it launches too: killed together at the end
         )
     try:
-        sent = begin(broker, pair, [1, 2])
-        broker.tasks.drain()
         deadline = time.monotonic() + JOB_SECONDS
         while "message(s) handled" not in out.read_text(errors="replace"):
             assert activator.poll() is None, out.read_text(errors="replace")[-3000:]
             assert time.monotonic() < deadline, out.read_text(errors="replace")[-3000:]
             time.sleep(0.2)
-        assert "tq instance 0: 3 message(s) handled on local[1]" in out.read_text()
-        assert answers(broker, pair) == expected(sent)
+        output = out.read_text(errors="replace")
+        assert "tq instance 0: 3 message(s) handled on local[1]" in output
+        assert "the checkpoint's batch was released after its claim time-out" in output
+        assert answers(broker, pair) == expected(after)
         assert broker.peek(pair.tq) == [] and broker.peek("notify_q") == []
+        assert broker.views.conversation_group_claims() == []
+        aside = [p.name for p in checkpoint.parent.iterdir() if ".released-" in p.name]
+        assert len(aside) == 1 and checkpoint.is_dir()  # kept for inspection; a new one
+        readers = {r.reader: r for r in broker.claims.readers()}
+        assert len(readers) == 2 and readers[reader.reader].released > reader.acknowledged
         state = json.loads(Path(load_config(config).state_file).read_text())
         ((pid, start, slot),) = state["tq"]  # one instance, in slot 0
         assert slot == 0
