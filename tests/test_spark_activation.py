@@ -5,7 +5,9 @@ message through the streaming sink, ends the dialogs and exits; new messages lau
 The how-to: docs/howto-spark-activation.md.
 
 Each launch of the job starts a JVM (10-50 s on a busy 2-core machine): these tests launch it
-five times in all, so they are marked ``slow``."""
+five times in all, so they are marked ``slow``. Measured on the 2-core box with other Spark jobs
+running (load average about 10): 110 s and 117 s for the two backends of the first test, 64 s
+for the second (plus 19 s for the session-wide SparkSession when no test started it before)."""
 
 from __future__ import annotations
 
@@ -31,12 +33,12 @@ from servicebroker.catalog import EVENT_NOTIFICATION
 from .conftest import Pair, in_ci
 from .test_activator import setup_notifications, write_config
 
-pytestmark = [pytest.mark.spark, pytest.mark.slow]
-
 ROOT = Path(__file__).resolve().parent.parent
 JOB = ROOT / "examples" / "spark_queue_job.py"
 JOB_SECONDS = 300
 """Real seconds one launch of the job may take before the test fails (JVM start included)."""
+
+pytestmark = [pytest.mark.spark, pytest.mark.slow, pytest.mark.timeout(2 * JOB_SECONDS + 120)]
 
 
 @pytest.fixture(scope="module")
