@@ -23,6 +23,11 @@ task sees all of a conversation's messages of the batch, in order):
 - a conversation whose messages include an EndDialog or Error message (the other side ended
   it) is only ended: nothing can be sent on it any more.
 
+So a dialog's requests are answered when they reach the queue before the job starts and fit in
+one micro-batch (``--max-messages``); one that comes later finds its conversation ended (END
+CONVERSATION removes what is left of it from the queue) — the tutorial pattern of one request
+per dialog. Change :func:`answers` for dialogs that live longer.
+
 The replies, the END CONVERSATIONs and the acknowledgement of the batch's messages happen
 exactly once per micro-batch, also when the job is killed and launched again (the sink records
 each committed batch; the source gives an unfinished batch again to the next launch).
