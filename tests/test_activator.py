@@ -3,10 +3,13 @@ notifications, between min and max instances, and adopts its processes after a c
 
 from __future__ import annotations
 
+import json
 import os
 import signal
+import subprocess
 import sys
 import time
+from collections.abc import Sequence
 from pathlib import Path
 
 import pytest
@@ -85,8 +88,87 @@ def test_launches_up_to_max_and_adopts_after_a_restart(
         broker.tasks.drain()
         assert restarted.step() == 0
     finally:
-        for pid, _ in activator.running.get("tq", []):
-            os.kill(pid, signal.SIGKILL)
+        for instance in activator.running.get("tq", []):
+            os.kill(instance.pid, signal.SIGKILL)
+
+
+def test_min_instances_run_without_a_notification(
+    tmp_path: Path, url: str, broker: Broker, pair: Pair
+) -> None:
+    # rule ACT-8: the activator keeps `min` instances of a queue's command running, launched
+    # again when one exits, notification or not
+    setup_notifications(broker)
+    config = load_config(
+        write_config(
+            tmp_path, url, [sys.executable, "-c", "import time; time.sleep(60)"], low=1, high=2
+        )
+    )
+    activator = ExternalActivator(config, broker)
+    try:
+        assert activator.step() == 1  # no message, no notification: min = 1
+        assert activator.step() == 0
+        (first,) = activator.running["tq"]
+        os.kill(first.pid, signal.SIGKILL)
+        os.waitpid(first.pid, 0)
+        assert activator.step() == 1  # back to min
+        (second,) = activator.running["tq"]
+        assert second.pid != first.pid and second.slot == 0
+    finally:
+        for instance in activator.running.get("tq", []):
+            os.kill(instance.pid, signal.SIGKILL)
+
+
+def test_each_instance_gets_the_lowest_free_slot_and_keeps_it_after_a_restart(
+    tmp_path: Path, url: str, broker: Broker, pair: Pair, clock: ManualClock
+) -> None:
+    # rule ACT-8: SERVICEBROKER_INSTANCE is 0 .. max - 1, never shared by two running instances
+    setup_notifications(broker)
+    broker.start()
+    config = load_config(
+        write_config(tmp_path, url, [sys.executable, "-c", "import time; time.sleep(60)"])
+    )
+    children: dict[int, subprocess.Popen[bytes]] = {}
+    slots: list[str] = []
+
+    def launch(argv: Sequence[str], env: dict[str, str]) -> int:
+        slots.append(env["SERVICEBROKER_INSTANCE"])
+        child = subprocess.Popen(list(argv), env=env)
+        children[child.pid] = child
+        return child.pid
+
+    def notify() -> None:
+        clock.advance(60)  # the response time-out: the broker notifies again (still necessary)
+        broker.tasks.drain()
+
+    activator = ExternalActivator(config, broker, launch=launch)
+    try:
+        send(broker, pair)
+        broker.tasks.drain()
+        assert activator.step() == 1
+        notify()
+        assert activator.step() == 1
+        assert slots == ["0", "1"] and activator.peak["tq"] == 2
+        first = activator.running["tq"][0]
+        children[first.pid].kill()
+        children[first.pid].wait()
+        notify()
+        assert activator.step() == 1  # instance 0 exited: its slot is launched again
+        assert slots == ["0", "1", "0"] and activator.peak["tq"] == 2
+        restarted = ExternalActivator(config, broker, launch=launch)  # after a crash
+        assert sorted(i.slot for i in restarted.running["tq"]) == [0, 1]
+        notify()
+        assert restarted.step() == 0  # max = 2
+        assert restarted.peak["tq"] == 2
+        # a state file written before slots: the adopted instances are numbered from 0
+        Path(config.state_file).write_text(
+            json.dumps({"tq": [[i.pid, i.start] for i in restarted.running["tq"]]})
+        )
+        older = ExternalActivator(config, broker, launch=launch)
+        assert sorted(i.slot for i in older.running["tq"]) == [0, 1]
+    finally:
+        for child in children.values():
+            child.kill()
+            child.wait()
 
 
 @pytest.mark.spark

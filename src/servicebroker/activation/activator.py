@@ -15,10 +15,16 @@ Configuration::
     min = 0
     max = 4
 
-Each launched process gets ``SERVICEBROKER_URL`` and ``SERVICEBROKER_QUEUE`` in its environment.
-The processes it launched are recorded (pid and kernel start time) in the state file before the
-notification's RECEIVE commits, so an activator restarted after a crash adopts the ones still
-running instead of launching them again.
+Each launched process gets ``SERVICEBROKER_URL``, ``SERVICEBROKER_QUEUE`` and
+``SERVICEBROKER_INSTANCE`` in its environment. The instance is the process's slot, 0 to
+``max`` - 1: the lowest one no running instance of the queue holds, so instance 0 is the one
+launched again and again, and two instances running at once never share a number. A job that
+keeps state between runs (a Spark streaming job's checkpoint) keys it by the instance: each
+concurrent instance has its own, and each launch resumes from the last one in its slot.
+
+The processes it launched are recorded (pid, kernel start time and slot) in the state file
+before the notification's RECEIVE commits, so an activator restarted after a crash adopts the
+ones still running, in their slots, instead of launching them again.
 """
 
 from __future__ import annotations
@@ -32,6 +38,7 @@ import tomllib
 import xml.etree.ElementTree as ET
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
+from typing import NamedTuple
 
 from ..broker import Broker
 from ..catalog import EVENT_NOTIFICATION
@@ -39,7 +46,14 @@ from ..dialogs import END_DIALOG, ERROR
 from ..errors import BrokerError
 from ..storage.failures import DATABASE_FAILURES
 
-__all__ = ["ActivatorConfig", "ConfigError", "ExternalActivator", "QueueLaunch", "load_config"]
+__all__ = [
+    "ActivatorConfig",
+    "ConfigError",
+    "ExternalActivator",
+    "Instance",
+    "QueueLaunch",
+    "load_config",
+]
 
 log = logging.getLogger(__name__)
 RETRY_SECONDS = 1.0
@@ -134,6 +148,24 @@ def load_config(path: str) -> ActivatorConfig:
     return ActivatorConfig(url, notification_queue, queues, os.path.join(base, state_file))
 
 
+class Instance(NamedTuple):
+    """A launched process: its ``pid``, its kernel ``start`` time (a pid reused by another
+    process does not match) and its ``slot`` (``SERVICEBROKER_INSTANCE``, 0 to max - 1)."""
+
+    pid: int
+    start: str
+    slot: int
+
+
+def _lowest_free(taken: Sequence[Instance]) -> int:
+    """The lowest slot no instance in ``taken`` holds."""
+    used = {i.slot for i in taken}
+    slot = 0
+    while slot in used:
+        slot += 1
+    return slot
+
+
 def _start_time(pid: int) -> str | None:
     """The kernel start time of a process (Linux ``/proc``), or None if it is gone."""
     try:
@@ -156,13 +188,20 @@ class ExternalActivator:
         broker: the broker on ``config.url``.
         launch: starts a process from (argv, environment) and returns its pid (default:
             :class:`subprocess.Popen`).
+
+    Attributes:
+        running: per queue, the instances running at the last look (see :meth:`instances`).
+        launched: processes launched by this activator.
+        peak: per queue, the most instances running at once, as this activator saw them (the
+            adopted ones included): never more than the queue's ``max``.
     """
 
     config: ActivatorConfig
     broker: Broker
     launch: Callable[[Sequence[str], dict[str, str]], int] | None = None
-    running: dict[str, list[tuple[int, str]]] = field(default_factory=dict)
+    running: dict[str, list[Instance]] = field(default_factory=dict)
     launched: int = 0
+    peak: dict[str, int] = field(default_factory=dict)
     _children: dict[int, subprocess.Popen[bytes]] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
@@ -176,9 +215,13 @@ class ExternalActivator:
         except (OSError, ValueError):
             saved = {}
         for queue, procs in saved.items():
-            alive = [(pid, start) for pid, start in procs if _start_time(pid) == start]
+            alive: list[Instance] = []
+            for pid, start, *slot in procs:  # a state file written before slots has none
+                if _start_time(pid) == start:
+                    alive.append(Instance(pid, start, slot[0] if slot else _lowest_free(alive)))
             if alive and queue in self.config.queues:
                 self.running[queue] = alive
+                self.peak[queue] = len(alive)
 
     def _save(self) -> None:
         tmp = f"{self.config.state_file}.tmp"
@@ -188,20 +231,27 @@ class ExternalActivator:
 
     # -- instances -----------------------------------------------------------------------
     def instances(self, queue: str) -> int:
-        """Instances of ``queue``'s command still running (finished ones are forgotten)."""
+        """Instances of ``queue``'s command still running (finished ones are forgotten, and
+        their slots are free again)."""
         alive = []
-        for pid, start in self.running.get(queue, []):
-            child = self._children.get(pid)
+        for instance in self.running.get(queue, []):
+            child = self._children.get(instance.pid)
             if child is not None and child.poll() is not None:
-                self._children.pop(pid, None)
+                self._children.pop(instance.pid, None)
                 continue
-            if _start_time(pid) == start:
-                alive.append((pid, start))
+            if _start_time(instance.pid) == instance.start:
+                alive.append(instance)
         self.running[queue] = alive
         return len(alive)
 
     def _start(self, q: QueueLaunch) -> None:
-        env = dict(os.environ, SERVICEBROKER_URL=self.config.url, SERVICEBROKER_QUEUE=q.name)
+        slot = _lowest_free(self.running.get(q.name, []))
+        env = dict(
+            os.environ,
+            SERVICEBROKER_URL=self.config.url,
+            SERVICEBROKER_QUEUE=q.name,
+            SERVICEBROKER_INSTANCE=str(slot),
+        )
         if self.launch is not None:
             pid = self.launch(q.command, env)
         else:
@@ -214,8 +264,10 @@ class ExternalActivator:
             self._children[child.pid] = child
             pid = child.pid
         start = _start_time(pid) or ""
-        self.running.setdefault(q.name, []).append((pid, start))
+        running = self.running.setdefault(q.name, [])
+        running.append(Instance(pid, start, slot))
         self.launched += 1
+        self.peak[q.name] = max(self.peak.get(q.name, 0), len(running))
         self._save()
 
     # -- one step ------------------------------------------------------------------------
