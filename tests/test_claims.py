@@ -341,3 +341,40 @@ def test_a_message_committed_after_a_later_one_is_read_next(url: str, clock: Man
         second = broker.claims.plan("r", [pair.tq, "tq2"], first)
         (read_second,) = broker.claims.messages("r", first, second, 0)
         assert read_second.message_body == b"first numbered"
+
+
+@pytest.mark.parametrize("drain_with", ["receive", "claims"])
+def test_a_batch_re_arms_external_activation_as_a_receive_does(
+    url: str, clock: ManualClock, drain_with: str
+) -> None:
+    # ACT-8: QUEUE_ACTIVATION is raised again once a reader has received from the queue; a
+    # stream reader planning a batch counts as that RECEIVE (so an externally activated Spark
+    # job is launched again for new work without waiting for the response time-out)
+    post = "http://schemas.microsoft.com/SQL/Notifications/PostEventNotification"
+    with Broker.open(url, clock=clock, poll_interval=0.01) as broker:
+        pair = make_pair(broker)
+        broker.create_queue("notify_q")
+        broker.create_service("//act", queue="notify_q", contracts=[post])
+        broker.create_event_notification(
+            "ea", queue=pair.tq, event="QUEUE_ACTIVATION", to_service="//act"
+        )
+        broker.start()
+        try:
+
+            def notes() -> int:
+                broker.tasks.drain()
+                return sum(b"QUEUE_ACTIVATION" in m.message_body for m in broker.peek("notify_q"))
+
+            dialogs(broker, pair, 1, per=1)
+            assert notes() == 1
+            if drain_with == "receive":
+                with broker.transaction() as tx:
+                    assert tx.receive(pair.tq)
+            else:
+                broker.claims.acknowledge("r", broker.claims.plan("r", [pair.tq], 0))
+            assert broker.peek(pair.tq) == []
+            clock.advance(5)
+            dialogs(broker, pair, 1, per=1)
+            assert notes() == 2
+        finally:
+            broker.stop()

@@ -235,6 +235,13 @@ class StreamClaims:
                 conn.insert_claimed_messages(reader, batch, copies)
                 row = row._replace(latest=batch)
             conn.put_stream_reader(row)
+        if row.latest == after or taken:  # planning a batch is a RECEIVE to activation
+            took = {rows[0].queue_id for _, rows in taken}
+            for q in qdefs:
+                if q.status:  # ACT-3b, ACT-4b, ACT-8: as a RECEIVE, empty or not, would
+                    self._context.events.received(
+                        q.queue_id, empty=q.queue_id not in took, where=False, first=True
+                    )
         return row.latest
 
     @contextmanager
