@@ -13,10 +13,12 @@ and splits them into parts, each group whole in one part. An offset is
 batch n again (a task retried, the driver restarted) reads exactly the same messages.
 
 Acknowledging (the messages leave the queue, or take status 0 under RETENTION) happens when
-Spark says a batch is done: in ``commit(end)``, and — as Spark calls ``commit`` a batch late,
+Spark says a batch is done: in ``commit(end)`` and — as Spark calls ``commit`` a batch late,
 and never for the last batch of an ``availableNow`` run — in ``latestOffset(start)`` for
-everything up to ``start``, which Spark has committed by then. So the last batch of an
-``availableNow`` run stays claimed until the query runs again (or its claim times out).
+everything up to ``start``, which Spark has committed by then. An ``availableNow`` run asks for
+the latest offset once more after its last batch (to learn it is done), which acknowledges that
+batch; a run stopped before (a crash) leaves its last batch claimed until the query runs again
+from the same checkpoint, or its claim times out.
 
 Options (strings; checked on the driver, a bad one fails with
 :class:`~servicebroker.spark.SparkOptionError` naming it): ``url``, ``queue`` (one name, or
