@@ -28,8 +28,13 @@ Peak memory: the resident set of the process tree (this Python process, the Spar
 Python workers it starts) sampled every 0.1 s with psutil, summed over the processes (shared
 pages counted in each), the highest sum during each row; the loops run before Spark starts.
 
+The RECEIVE loop's transaction of B messages holds B / ``--per-dialog`` groups, and each RECEIVE
+in it costs in proportion to the groups it holds already: at B = 100,000 it takes minutes on
+SQLite and far longer on PostgreSQL; ``--loop-max`` leaves it out above a batch size.
+
     python benchmarks/streaming.py [--messages 100000] [--batches 1000,10000,100000]
         [--per-dialog 10] [--work noop,reply] [--batch-reads 5] [--url POSTGRESQL-SERVER-URL]
+        [--loop-max B]
 
 Without ``--url``: SQLite files in a temporary folder. With a PostgreSQL server URL (libpq; e.g.
 ``postgresql://postgres@127.0.0.1:5432/postgres``) each run gets a fresh schema, dropped after.
@@ -341,6 +346,12 @@ def main() -> int:
     parser.add_argument("--work", default="noop,reply", help="what consumers do: noop, reply")
     parser.add_argument("--batch-reads", type=int, default=5, help="batch source reads per B")
     parser.add_argument("--url", help="a PostgreSQL server URL (default: SQLite files)")
+    parser.add_argument(
+        "--loop-max",
+        type=int,
+        help="run the RECEIVE loop only at batch sizes up to this (its cost grows with the "
+        "square of the groups one transaction holds)",
+    )
     args = parser.parse_args()
     batches = [int(b) for b in args.batches.split(",")]
     works = args.work.split(",")
@@ -357,6 +368,9 @@ def main() -> int:
                     f"filled {args.messages:,} messages in {time.perf_counter() - t0:.1f} s"
                 )
             for batch in batches:
+                if args.loop_max is not None and batch > args.loop_max:
+                    console.print(f"RECEIVE loop at B={batch:,}: skipped (--loop-max)")
+                    continue
                 for work in works:
                     url = copies.fresh()
                     rows.append(
