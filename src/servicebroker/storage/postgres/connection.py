@@ -227,17 +227,22 @@ class PostgresConnection(NamedQueryConnection):
     # -- endpoints -----------------------------------------------------------------------
     def get_endpoint_and_lock(self, handle: bytes) -> tuple[EndpointRow | None, bool]:
         """The endpoint, and whether its group is now locked by this session: one round trip
-        (the advisory-lock key is computed by the server, as :meth:`try_lock_group` does)."""
+        (the advisory-lock key is computed by the server, as :meth:`try_lock_group` does). A
+        session's advisory locks stack, so a group it held already is unlocked once more at
+        once (a second round trip, only then): the statement does not carry the list of held
+        locks, which made a transaction touching n conversations cost n² on the server."""
         row = self._conn.execute(
-            _Q["get_endpoint_and_lock"],
-            (list(self._held.values()), self._storage.lock_prefix, handle),
+            _Q["get_endpoint_and_lock"], (self._storage.lock_prefix, handle)
         ).fetchone()
         if row is None:
             return None, False
         endpoint = EndpointRow(*row[:-2])
         key, locked = int(row[-2]), bool(row[-1])
         if locked:
-            self._held.setdefault(endpoint.conversation_group_id, key)
+            if endpoint.conversation_group_id in self._held:
+                self._run("advisory_unlock", (key,))  # the lock stacked on the one held
+            else:
+                self._held[endpoint.conversation_group_id] = key
         return endpoint, locked
 
     def get_endpoints_and_lock(self, handles: Sequence[bytes]) -> list[tuple[EndpointRow, bool]]:

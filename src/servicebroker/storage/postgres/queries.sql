@@ -118,8 +118,7 @@ SELECT endpoint_id, conversation_handle, conversation_id, is_initiator, service_
        send_sequence, receive_sequence, priority, end_dialog_sequence, far_broker_instance,
        principal_id, far_principal_id, outbound_session_key_identifier,
        inbound_session_key_identifier, security_timestamp, session_key, encryption_requested,
-       far_certificate, k,
-       CASE WHEN k = ANY(%s::bigint[]) THEN true ELSE pg_try_advisory_lock(k) END
+       far_certificate, k, pg_try_advisory_lock(k)
 FROM (SELECT e.*, hashtextextended(%s || encode(e.conversation_group_id, 'hex'), 0) AS k
       FROM conversation_endpoints e WHERE e.conversation_handle = %s) AS e;
 
