@@ -243,6 +243,7 @@ def test_activator_program_runs_spark_submit_and_the_job_outlives_a_claim_time_o
     # from a launch that died with a batch planned and stayed away past the claim time-out:
     # the batch was released, the job moves that checkpoint aside and answers everything
     checkpoint = tmp_path / "ck" / "tq" / "instance-0"
+    clock.set(time.time())  # the Spark queries' brokers run on the real clock (see above)
     before = begin(broker, pair, [1])
     earlier = (  # the earlier launch, in this process: it answered `before`
         spark.readStream.format("servicebroker")
