@@ -16,7 +16,7 @@ from hypothesis import strategies as st
 
 from servicebroker import Broker, ManualClock
 from servicebroker.claims import assign_parts
-from servicebroker.errors import BrokerError, CatalogError, StreamClaimError
+from servicebroker.errors import BrokerError, CatalogError, ConversationError, StreamClaimError
 
 from .conftest import Pair, make_pair
 
@@ -378,3 +378,93 @@ def test_a_batch_re_arms_external_activation_as_a_receive_does(
             assert notes() == 2
         finally:
             broker.stop()
+
+
+def test_a_released_reader_can_neither_acknowledge_nor_read_nor_plan(
+    broker: Broker, pair: Pair, clock: ManualClock
+) -> None:
+    # a batch released by the time-out may have been received by others: its reader, back
+    # after Spark committed it, must fail loudly rather than plan those messages again
+    dialogs(broker, pair, 2)
+    broker.claims.plan("r", [pair.tq], 0, claim_timeout=60)
+    clock.advance(61)
+    broker.timer.run_due(clock.now())
+    for attempt in (
+        lambda: broker.claims.acknowledge("r", 1),
+        lambda: broker.claims.plan("r", [pair.tq], 1),
+        lambda: broker.claims.messages("r", 0, 1, 0),
+        lambda: broker.claims.parts("r", 0, 1),
+    ):
+        with pytest.raises(StreamClaimError, match="batch 1 was released"):
+            attempt()
+    assert len(broker.peek(pair.tq)) == 6  # nothing acknowledged: ready for anyone
+
+
+def test_move_conversation_refuses_a_claimed_group(broker: Broker, pair: Pair) -> None:
+    # DLG-7 MOVE CONVERSATION would take a claimed conversation's messages out of the claim
+    # (docs/t-sql/statements/move-conversation-transact-sql.md: it locks both groups)
+    dialogs(broker, pair, 2)
+    broker.claims.plan("r", [pair.tq], 0, max_messages=3)
+    (claimed,) = {c.conversation_group_id for c in broker.views.conversation_group_claims()}
+    targets = [e for e in broker.views.conversation_endpoints() if not e.is_initiator]
+    mine = next(e for e in targets if e.conversation_group_id == claimed)
+    other = next(e for e in targets if e.conversation_group_id != claimed)
+    with broker.transaction() as tx:
+        with pytest.raises(ConversationError, match="is claimed by a stream reader"):
+            tx.move_conversation(mine.conversation_handle, other.conversation_group_id)
+        with pytest.raises(ConversationError, match="is claimed by a stream reader"):
+            tx.move_conversation(other.conversation_handle, claimed)
+        assert tx.receive(pair.tq)  # the refused statements left no lock behind
+
+
+def test_a_transaction_holding_a_claimed_group_still_receives_the_others(
+    broker: Broker, pair: Pair
+) -> None:
+    # RCV-2: a group this transaction holds comes first — unless it is claimed (issue 14)
+    handles = dialogs(broker, pair, 2)
+    broker.claims.plan("r", [pair.tq], 0, max_messages=3)
+    claimed = {c.conversation_group_id for c in broker.views.conversation_group_claims()}
+    with broker.transaction() as tx:
+        for e in broker.views.conversation_endpoints():
+            if not e.is_initiator and e.conversation_group_id in claimed:
+                tx.send(e.conversation_handle, "Resp", b"reply")  # holds the claimed group
+        got = tx.receive(pair.tq)
+        assert got and got[0].conversation_group_id not in claimed
+        (held,) = claimed
+        assert tx.receive(pair.tq, conversation_group_id=held) == []
+    assert handles
+
+
+def test_a_receive_where_that_finds_a_claimed_group_keeps_no_lock(
+    broker: Broker, pair: Pair
+) -> None:
+    # a RECEIVE … WHERE on a claimed group returns nothing and gives its lock back, so the
+    # statements that end the claim (the stream's sink) are never blocked by it
+    dialogs(broker, pair, 1)
+    broker.claims.plan("r", [pair.tq], 0)
+    (claim,) = broker.views.conversation_group_claims()
+    target = next(e for e in broker.views.conversation_endpoints() if not e.is_initiator)
+    waiting = broker.transaction()
+    try:
+        assert waiting.receive(pair.tq, conversation_handle=target.conversation_handle) == []
+        assert waiting.receive(pair.tq, conversation_group_id=claim.conversation_group_id) == []
+        with broker.transaction() as sink:  # would wait lock_timeout if the group were held
+            sink.send(target.conversation_handle, "Resp", b"reply")
+            sink.end_conversation(target.conversation_handle)
+    finally:
+        waiting.rollback()
+
+
+def test_groups_held_elsewhere_do_not_use_up_a_batch(broker: Broker, pair: Pair) -> None:
+    # maxMessagesPerBatch counts messages taken, not groups looked at: groups another
+    # transaction holds are passed over and the batch is filled from the next ones
+    dialogs(broker, pair, 3, per=1)
+    tx = broker.transaction()
+    try:
+        held = {tx.receive(pair.tq)[0].conversation_group_id for _ in range(2)}
+        batch = broker.claims.plan("r", [pair.tq], 0, max_messages=2)
+        assert batch == 1
+        (claim,) = broker.views.conversation_group_claims()
+        assert claim.conversation_group_id not in held
+    finally:
+        tx.rollback()

@@ -44,6 +44,7 @@ from .storage.rows import GroupClaimRow, MessageRow, StreamReaderRow
 
 __all__ = [
     "CLAIM_TIMEOUT",
+    "MAX_GROUPS",
     "BatchParts",
     "GroupClaim",
     "StreamClaims",
@@ -56,6 +57,27 @@ CLAIM_TIMEOUT = 1800.0
 """Default seconds (broker clock) a stream reader may go without showing life before its
 unacknowledged batch is released: half an hour, longer than a micro-batch runs and than a
 driver takes to be restarted."""
+
+
+MAX_GROUPS = 10_000
+"""Groups in one batch at most, whatever ``max_messages`` allows: planning holds each group's
+lock until it commits, and locks held at once cost more each (SQLite's open-file-description
+locks are a list the kernel walks; PostgreSQL's advisory locks fill its shared lock table)."""
+
+
+def _candidates(conn: StorageConnection, queue_id: int, limit: int | None) -> Iterator[bytes]:
+    """The queue's unclaimed ready groups in RECEIVE's order, fetched a page at a time (a page
+    twice the size of the last, from ``limit`` + 64): groups another transaction holds or with
+    nothing to take do not use up what a batch may hold."""
+    size = 64 + (MAX_GROUPS if limit is None else min(limit, MAX_GROUPS))
+    seen = 0
+    while True:
+        page = conn.ready_groups(queue_id, seen + size)
+        yield from page[seen:]
+        if len(page) < seen + size:
+            return
+        seen = len(page)
+        size *= 2
 
 
 def assign_parts(sizes: Sequence[int], partitions: int) -> list[int]:
@@ -264,7 +286,14 @@ class StreamClaims:
 
     @staticmethod
     def _check_resume(row: StreamReaderRow, after: int) -> None:
-        if row.released > after:
+        """Raise unless ``row``'s reader may go on from batch ``after``.
+
+        Raises:
+            StreamClaimError: its unacknowledged batch was released by the time-out (others
+                may have received those messages: the reader must not read or acknowledge
+                them, now or ever), or ``after`` is older than what it acknowledged.
+        """
+        if row.released > row.acknowledged:
             raise StreamClaimError(
                 f"stream reader {row.reader!r}: batch {row.released} was released after its "
                 f"claim time-out ({row.claim_timeout:g} s without a sign of life); its messages "
@@ -288,18 +317,19 @@ class StreamClaims:
         """Lock and read the groups of a new batch, round robin over ``queues``."""
         remaining = limit
         taken: list[tuple[bytes, list[MessageRow]]] = []
-        pending = {
-            q.queue_id: iter(conn.ready_groups(q.queue_id, -1 if limit is None else limit))
-            for q in queues
-        }
-        while pending and (remaining is None or remaining > 0):
+        pending = {q.queue_id: _candidates(conn, q.queue_id, limit) for q in queues}
+        considered: set[bytes] = set()
+        while pending and (remaining is None or remaining > 0) and len(taken) < MAX_GROUPS:
             for queue_id, groups in list(pending.items()):
-                if remaining is not None and remaining <= 0:
+                if (remaining is not None and remaining <= 0) or len(taken) >= MAX_GROUPS:
                     break
                 group = next(groups, None)
                 if group is None:
                     del pending[queue_id]
                     continue
+                if group in considered:  # a later page may list a group again
+                    continue
+                considered.add(group)
                 if not conn.try_lock_group(group):
                     continue  # another transaction holds it: never read a held group
                 rows = conn.group_messages(group, -1 if remaining is None else remaining + 1)
@@ -338,8 +368,7 @@ class StreamClaims:
             row = conn.stream_reader(reader, for_update=True)
             if row is None or up_to <= row.acknowledged:
                 return
-            if row.released > row.acknowledged:
-                self._check_resume(row, row.acknowledged)
+            self._check_resume(row, row.acknowledged)
             snap = self._context.catalog.snapshot(conn)
             woken |= self._acknowledge(conn, snap, reader, up_to)
             conn.put_stream_reader(
@@ -392,7 +421,7 @@ class StreamClaims:
                 continue
             woken |= {q for q, _ in conn.claimed_orders(name, row.latest)}
             conn.drop_claims(name, row.latest)
-            conn.put_stream_reader(row._replace(released=row.latest, acknowledged=row.latest))
+            conn.put_stream_reader(row._replace(released=row.latest))
             if released is not None:
                 released.append(name)
             log.warning(
@@ -419,8 +448,8 @@ class StreamClaims:
         """
         with self._context.storage.connection() as conn:
             row = conn.stream_reader(reader)
-            if row is not None and high > low and row.released > low:
-                self._check_resume(row, low)
+            if row is not None and high > low:
+                self._check_resume(row, row.acknowledged)
             counts: dict[int, int] = defaultdict(int)
             for _, part, n in conn.claimed_counts(reader, low, high):
                 counts[part] += n
@@ -428,9 +457,17 @@ class StreamClaims:
 
     def messages(self, reader: str, low: int, high: int, part: int) -> list[Message]:
         """The messages of part ``part`` of ``reader``'s batches after ``low`` up to ``high``,
-        in order: by batch, then group by group as taken, each group in RECEIVE order."""
+        in order: by batch, then group by group as taken, each group in RECEIVE order.
+
+        Raises:
+            StreamClaimError: the reader's batch was released by the time-out (its copies are
+                gone: reading nothing would look like an empty batch).
+        """
         context = self._context
         with context.storage.connection() as conn:
+            row = conn.stream_reader(reader)
+            if row is not None:
+                self._check_resume(row, row.acknowledged)
             snap = context.catalog.snapshot(conn)
             rows = conn.claimed_messages(reader, low, high, part)
         return _to_messages(snap, rows)

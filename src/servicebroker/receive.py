@@ -14,6 +14,7 @@ process's commit as the storage notices it.
 from __future__ import annotations
 
 import uuid
+from collections.abc import Callable
 
 from .arguments import check_top, check_wait
 from .catalog import CatalogSnapshot, QueueDef, ServiceDef
@@ -249,6 +250,27 @@ class Receiving:
                 f"transaction for {context.lock_timeout:g} s"
             )
 
+    def lock_to_move(self, source: bytes, target: bytes, queue_id: int) -> None:
+        """MOVE CONVERSATION from group ``source`` to ``target`` (DLG-7): lock the target
+        (as :meth:`lock_group`), refusing while a stream reader claims either group — moving a
+        claimed conversation's messages out of its claim would let a RECEIVE take messages a
+        batch holds (issue 14).
+
+        Raises:
+            ConversationError: a group is claimed; a lock taken for it is released.
+            LockTimeoutError: the target stayed locked by another transaction.
+        """
+        held = self.conn.held_groups()
+        self.lock_group(target, "MOVE CONVERSATION", queue_id)
+        for group in (source, target):
+            if self.conn.group_claimed(group):
+                if target not in held:
+                    self.conn.unlock_group(target)
+                raise ConversationError(
+                    f"MOVE CONVERSATION: conversation group {uuid.UUID(bytes=group)} is claimed "
+                    f"by a stream reader's batch; move it once the reader acknowledged the batch"
+                )
+
     def _known_locked(self) -> set[bytes]:
         """Groups this transaction found locked by others, forgotten whenever some transaction
         releases locks (so a RECEIVE does not knock on the same locked groups again)."""
@@ -279,6 +301,22 @@ class Receiving:
             raise QueueDisabledError(f"{statement}: queue {name!r} is disabled (STATUS = OFF)")
         check_receive(catalog, self.principal, name)  # SEC-4, before anything is locked
         return queue
+
+    def _where(
+        self, group: bytes, read: Callable[[], list[MessageRow]], top: int
+    ) -> list[MessageRow] | None:
+        """One try of RECEIVE … WHERE (a handle or a group): lock the group, ``read`` its rows;
+        None when another transaction holds it or it has nothing for this RECEIVE — then a lock
+        taken for this try is given back, so a waiting RECEIVE never sits on a group (a
+        stream reader's sink may need it to end the claim that empties it, issue 14)."""
+        conn = self.conn
+        held = group in conn.held_groups()
+        if not conn.try_lock_group(group):
+            return None
+        rows = self._take(read(), top)
+        if not rows and not held:
+            conn.unlock_group(group)
+        return rows or None
 
     def _take(self, rows: list[MessageRow], top: int) -> list[MessageRow]:
         skip = self._received_set
@@ -333,12 +371,11 @@ class Receiving:
 
             def by_handle() -> list[MessageRow] | None:
                 check_queue()
-                if not conn.try_lock_group(group):
-                    return None
-                rows = self._take(
-                    conn.conversation_messages(group, handle.bytes, fetch(group)), limit
+                return self._where(
+                    group,
+                    lambda: conn.conversation_messages(group, handle.bytes, fetch(group)),
+                    limit,
                 )
-                return rows or None
 
             attempt = by_handle
         elif conversation_group_id is not None:
@@ -351,10 +388,9 @@ class Receiving:
 
             def by_group() -> list[MessageRow] | None:
                 check_queue()
-                if not conn.try_lock_group(group_id):
-                    return None
-                rows = self._take(conn.group_messages(group_id, fetch(group_id)), limit)
-                return rows or None
+                return self._where(
+                    group_id, lambda: conn.group_messages(group_id, fetch(group_id)), limit
+                )
 
             attempt = by_group
         else:

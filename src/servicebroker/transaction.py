@@ -480,7 +480,7 @@ class Transaction:
         group of the same queue; locks both groups.
 
         Raises:
-            ConversationError: unknown handle or group, or a group of another queue.
+            ConversationError: unknown handle or group, of another queue, or claimed.
         """
         target = to_handle(conversation_group_id, "conversation group id").bytes
         row = self._endpoint(handle, "MOVE CONVERSATION")
@@ -494,7 +494,7 @@ class Transaction:
                 f"MOVE CONVERSATION: group {uuid.UUID(bytes=target)} is on another queue than conversation "
                 f"{to_handle(handle)}"
             )
-        self._receiving.lock_group(target, "MOVE CONVERSATION", row.queue_id)
+        self._receiving.lock_to_move(row.conversation_group_id, target, row.queue_id)
         row.conversation_group_id = target
         self._receiving.group_moved_into(target)
         self._ops.append(("move", row.conversation_handle, target))

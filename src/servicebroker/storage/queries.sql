@@ -543,7 +543,9 @@ ON CONFLICT (reader) DO UPDATE SET queues = excluded.queues, latest = excluded.l
     renewed = excluded.renewed, claim_timeout = excluded.claim_timeout;
 
 -- name: expired_stream_readers
-SELECT reader FROM stream_readers WHERE latest > acknowledged AND renewed + claim_timeout <= ?;
+SELECT reader FROM stream_readers
+WHERE latest > acknowledged AND latest > released AND renewed + claim_timeout <= ?
+ORDER BY reader;
 
 -- name: ready_groups
 SELECT conversation_group_id FROM queue_groups g WHERE queue_id = ?
@@ -589,10 +591,13 @@ DELETE FROM conversation_group_claims WHERE reader = ? AND batch <= ?;
 
 -- name: list_group_claims
 SELECT c.conversation_group_id, c.queue_id, c.reader, c.batch, c.claimed_at, r.renewed,
-       r.claim_timeout,
-       (SELECT count(*) FROM claimed_messages m WHERE m.reader = c.reader
-            AND m.batch = c.batch AND m.conversation_group_id = c.conversation_group_id)
-FROM conversation_group_claims c JOIN stream_readers r ON r.reader = c.reader
+       r.claim_timeout, coalesce(m.n, 0)
+FROM conversation_group_claims c
+JOIN stream_readers r ON r.reader = c.reader
+LEFT JOIN (SELECT reader, batch, conversation_group_id, count(*) AS n FROM claimed_messages
+           GROUP BY reader, batch, conversation_group_id) m
+  ON m.reader = c.reader AND m.batch = c.batch
+ AND m.conversation_group_id = c.conversation_group_id
 ORDER BY c.reader, c.batch, c.claimed_at;
 
 -- name: list_stream_readers

@@ -41,6 +41,8 @@ WHERE p.queue_id = n.queue_id;
 SELECT priority, queuing_order FROM queue_messages
 WHERE conversation_group_id = %s AND queue_id = %s AND status = 1
   AND NOT (queuing_order = ANY(%s))
+  AND NOT EXISTS (SELECT 1 FROM conversation_group_claims c
+                  WHERE c.conversation_group_id = queue_messages.conversation_group_id)
 ORDER BY priority DESC, conversation_order, rank, message_sequence_number, queuing_order
 LIMIT 1;
 

@@ -39,6 +39,8 @@ ORDER BY level DESC, head_order;
 SELECT priority, queuing_order FROM queue_messages
 WHERE conversation_group_id = ? AND queue_id = ? AND status = 1
   AND queuing_order NOT IN (SELECT value FROM json_each(?))
+  AND NOT EXISTS (SELECT 1 FROM conversation_group_claims c
+                  WHERE c.conversation_group_id = queue_messages.conversation_group_id)
 ORDER BY priority DESC, conversation_order, rank, message_sequence_number, queuing_order
 LIMIT 1;
 
