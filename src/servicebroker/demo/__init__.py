@@ -138,16 +138,25 @@ def _process_year(
             if streams is None:
                 wait_quiet(brokers, clock, settled)
                 return
+            idle = 0
             while True:  # the carriers' queries drain, the airports' procedures answer
                 brokers.carrier.timer.run_due(clock.now())  # due timers' messages are queued
+                before = streams.received
                 streams.drain()
                 wait_quiet(brokers, clock, settled, ignore=carrier_queues)
-                if not any(
-                    q.ready_messages
+                waiting = [
+                    q.name
                     for q in brokers.carrier.views.service_queues()
-                    if q.name in carrier_queues
-                ):
+                    if q.name in carrier_queues and q.ready_messages
+                ]
+                if not waiting:
                     return
+                idle = idle + 1 if streams.received == before else 0
+                if idle >= 3:
+                    raise BrokerError(
+                        f"the carriers' stream read nothing three runs in a row while "
+                        f"{', '.join(waiting)} hold ready messages"
+                    )
 
         for month in months:
             progress.update(month_task, description=f"month {month:2d}: Spark sends")
