@@ -27,6 +27,7 @@ queuing order), each group's messages in RECEIVE order (SYS-2), and each group g
 
 from __future__ import annotations
 
+import heapq
 import logging
 from collections import defaultdict
 from collections.abc import Iterator, Sequence
@@ -89,11 +90,11 @@ def assign_parts(sizes: Sequence[int], partitions: int) -> list[int]:
         BrokerError: ``partitions`` is not a positive integer.
     """
     check_int(partitions, "partitions", minimum=1, maximum=65_536)
-    loads = [0] * partitions
+    loads = [(0, part) for part in range(partitions)]  # a heap of (messages, part)
     out = []
     for size in sizes:
-        part = min(range(partitions), key=loads.__getitem__)
-        loads[part] += size
+        load, part = heapq.heappop(loads)
+        heapq.heappush(loads, (load + size, part))
         out.append(part)
     return out
 
@@ -135,6 +136,11 @@ class GroupClaim:
 
 
 def _check_reader(reader: object) -> str:
+    """``reader`` as a stream reader name.
+
+    Raises:
+        BrokerError: not a non-empty string of up to 256 characters.
+    """
     if not isinstance(reader, str) or not reader.strip() or len(reader) > 256:
         raise BrokerError(
             f"stream reader name must be a non-empty string of up to 256 characters, got {reader!r}"
@@ -383,6 +389,8 @@ class StreamClaims:
     def _acknowledge(
         conn: StorageConnection, snap: CatalogSnapshot, reader: str, up_to: int
     ) -> set[int]:
+        """In the write transaction: finish the messages of ``reader``'s batches up to
+        ``up_to`` as RECEIVE's commit does (RCV-3) and drop their claims; the queues touched."""
         by_queue: dict[int, list[int]] = defaultdict(list)
         for queue_id, order in conn.claimed_orders(reader, up_to):
             by_queue[queue_id].append(order)

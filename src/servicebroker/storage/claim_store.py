@@ -1,6 +1,7 @@
 """The storage contract's part for stream readers and their conversation-group claims (issue
 14, :mod:`servicebroker.claims`): tables ``stream_readers``, ``conversation_group_claims``,
-``claimed_messages`` and ``stream_commits`` (SQLite migration 0013, PostgreSQL 0010).
+``claimed_messages`` (SQLite migration 0013, PostgreSQL 0010; the same migration's
+``stream_commits`` is written by the Spark sink as application SQL inside its transaction).
 :class:`~servicebroker.storage.base.StorageConnection` includes it; every backend gives it
 through the shared named queries (:mod:`.named`)."""
 
@@ -15,8 +16,8 @@ __all__ = ["ClaimStore"]
 
 
 class ClaimStore(Protocol):
-    """Stream readers, their claims and the stream writers' commits (see the module
-    docstring); the write methods run in the connection's write transaction."""
+    """Stream readers and their claims (see the module docstring); the write methods run in
+    the connection's write transaction."""
 
     def stream_reader(self, reader: str, *, for_update: bool = False) -> StreamReaderRow | None:
         """The stream reader named ``reader``, or None; ``for_update`` (in the write
@@ -86,16 +87,4 @@ class ClaimStore(Protocol):
 
     def list_group_claims(self) -> list[GroupClaimRow]:
         """Rows for the ``conversation_group_claims`` view."""
-        ...
-
-    def stream_committed(self, query_id: str, batch_id: int) -> bool:
-        """True when stream writer query ``query_id`` committed micro-batch ``batch_id``."""
-        ...
-
-    def insert_stream_commit(self, query_id: str, batch_id: int, now: float) -> None:
-        """Record, in the write transaction, that ``query_id`` committed ``batch_id``.
-
-        Raises:
-            IntegrityConflict: recorded already.
-        """
         ...

@@ -446,18 +446,6 @@ class NamedQueryConnection:
         """Rows for the ``conversation_group_claims`` view."""
         return rows_of(GroupClaimRow, self._all("list_group_claims"))
 
-    def stream_committed(self, query_id: str, batch_id: int) -> bool:
-        """True when stream writer query ``query_id`` committed micro-batch ``batch_id``."""
-        return bool(self._one("stream_committed", (query_id, batch_id)))
-
-    def insert_stream_commit(self, query_id: str, batch_id: int, now: float) -> None:
-        """Record that ``query_id`` committed ``batch_id``.
-
-        Raises:
-            IntegrityConflict: it was recorded already (a concurrent commit of the batch).
-        """
-        self._refusable("insert_stream_commit", (query_id, batch_id, now))
-
     def queue_counts(self) -> list[QueueCountRow]:
         """(queue_id, status, messages) for every queue holding messages."""
         return rows_of(QueueCountRow, self._all("queue_counts"))

@@ -603,9 +603,3 @@ ORDER BY c.reader, c.batch, c.claimed_at;
 -- name: list_stream_readers
 SELECT reader, queues, latest, acknowledged, released, renewed, claim_timeout
 FROM stream_readers ORDER BY reader;
-
--- name: stream_committed
-SELECT EXISTS (SELECT 1 FROM stream_commits WHERE query_id = ? AND batch_id = ?);
-
--- name: insert_stream_commit
-INSERT INTO stream_commits (query_id, batch_id, committed_at) VALUES (?, ?, ?);

@@ -80,10 +80,10 @@ def check_group_claims(open_storage: StorageOpener) -> None:
 
 
 def check_stream_readers_and_commits(open_storage: StorageOpener) -> None:
-    """put_stream_reader / stream_reader / list_stream_readers / expired_stream_readers and
-    stream_committed / insert_stream_commit: a reader reads back as written; it is expired only
-    with an unacknowledged batch once ``renewed + claim_timeout`` is reached; a (query, batch)
-    commit is recorded once (a second insert raises IntegrityConflict)."""
+    """put_stream_reader / stream_reader / renew_stream_reader / list_stream_readers /
+    expired_stream_readers: a reader reads back as written; renewing changes only ``renewed``;
+    it is expired only with an unacknowledged, unreleased batch once ``renewed +
+    claim_timeout`` is reached."""
     with kit.Bench(open_storage) as bench:
         conn = bench.connect(bench.storage())
         other = bench.connect(bench.storage())
@@ -94,10 +94,12 @@ def check_stream_readers_and_commits(open_storage: StorageOpener) -> None:
         kit.expect(row in other.list_stream_readers(), "list_stream_readers")
         kit.expect(name not in other.expired_stream_readers(159.0), "not expired before")
         kit.expect(name in other.expired_stream_readers(160.0), "expired at renewed + time-out")
+        kit.committed(conn, lambda: conn.renew_stream_reader(name, 150.0))
+        kit.equal(other.stream_reader(name), row._replace(renewed=150.0), "renew_stream_reader")
+        kit.expect(name not in other.expired_stream_readers(209.0), "renewed: not expired")
+        released = row._replace(released=3)
+        kit.committed(conn, lambda: conn.put_stream_reader(released))
+        kit.expect(name not in other.expired_stream_readers(1e9), "released already")
         done = row._replace(acknowledged=3)
         kit.committed(conn, lambda: conn.put_stream_reader(done))
         kit.expect(name not in other.expired_stream_readers(1e9), "nothing to release")
-        kit.expect(not other.stream_committed(name, 7), "no commit yet")
-        kit.committed(conn, lambda: conn.insert_stream_commit(name, 7, 1.0))
-        kit.expect(other.stream_committed(name, 7), "stream_committed")
-        kit.refused(conn, lambda: conn.insert_stream_commit(name, 7, 2.0), "a second commit")
