@@ -13,14 +13,22 @@ and its ``message_id``; with ``end_conversation`` on the dialog's last message (
 → ``writeStream`` to the ``servicebroker`` sink. Without ``--available-now`` it runs until it is
 killed; with it, it drains what is queued when it starts and exits 0.
 
-What each batch saw: the sink is a test subclass (``servicebroker_kill_test``) whose driver-side
-``commit`` first appends a line ``{"batch": id, "pid": pid, "bodies": [...]}`` to ``--seen`` — the
-reply bodies of the batch in the order the sink applies them, so the original messages and
-their message ids — then runs the real commit, then appends ``{"batch": id, "applied": bool}``
-(whether this commit applied the batch or found it recorded already). An attempt killed before
-its first line leaves nothing; a batch run again after a crash leaves a second ``bodies`` line,
-which must equal the first (the test's proof that a re-run batch sees exactly the same
-messages). A line cut by a kill mid-write is ignored by the reader of the file.
+What each batch saw, recorded twice over by a test subclass of the data source
+(``servicebroker_kill_test``, used for both the source and the sink; the real source and sink do
+all the work):
+
+- each task of the source, after reading its part, appends ``{"read": [low, high, part],
+  "ids": [...]}`` (the message ids of the part, in order) to ``--seen`` + ``.read-<pid>`` (a file
+  per process: no interleaving);
+- the sink's driver-side ``commit`` appends ``{"batch": id, "pid": pid, "bodies": [...]}`` to
+  ``--seen`` (the reply bodies of the batch in the order the sink applies them, so the original
+  messages and their message ids), runs the real commit, then appends ``{"batch": id,
+  "applied": bool}`` (whether this commit applied the batch or found it recorded already).
+
+An attempt killed before it wrote leaves nothing; a part or batch run again after a crash
+leaves a second line, which must equal the first (the test's proof that a re-run batch sees
+exactly the same messages, in the same order). A line cut by a kill mid-write is skipped by
+the reader of the files.
 
 The fault hook: ``SERVICEBROKER_TEST_CRASH_AFTER_SINK_COMMIT=<Spark batch id>`` makes that
 batch's commit, once it applied the batch (the broker transaction committed), SIGKILL the whole
@@ -32,6 +40,7 @@ its record and applies nothing. Test-only code: it lives here, not in src/.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import faulthandler
 import json
 import os
@@ -42,7 +51,7 @@ import time
 from typing import Any
 
 CRASH_ENV = "SERVICEBROKER_TEST_CRASH_AFTER_SINK_COMMIT"
-SINK = "servicebroker_kill_test"
+FORMAT = "servicebroker_kill_test"
 
 
 def session_processes(sid: int, exclude: int | None = None) -> list[int]:
@@ -73,16 +82,12 @@ def kill_session(sid: int, exclude: int | None = None) -> int:
         if not found:
             break
         for pid in found:
-            try:
+            with contextlib.suppress(ProcessLookupError):
                 os.kill(pid, signal.SIGSTOP)
-            except ProcessLookupError:
-                pass
         stopped |= found
     for pid in stopped:
-        try:
+        with contextlib.suppress(ProcessLookupError):
             os.kill(pid, signal.SIGKILL)
-        except ProcessLookupError:
-            pass
     return len(stopped)
 
 
@@ -95,7 +100,8 @@ def _append(path: str, record: dict[str, Any]) -> None:
 
 def test_source() -> type:
     """The ``servicebroker`` data source with the recording, crash-injecting sink."""
-    from servicebroker.spark import ServiceBrokerDataSource
+    from servicebroker.spark import ServiceBrokerDataSource, parse_stream_options
+    from servicebroker.spark.stream_reader import QueueStreamReader
     from servicebroker.spark.stream_writer import BatchRows, DialogStreamWriter
 
     body_at = 7  # message_body in dialog_rows.FIELDS
@@ -120,10 +126,28 @@ def test_source() -> type:
                 kill_session(os.getsid(0), exclude=os.getpid())
                 os.kill(os.getpid(), signal.SIGKILL)
 
+    id_at = 15  # message_id in options.QUEUE_SCHEMA
+
+    class RecordingReader(QueueStreamReader):
+        def __init__(self, opts: Any, seen: str) -> None:
+            super().__init__(opts)
+            self.seen = seen
+
+        def read(self, partition: Any) -> Any:
+            rows = list(super().read(partition))
+            where = [partition.low, partition.high, partition.part]
+            _append(
+                f"{self.seen}.read-{os.getpid()}", {"read": where, "ids": [r[id_at] for r in rows]}
+            )
+            return iter(rows)
+
     class KillTestSource(ServiceBrokerDataSource):
         @classmethod
         def name(cls) -> str:
-            return SINK
+            return FORMAT
+
+        def streamReader(self, schema: Any) -> Any:
+            return RecordingReader(parse_stream_options(self.options), self.options["seenlog"])
 
         def streamWriter(self, schema: Any, overwrite: bool) -> Any:
             inner = super().streamWriter(schema, overwrite)
@@ -155,8 +179,9 @@ def main(argv: list[str]) -> None:
     spark = session("local[2]", temp_dir=tempfile.mkdtemp(dir=args.work))
     spark.dataSource.register(test_source())
     source = (
-        spark.readStream.format("servicebroker")
+        spark.readStream.format(FORMAT)
         .option("url", args.url)
+        .option("seenLog", os.path.abspath(args.seen))
         .option("queue", args.queue)
         .option("maxMessagesPerBatch", str(args.max_messages))
         .option("partitions", str(args.partitions))
@@ -171,7 +196,7 @@ def main(argv: list[str]) -> None:
         (F.col("message_type_name") == "Last").alias("end_conversation"),
     )
     writer = (
-        replies.writeStream.format(SINK)
+        replies.writeStream.format(FORMAT)
         .option("url", args.url)
         .option("seenLog", os.path.abspath(args.seen))
         .option("crashAfterSinkCommit", os.environ.get(CRASH_ENV, ""))

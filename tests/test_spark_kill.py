@@ -265,37 +265,50 @@ def replies(shop: Shop) -> Outcome:
 
 @dataclass
 class Seen:
-    """The child's ``seen`` file: each batch's attempts (bodies) and applied flags."""
+    """The child's ``seen`` files: each batch's sink attempts (bodies) and applied flags, each
+    source part's reads (message ids)."""
 
     attempts: dict[int, list[list[str]]]
     applied: dict[int, list[bool]]
+    reads: dict[tuple[int, int, int], list[list[str]]]
 
     @classmethod
     def read(cls, path: Path) -> Seen:
         attempts: dict[int, list[list[str]]] = defaultdict(list)
         applied: dict[int, list[bool]] = defaultdict(list)
-        for line in path.read_text().splitlines() if path.exists() else []:
-            try:
-                record: dict[str, Any] = json.loads(line)
-            except json.JSONDecodeError:
-                continue  # a line cut by a kill mid-write
-            if "bodies" in record:
-                attempts[record["batch"]].append(record["bodies"])
-            else:
-                applied[record["batch"]].append(record["applied"])
-        return cls(attempts, applied)
+        reads: dict[tuple[int, int, int], list[list[str]]] = defaultdict(list)
+        for file in [path, *sorted(path.parent.glob(path.name + ".read-*"))]:
+            for line in file.read_text().splitlines() if file.exists() else []:
+                try:
+                    record: dict[str, Any] = json.loads(line)
+                except json.JSONDecodeError:
+                    continue  # a line cut by a kill mid-write
+                if "read" in record:
+                    low, high, part = record["read"]
+                    reads[(low, high, part)].append(record["ids"])
+                elif "bodies" in record:
+                    attempts[record["batch"]].append(record["bodies"])
+                else:
+                    applied[record["batch"]].append(record["applied"])
+        return cls(attempts, applied, reads)
 
     def reruns(self) -> list[int]:
-        """Batches seen more than once (run again after a crash)."""
+        """Sink batches seen more than once (run again after a crash)."""
         return sorted(b for b, runs in self.attempts.items() if len(runs) > 1)
 
-    def changed(self) -> list[int]:
-        """Batches whose runs did not all see exactly the same messages in the same order."""
-        return sorted(b for b, runs in self.attempts.items() if any(r != runs[0] for r in runs))
+    def reread(self) -> int:
+        """Source parts read more than once."""
+        return sum(1 for runs in self.reads.values() if len(runs) > 1)
+
+    def changed(self) -> list[object]:
+        """Batches and parts whose runs did not all see exactly the same messages in the same
+        order."""
+        runs: list[tuple[object, list[list[str]]]] = [*self.attempts.items(), *self.reads.items()]
+        return [key for key, seen in runs if any(r != seen[0] for r in seen)]
 
 
 def check_final(shop: Shop, query: Query) -> tuple[Outcome, Seen]:
-    """Everything the broker and the seen file say after the final run (asserted here)."""
+    """Everything the broker and the seen files say after the final run (asserted here)."""
     outcome = replies(shop)
     seen = Seen.read(query.seen)
     assert outcome.others == []
@@ -307,39 +320,70 @@ def check_final(shop: Shop, query: Query) -> tuple[Outcome, Seen]:
     # never released by a claim time-out (a released batch could have been read by another)
     readers = shop.broker.claims.readers()
     assert len(readers) == 1 and readers[0].released == 0, readers
-    assert seen.changed() == []  # a batch run again saw exactly the same messages
+    assert seen.changed() == []  # a batch or part run again saw exactly the same messages
     assert all(flags.count(True) <= 1 for flags in seen.applied.values())
     assert sum(len(runs[0]) for runs in seen.attempts.values()) == shop.messages
+    assert sum(len(runs[0]) for runs in seen.reads.values()) == shop.messages
     return outcome, seen
 
 
+def held_claims(shop: Shop) -> int:
+    """The messages of the groups claimed now, all by the query's one reader for its latest
+    batch (a claim is only ever for the batch after the last acknowledged one)."""
+    claims = shop.broker.views.conversation_group_claims()
+    (reader,) = shop.broker.claims.readers()
+    assert all(c.reader == reader.reader and c.batch == reader.latest for c in claims), claims
+    return sum(c.messages for c in claims)
+
+
+CRASH = 2
+"""The Spark batch after whose sink commit the first run crashes."""
+
+
 @pytest.mark.timeout(3600)  # a safety net; each wait below has its own deadline
-@pytest.mark.parametrize("shop", ["sqlite"], indirect=True)
+@pytest.mark.parametrize("shop", ["sqlite", "postgres"], indirect=True)
 def test_sigkill_of_the_query_tree_loses_duplicates_and_reorders_nothing(
     shop: Shop, query: Query, request: pytest.FixtureRequest
 ) -> None:
-    """Issue 14: SIGKILL the streaming query's whole process tree at a random moment after it
-    made progress, ``--streaming-kill-cycles`` times, restarting it on the same checkpoint
-    each time, then drain with an AvailableNow run: every message got exactly one reply on its
-    conversation, in order (SYS-2, DLG-2: lost = duplicated = reordered = 0), each dialog ended
-    once after its last reply (DLG-3), the queue is empty, no group is left claimed, a batch
+    """Issue 14. First the crash between the sink's commit and Spark's commit log: the whole
+    tree dies right after the sink committed batch ``CRASH``; its groups stay claimed by the
+    query's reader (no one else may take them), and the restarted query runs the batch again,
+    sees exactly the same messages, and the sink finds it recorded and applies nothing. Then
+    SIGKILL the whole tree at a random moment after it made progress,
+    ``--streaming-kill-cycles`` times, restarting it on the same checkpoint each time, and
+    drain with an AvailableNow run: every message got exactly one reply on its conversation,
+    in order (SYS-2, DLG-2: lost = duplicated = reordered = 0), each dialog ended once after
+    its last reply (DLG-3), the queue is empty, no group is left claimed, every batch or part
     run again saw exactly the same messages, and the claims a kill left behind were resumed by
     the restarted query (one reader throughout, none released)."""
     cycles = int(request.config.getoption("--streaming-kill-cycles"))
     total = int(os.environ.get("STREAMING_KILL_MESSAGES", DEFAULT_MESSAGES))
     seed = int(os.environ.get("STREAMING_KILL_SEED", "14"))
     rng = random.Random(seed)
-    dialogs = max(1, total // PER_DIALOG)
-    query.max_messages = max(200, min(2000, total // (4 * (cycles + 1))))
     began = time.monotonic()
-    # the messages come in cycles + 1 waves, one before each start of the query
-    waves = [dialogs // (cycles + 1)] * (cycles + 1)
+    # the messages come in waves, one before each start: the crashing run, each killed run,
+    # the final run; a wave is about 4 batches
+    starts = cycles + 2
+    dialogs = max(starts, total // PER_DIALOG)
+    waves = [dialogs // starts] * starts
     waves[-1] += dialogs - sum(waves)
+    query.max_messages = max(100, min(5000, waves[0] * PER_DIALOG // 4))
+
+    # the crash after the sink's commit of batch CRASH, before Spark's commit log
+    shop.send(waves[0])
+    query.start(crash_after=CRASH)
+    assert query.wait_exit(300) == -signal.SIGKILL, query.tail()
+    seen = Seen.read(query.seen)
+    assert seen.applied[CRASH] == [True] and len(seen.attempts[CRASH]) == 1
+    assert max(seen.attempts) == CRASH  # nothing ran past the crash
+    crashed = held_claims(shop)  # still claimed, by the reader, for its latest batch …
+    assert crashed == len(seen.attempts[CRASH][0])  # … holding exactly what the batch saw
+
     restarts: list[float] = []
     held_at_kill: list[int] = []
     killed: list[int] = []
-    for cycle in range(cycles):
-        shop.send(waves[cycle])
+    for wave in waves[1:-1]:
+        shop.send(wave)
         before = shop.commits()
         query.start()
 
@@ -352,58 +396,25 @@ def test_sigkill_of_the_query_tree_loses_duplicates_and_reorders_nothing(
         time.sleep(rng.uniform(0.0, 3.0))  # the moment of the kill, not an outcome
         query.check_alive()
         killed.append(query.kill())
-        claims = shop.broker.views.conversation_group_claims()
-        held_at_kill.append(sum(c.messages for c in claims))
-        # the claims survive the crash: nobody else may take those groups meanwhile
-        assert {c.reader for c in claims} <= {r.reader for r in shop.broker.claims.readers()}
+        held_at_kill.append(held_claims(shop))  # the claims survive the crash
+    seen = Seen.read(query.seen)
+    assert seen.applied[CRASH] == [True, False]  # run again, found recorded, applied nothing
+
     shop.send(waves[-1])
     query.start(available_now=True)
     final_began = time.monotonic()
-    code = query.wait_exit(600 + shop.messages / 50)
-    assert code == 0, query.tail()
+    assert query.wait_exit(300 + shop.messages / 50) == 0, query.tail()
     final = time.monotonic() - final_began
     outcome, seen = check_final(shop, query)
+    assert CRASH in seen.reruns()
     print(
-        f"\nstreaming kill cycles: seed={seed} kills={cycles} messages={shop.messages} "
-        f"batch={query.max_messages} batches={len(seen.attempts)} "
-        f"(lost, duplicated, reordered)=({outcome.lost}, {outcome.duplicated}, "
-        f"{outcome.reordered}) re-run batches={len(seen.reruns())} "
-        f"messages claimed at the kills={held_at_kill} processes killed={killed} "
-        f"restart to first commit={', '.join(f'{r:.1f}' for r in restarts)}s "
-        f"final run={final:.1f}s wall={time.monotonic() - began:.1f}s"
+        f"\nstreaming kill cycles: seed={seed} kills={cycles} (+1 crash after the sink's "
+        f"commit) messages={shop.messages} batch={query.max_messages} "
+        f"batches={len(seen.attempts)} (lost, duplicated, reordered)=({outcome.lost}, "
+        f"{outcome.duplicated}, {outcome.reordered}) re-run batches={len(seen.reruns())} "
+        f"re-read parts={seen.reread()} messages claimed at the crash={crashed} at the "
+        f"kills={held_at_kill} processes killed={killed} restart to first commit="
+        f"{', '.join(f'{r:.1f}' for r in restarts)}s final run={final:.1f}s "
+        f"wall={time.monotonic() - began:.1f}s"
     )
-    assert len(killed) == cycles and all(k >= 3 for k in killed)  # driver, JVM, workers
-
-
-@pytest.mark.timeout(900)
-@pytest.mark.parametrize("shop", ["sqlite", "postgres"], indirect=True)
-def test_a_crash_after_the_sinks_commit_reruns_the_batch_and_the_sink_skips_it(
-    shop: Shop, query: Query
-) -> None:
-    """Issue 14: the whole tree dies right after the sink committed batch 2 and before Spark
-    wrote its commit log. The batch's groups stay claimed by the query's reader meanwhile; the
-    restarted query (same checkpoint) runs batch 2 again, sees exactly the same messages, and
-    the sink finds the batch recorded and applies nothing: every message has exactly one
-    reply, in order, and nothing is left claimed or queued."""
-    crash = 2
-    shop.send(200)  # 2,000 messages, batches of 500: the crash is mid-stream
-    query.start(crash_after=crash)
-    code = query.wait_exit(300)
-    assert code == -signal.SIGKILL, query.tail()
-    seen = Seen.read(query.seen)
-    assert seen.applied[crash] == [True] and len(seen.attempts[crash]) == 1
-    assert max(seen.attempts) == crash  # nothing ran past the crash
-    # the crashed batch's groups are still claimed, by the query's one reader, and hold
-    # exactly the messages the batch saw
-    claims = shop.broker.views.conversation_group_claims()
-    (reader,) = shop.broker.claims.readers()
-    assert claims and {c.reader for c in claims} == {reader.reader}
-    assert {c.batch for c in claims} == {reader.latest}
-    assert sum(c.messages for c in claims) == len(seen.attempts[crash][0])
-    committed = shop.commits()
-    query.start(available_now=True)
-    assert query.wait_exit(300) == 0, query.tail()
-    outcome, seen = check_final(shop, query)
-    assert seen.reruns() == [crash]
-    assert seen.applied[crash] == [True, False]  # the re-run found the batch recorded
-    assert shop.commits() == committed + len(seen.attempts) - crash - 1
+    assert all(k >= 3 for k in killed)  # the driver, the JVM, its Python workers
