@@ -360,11 +360,12 @@ def crash_and_kills(
     query's reader (no one else may take them), and the restarted query runs the batch again,
     sees exactly the same messages, and the sink finds it recorded and applies nothing. Then
     SIGKILL the whole tree at a random moment after it made progress, ``cycles`` times,
-    restarting it on the same checkpoint each time, and drain with an AvailableNow run: every message got exactly one reply on its conversation,
-    in order (SYS-2, DLG-2: lost = duplicated = reordered = 0), each dialog ended once after
-    its last reply (DLG-3), the queue is empty, no group is left claimed, every batch or part
-    run again saw exactly the same messages, and the claims a kill left behind were resumed by
-    the restarted query (one reader throughout, none released)."""
+    restarting it on the same checkpoint each time, and drain with an AvailableNow run: every
+    message got exactly one reply on its conversation, in order (lost = duplicated =
+    reordered = 0), each dialog ended once, after its last reply (DLG-4), the queue is empty,
+    no group is left claimed, every batch or part run again saw exactly the same messages,
+    and the claims a kill left behind were resumed by the restarted query (one reader
+    throughout, none released)."""
     rng = random.Random(seed)
     began = time.monotonic()
     # the messages come in waves, one before each start: the crashing run, each killed run,
@@ -437,6 +438,8 @@ def test_sigkill_of_the_query_tree_loses_duplicates_and_reorders_nothing(
     ``--streaming-kill-cycles`` SIGKILLs of the whole tree at random moments, then the final
     run: lost = duplicated = reordered = 0, nothing left queued or claimed, re-run batches saw
     exactly the same messages."""
+    # rule RCV-2 (a claimed group stays held by its reader across the crash), rule DLG-4
+    # (END CONVERSATION: the EndDialog comes after the dialog's replies)
     crash_and_kills(
         shop,
         query,
@@ -457,4 +460,6 @@ def test_a_crash_after_the_sinks_commit_reruns_the_batch_and_the_sink_skips_it(
     after the sink committed batch ``CRASH``, before Spark's commit log; the restarted query
     runs the batch again, sees exactly the same messages and the sink applies nothing:
     lost = duplicated = reordered = 0, nothing left queued or claimed."""
+    # rule RCV-2 (a claimed group stays held by its reader across the crash), rule DLG-4
+    # (END CONVERSATION: the EndDialog comes after the dialog's replies)
     crash_and_kills(shop, query, "postgres", 0, 2_000, 14)
