@@ -163,13 +163,12 @@ class Query:
         return code
 
     def stop(self) -> None:
+        """End what is left of a run (a failed test): the whole tree."""
         if self.proc is not None:
             kill_session(self.proc.pid)
-            if self.proc.poll() is None:
-                self.proc.kill()
-                self.proc.wait(30)
-            if self.out is not None:
-                self.out.close()
+            self.proc.wait(30)
+        if self.out is not None:
+            self.out.close()
 
 
 def wait_for(probe: Callable[[], T], what: str, timeout: float, every: float = 0.2) -> T:
