@@ -22,9 +22,9 @@ batch id for end-to-end exactly-once
 
 Each run starts with the crash injected between the sink's commit and Spark's commit log
 (batch :data:`CRASH`), then the random kills. Every start of the query costs a JVM and a first
-micro-batch (20 to 50 s on this 2-core machine, shared), so ``make test`` runs 3 kills over
-20,000 messages on SQLite (4 interruptions, 5 starts) and only the injected crash on
-PostgreSQL (2 starts).
+micro-batch (13 s to first commit on this 2-core machine when idle, up to 60 s when shared),
+so ``make test`` runs 3 kills over 20,000 messages on SQLite (4 interruptions, 5 starts: 79 s
+idle) and only the injected crash over 2,000 messages on PostgreSQL (2 starts: 35 s).
 
 ``--streaming-kill-cycles N`` sets the number of kills (default 3). Environment variables:
 ``STREAMING_KILL_MESSAGES`` the messages of the kill cycles' run (default
