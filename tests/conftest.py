@@ -120,6 +120,11 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         default="5",
         help="forwarder SIGKILL cycles of tests/test_forwarding_crash.py (the long form: 100)",
     )
+    parser.addoption(
+        "--streaming-kill-cycles",
+        default="3",
+        help="SIGKILLs of the streaming query's process tree in tests/test_spark_kill.py",
+    )
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
