@@ -192,9 +192,9 @@ def in_ci() -> bool:
     return os.environ.get("CI", "").lower() in ("1", "true", "yes")
 
 
-@pytest.fixture(scope="session")
-def spark(tmp_path_factory: pytest.TempPathFactory) -> Iterator[object]:
-    """One local SparkSession for the whole test run, with the servicebroker data source."""
+def need_spark() -> None:
+    """Skip without PySpark or a Java runtime on a laptop; fail in CI (Spark tests must run
+    there). For tests whose Spark runs in child processes as for the ``spark`` fixture."""
     import shutil
 
     problem = None
@@ -208,6 +208,12 @@ def spark(tmp_path_factory: pytest.TempPathFactory) -> Iterator[object]:
         if in_ci():
             pytest.fail(f"Spark tests must run in CI: {problem}")
         pytest.skip(problem)
+
+
+@pytest.fixture(scope="session")
+def spark(tmp_path_factory: pytest.TempPathFactory) -> Iterator[object]:
+    """One local SparkSession for the whole test run, with the servicebroker data source."""
+    need_spark()
     from servicebroker.spark import session
 
     s = session(

@@ -30,7 +30,7 @@ from servicebroker import END_DIALOG, Broker, ManualClock
 from servicebroker.activation.activator import ExternalActivator, _start_time, load_config
 from servicebroker.catalog import EVENT_NOTIFICATION
 
-from .conftest import Pair, in_ci
+from .conftest import Pair, need_spark
 from .test_activator import setup_notifications, write_config
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -45,17 +45,7 @@ pytestmark = [pytest.mark.spark, pytest.mark.slow, pytest.mark.timeout(2 * JOB_S
 def spark_runtime() -> None:
     """PySpark and a Java runtime are here (skipped on a laptop without them, failed in CI);
     no SparkSession in this process: the jobs start their own."""
-    problem = None
-    try:
-        import pyspark  # noqa: F401
-    except ImportError as exc:
-        problem = f"PySpark is not installed: {exc}"
-    if problem is None and not (os.environ.get("JAVA_HOME") or shutil.which("java")):
-        problem = "no Java runtime (java on PATH or JAVA_HOME)"
-    if problem is not None:
-        if in_ci():
-            pytest.fail(f"Spark tests must run in CI: {problem}")
-        pytest.skip(problem)
+    need_spark()
 
 
 def job_command(checkpoints: Path, launcher: Sequence[str] = (sys.executable,)) -> list[str]:

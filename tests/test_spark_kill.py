@@ -55,7 +55,7 @@ import pytest
 
 from servicebroker import Broker
 
-from .conftest import drop_url, in_ci, new_url
+from .conftest import drop_url, need_spark, new_url
 from .spark_stream_child import CRASH_ENV, kill_session, session_processes
 
 pytestmark = [pytest.mark.spark, pytest.mark.slow]
@@ -66,23 +66,6 @@ PER_DIALOG = 10
 DEFAULT_MESSAGES = 20_000
 END_DIALOG = "http://schemas.microsoft.com/SQL/ServiceBroker/EndDialog"
 T = TypeVar("T")
-
-
-def need_spark() -> None:
-    """Skip without PySpark or Java on a laptop; fail in CI (as conftest's ``spark`` fixture)."""
-    import shutil
-
-    problem = None
-    try:
-        import pyspark  # noqa: F401
-    except ImportError as exc:
-        problem = f"PySpark is not installed: {exc}"
-    if problem is None and not (os.environ.get("JAVA_HOME") or shutil.which("java")):
-        problem = "no Java runtime (java on PATH or JAVA_HOME)"
-    if problem is not None:
-        if in_ci():
-            pytest.fail(f"Spark tests must run in CI: {problem}")
-        pytest.skip(problem)
 
 
 @dataclass
