@@ -21,15 +21,15 @@ from servicebroker.errors import BrokerError, CatalogError, ConversationError, S
 from .conftest import Pair, make_pair
 
 
-def dialogs(broker: Broker, pair: Pair, n: int, per: int = 3) -> list[uuid.UUID]:
-    """``n`` dialogs of ``per`` Req messages each ("k:i"), each its own group at the target;
-    returns the initiator handles."""
+def dialogs(broker: Broker, pair: Pair, n: int, per: int = 3, prefix: str = "") -> list[uuid.UUID]:
+    """``n`` dialogs of ``per`` Req messages each (``f"{prefix}{k}:{i}"``), in one transaction,
+    each its own group at the target; returns the initiator handles."""
     handles = []
     with broker.transaction() as tx:
         for k in range(n):
             h = tx.begin_dialog(pair.initiator, pair.target, contract="C")
             for i in range(per):
-                tx.send(h, "Req", f"{k}:{i}".encode())
+                tx.send(h, "Req", f"{prefix}{k}:{i}".encode())
             handles.append(h)
     return handles
 
@@ -37,8 +37,7 @@ def dialogs(broker: Broker, pair: Pair, n: int, per: int = 3) -> list[uuid.UUID]
 def bodies(broker: Broker, reader: str, low: int, high: int) -> list[list[bytes]]:
     parts = broker.claims.parts(reader, low, high)
     return [
-        [m.message_body for m in broker.claims.messages(reader, low, high, p)]
-        for p, _ in parts.parts
+        [m.message_body for m in broker.claims.messages(reader, low, high, p)] for p, _ in parts
     ]
 
 
@@ -467,3 +466,31 @@ def test_groups_held_elsewhere_do_not_use_up_a_batch(broker: Broker, pair: Pair)
         assert claim.conversation_group_id not in held
     finally:
         tx.rollback()
+
+
+def test_an_idle_poll_takes_no_write_lock_and_counts_as_an_empty_receive(
+    broker: Broker, pair: Pair, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # a processing-time query asks for the latest offset every trigger: with nothing to read
+    # and nothing to acknowledge, planning reads only (no write transaction beside the senders)
+    dialogs(broker, pair, 1)
+    batch = broker.claims.plan("r", [pair.tq], 0)
+    broker.claims.acknowledge("r", batch)
+    empties: list[int] = []
+    received = broker._context.events.received  # type: ignore[attr-defined]
+
+    def note(queue_id: int, *, empty: bool, where: bool, first: bool) -> None:
+        if empty:
+            empties.append(queue_id)
+        received(queue_id, empty=empty, where=where, first=first)
+
+    def no_write() -> None:
+        raise AssertionError("an idle plan opened a write transaction")
+
+    monkeypatch.setattr(broker._context.events, "received", note)  # type: ignore[attr-defined]
+    monkeypatch.setattr(broker.claims, "_writing", no_write)
+    assert broker.claims.plan("r", [pair.tq], batch) == batch
+    assert len(empties) == 1  # ACT-3b: as an empty RECEIVE
+    monkeypatch.undo()
+    dialogs(broker, pair, 1)
+    assert broker.claims.plan("r", [pair.tq], batch) == batch + 1  # new work: a real plan

@@ -46,10 +46,10 @@ import subprocess
 import sys
 import time
 from collections import Counter, defaultdict
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import IO, Any, TypeVar
+from typing import IO, Any
 
 import pytest
 
@@ -57,6 +57,7 @@ from servicebroker import Broker
 
 from .conftest import drop_url, need_spark, new_url
 from .spark_stream_child import CRASH_ENV, kill_session, session_processes
+from .transport_sites import eventually
 
 pytestmark = [pytest.mark.spark, pytest.mark.slow]
 
@@ -65,7 +66,6 @@ CHILD = Path(__file__).with_name("spark_stream_child.py")
 PER_DIALOG = 10
 DEFAULT_MESSAGES = 20_000
 END_DIALOG = "http://schemas.microsoft.com/SQL/ServiceBroker/EndDialog"
-T = TypeVar("T")
 
 
 @dataclass
@@ -130,7 +130,7 @@ class Query:
         killed = kill_session(sid)
         self.proc.wait(30)
         self.out.close()
-        wait_for(lambda: not session_processes(sid), "the killed tree to be gone", 30)
+        eventually(lambda: not session_processes(sid), "the killed tree to be gone", 30, 0.2)
         return killed
 
     def wait_exit(self, timeout: float) -> int:
@@ -142,7 +142,7 @@ class Query:
             pytest.fail(f"the query did not end within {timeout:.0f}s:\n{self.tail()}")
         self.out.close()
         sid = self.proc.pid
-        wait_for(lambda: not session_processes(sid), "the tree to be gone", 30)
+        eventually(lambda: not session_processes(sid), "the tree to be gone", 30, 0.2)
         return code
 
     def stop(self) -> None:
@@ -152,18 +152,6 @@ class Query:
             self.proc.wait(30)
         if self.out is not None:
             self.out.close()
-
-
-def wait_for(probe: Callable[[], T], what: str, timeout: float, every: float = 0.2) -> T:
-    """Poll ``probe`` (real time) until it returns something truthy; fail naming ``what``."""
-    deadline = time.monotonic() + timeout
-    while True:
-        got = probe()
-        if got:
-            return got
-        if time.monotonic() > deadline:
-            pytest.fail(f"timed out after {timeout:.0f}s waiting for {what}")
-        time.sleep(every)
 
 
 @dataclass
@@ -380,7 +368,7 @@ def crash_and_kills(
             query.check_alive()
             return shop.commits() > before
 
-        wait_for(progressed, f"a batch committed after start {query.starts}", 300)
+        eventually(progressed, f"a batch committed after start {query.starts}", 300, 0.2)
         restarts.append(time.monotonic() - query.started_at)
         time.sleep(rng.uniform(0.0, 3.0))  # the moment of the kill, not an outcome
         query.check_alive()

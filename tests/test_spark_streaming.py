@@ -19,21 +19,9 @@ from servicebroker import Broker
 from servicebroker.dialogs import END_DIALOG
 
 from .conftest import Pair
+from .test_claims import dialogs
 
 pytestmark = pytest.mark.spark
-
-
-def send(
-    broker: Broker, pair: Pair, conversations: int, per: int, prefix: str = ""
-) -> list[uuid.UUID]:
-    handles = []
-    with broker.transaction() as tx:
-        for k in range(conversations):
-            h = tx.begin_dialog(pair.initiator, pair.target, contract="C")
-            for i in range(per):
-                tx.send(h, "Req", f"{prefix}{k}:{i}".encode())
-            handles.append(h)
-    return handles
 
 
 def stream(spark: Any, url: str, queue: str, **options: str) -> Any:
@@ -50,7 +38,7 @@ def test_every_message_once_in_conversation_order_a_group_in_one_task(
     # messages leave the queue only once Spark committed their batch (RCV-3)
     from pyspark.sql import functions as F
 
-    send(broker, pair, 12, 5)
+    dialogs(broker, pair, 12, 5)
     seen: list[tuple[int, int, str, str, int, bytes]] = []
 
     def collect(df: Any, batch_id: int) -> None:
@@ -102,7 +90,7 @@ def test_the_sink_replies_and_ends_each_conversation_once(
     # (END CONVERSATION, docs/t-sql/statements/end-conversation-transact-sql.md)
     from pyspark.sql import functions as F
 
-    handles = send(broker, pair, 8, 3)
+    handles = dialogs(broker, pair, 8, 3)
     replies = stream(spark, url, pair.tq, maxMessagesPerBatch="7").select(
         "conversation_handle",
         F.lit("Resp").alias("message_type_name"),
@@ -138,7 +126,7 @@ def test_a_sink_batch_committed_again_is_skipped(url: str, broker: Broker, pair:
     from servicebroker.spark.dialog_rows import parse_write_options
     from servicebroker.spark.stream_writer import BatchRows, DialogStreamWriter
 
-    (h,) = send(broker, pair, 1, 1)
+    (h,) = dialogs(broker, pair, 1, 1)
     target = next(e for e in broker.views.conversation_endpoints() if not e.is_initiator)
     opts = parse_write_options(
         {"url": url}, ["conversation_handle", "message_type_name", "message_body"]
@@ -232,7 +220,7 @@ def test_a_running_query_takes_new_messages_and_leaves_claimed_groups_to_nobody_
     )
     try:
         for round_ in range(3):
-            send(broker, pair, 4, 2, prefix=f"r{round_}-")
+            dialogs(broker, pair, 4, 2, prefix=f"r{round_}-")
             with broker.transaction() as tx:
                 for m in tx.receive(pair.tq):
                     received.append(m.message_body)

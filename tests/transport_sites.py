@@ -23,8 +23,12 @@ INITIATOR = "//shop/Orders"
 TARGET = "//warehouse/Orders"
 
 
-def eventually(probe: Callable[[], T | None], what: str, timeout: float = 20.0) -> T:
-    """Wait (real time, polling) until ``probe`` returns something truthy; fail naming ``what``."""
+def eventually(
+    probe: Callable[[], T | None], what: str, timeout: float = 20.0, every: float = 0.01
+) -> T:
+    """Wait (real time, polling every ``every`` seconds) until ``probe`` returns something
+    truthy; fail naming ``what`` after ``timeout`` seconds. The wait only bounds how long a
+    test looks: what it asserts is what ``probe`` returned."""
     deadline = time.monotonic() + timeout
     while True:
         got = probe()
@@ -32,7 +36,7 @@ def eventually(probe: Callable[[], T | None], what: str, timeout: float = 20.0) 
             return got
         if time.monotonic() > deadline:
             pytest.fail(f"timed out waiting for {what}")
-        time.sleep(0.01)
+        time.sleep(every)
 
 
 @dataclass

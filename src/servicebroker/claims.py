@@ -40,13 +40,13 @@ from .clock import check_seconds, to_datetime
 from .context import BrokerContext
 from .errors import BrokerError, StreamClaimError
 from .messages import Message, fast_uuid
+from .receive import to_messages
 from .storage.base import StorageConnection
 from .storage.rows import GroupClaimRow, MessageRow, StreamReaderRow
 
 __all__ = [
     "CLAIM_TIMEOUT",
     "MAX_GROUPS",
-    "BatchParts",
     "GroupClaim",
     "StreamClaims",
     "assign_parts",
@@ -100,17 +100,6 @@ def assign_parts(sizes: Sequence[int], partitions: int) -> list[int]:
 
 
 @dataclass(frozen=True)
-class BatchParts:
-    """What a reader's batches after ``low`` up to ``high`` hold: (part, messages) pairs for
-    the parts that have messages."""
-
-    reader: str
-    low: int
-    high: int
-    parts: tuple[tuple[int, int], ...]
-
-
-@dataclass(frozen=True)
 class GroupClaim:
     """A row of :meth:`~servicebroker.views.Views.conversation_group_claims`: a conversation
     group claimed by a stream reader's batch.
@@ -160,8 +149,12 @@ class StreamClaims:
 
     # -- the reader's life ---------------------------------------------------------------
     def start_offset(self, reader: str) -> int:
-        """The batch a new run of ``reader`` starts after: the last it acknowledged (0 for a
-        reader never seen)."""
+        """The batch a new run of ``reader`` (str) starts after: the last it acknowledged (0
+        for a reader never seen).
+
+        Raises:
+            BrokerError: a bad reader name.
+        """
         _check_reader(reader)
         with self._context.storage.connection() as conn:
             row = conn.stream_reader(reader)
@@ -197,7 +190,10 @@ class StreamClaims:
         reader restarted before it recorded it), else a new batch of the groups of ``queues``
         that no transaction holds and no reader claims, at most ``max_messages`` messages
         (whole groups, but at least part of one), in ``partitions`` parts. Returns ``after``
-        when there is nothing to read. Also releases every reader whose claim time-out passed.
+        when there is nothing to read — then, with nothing to acknowledge either, from reads
+        alone, without the write lock (a polling query's idle call). A plan that writes also
+        releases every reader whose claim time-out passed (the broker's timer does so each
+        tick).
 
         Args:
             reader: the reader's stable name.
@@ -228,6 +224,8 @@ class StreamClaims:
         limit = None if max_messages is None else check_int(max_messages, "max_messages", minimum=1)
         check_int(partitions, "partitions", minimum=1, maximum=65_536)
         timeout = check_seconds(claim_timeout, "claim_timeout")
+        if self._idle(reader, names, after):
+            return after
         now = self._context.clock.now()
         with self._writing() as (conn, woken):
             snap = self._context.catalog.snapshot(conn)
@@ -271,6 +269,30 @@ class StreamClaims:
                         q.queue_id, empty=q.queue_id not in took, where=False, first=True
                     )
         return row.latest
+
+    def _idle(self, reader: str, names: Sequence[str], after: int) -> bool:
+        """True when a plan would change nothing — the reader is known, has nothing to
+        acknowledge or give again, and no queue has an unclaimed ready group — told from
+        reads alone (a polling query's idle call takes no write lock); then each queue counts
+        an empty RECEIVE, as the plan would have.
+
+        Raises:
+            StreamClaimError: as :meth:`plan`. CatalogError: an unknown queue.
+        """
+        context = self._context
+        with context.storage.connection() as conn:
+            row = conn.stream_reader(reader)
+            if row is None or row.acknowledged != after or row.latest != after:
+                return False
+            self._check_resume(row, after)
+            snap = context.catalog.snapshot(conn)
+            queues = [snap.queue(n) for n in names]
+            if any(q.status and conn.queue_has_ready(q.queue_id) for q in queues):
+                return False
+        for q in queues:
+            if q.status:  # ACT-3b: an empty RECEIVE
+                context.events.received(q.queue_id, empty=True, where=False, first=True)
+        return True
 
     @contextmanager
     def _writing(self) -> Iterator[tuple[StorageConnection, set[int]]]:
@@ -356,8 +378,9 @@ class StreamClaims:
         return taken
 
     def acknowledge(self, reader: str, up_to: int) -> None:
-        """Acknowledge ``reader``'s batches up to ``up_to``: their messages leave their queues
-        (status 0 under RETENTION, RCV-3) and their groups' claims end. Nothing for batches
+        """Acknowledge ``reader``'s batches up to ``up_to`` (a batch number): their messages
+        leave their queues (status 0 under RETENTION, RCV-3) and their groups' claims end — the
+        COMMIT of a RECEIVE that ends its group locks (RCV-2, DLG-9). Nothing for batches
         acknowledged already.
 
         Raises:
@@ -442,14 +465,19 @@ class StreamClaims:
         return woken
 
     def renew(self, reader: str) -> None:
-        """Note a sign of life of ``reader`` now (its claim time-out starts again); nothing
-        for a reader never seen."""
+        """Note a sign of life of ``reader`` now (broker clock): its claim time-out starts
+        again; nothing for a reader never seen.
+
+        Raises:
+            StorageError: the database failed.
+        """
         with self._writing() as (conn, _):
             conn.renew_stream_reader(reader, self._context.clock.now())
 
     # -- reading a batch -----------------------------------------------------------------
-    def parts(self, reader: str, low: int, high: int) -> BatchParts:
-        """The parts of ``reader``'s batches after ``low`` up to ``high``.
+    def parts(self, reader: str, low: int, high: int) -> list[tuple[int, int]]:
+        """The parts of ``reader``'s batches after ``low`` up to ``high`` (batch numbers) that
+        have messages: (part, messages) pairs, by part.
 
         Raises:
             StreamClaimError: one of those batches was released by the time-out.
@@ -461,7 +489,7 @@ class StreamClaims:
             counts: dict[int, int] = defaultdict(int)
             for _, part, n in conn.claimed_counts(reader, low, high):
                 counts[part] += n
-        return BatchParts(reader, low, high, tuple(sorted(counts.items())))
+        return sorted(counts.items())
 
     def messages(self, reader: str, low: int, high: int, part: int) -> list[Message]:
         """The messages of part ``part`` of ``reader``'s batches after ``low`` up to ``high``,
@@ -478,11 +506,12 @@ class StreamClaims:
                 self._check_resume(row, row.acknowledged)
             snap = context.catalog.snapshot(conn)
             rows = conn.claimed_messages(reader, low, high, part)
-        return _to_messages(snap, rows)
+        return to_messages(snap, rows, None)
 
     # -- views ---------------------------------------------------------------------------
     def claims(self) -> list[GroupClaim]:
-        """Every claimed group (see :class:`GroupClaim`)."""
+        """Every claimed group (see :class:`GroupClaim`): the view
+        ``conversation_group_claims`` (issue 14; RCV-2's locks, held across transactions)."""
         context = self._context
         with context.storage.connection() as conn:
             snap = context.catalog.snapshot(conn)
@@ -507,34 +536,3 @@ class StreamClaims:
         """Every stream reader's row (its batches: latest planned, acknowledged, released)."""
         with self._context.storage.connection() as conn:
             return conn.list_stream_readers()
-
-
-def _to_messages(snap: CatalogSnapshot, rows: list[MessageRow]) -> list[Message]:
-    """Copies as :class:`Message` objects, each named by its own queue."""
-    out: list[Message] = []
-    for r in rows:
-        service = snap.services_by_id.get(r.service_id)
-        contract = snap.contracts_by_id.get(r.service_contract_id)
-        queue = snap.queues_by_id.get(r.queue_id)
-        out.append(
-            Message(
-                r.status,
-                r.priority,
-                r.queuing_order,
-                fast_uuid(r.conversation_group_id),
-                fast_uuid(r.conversation_handle),
-                r.message_sequence_number,
-                service.name if service else "",
-                r.service_id,
-                contract.name if contract else "",
-                r.service_contract_id,
-                snap.message_types_by_id[r.message_type_id].name,
-                r.message_type_id,
-                r.validation,
-                r.message_body,
-                fast_uuid(r.message_id),
-                queue.name if queue else f"#{r.queue_id}",
-                to_datetime(r.message_enqueue_time),
-            )
-        )
-    return out

@@ -46,9 +46,19 @@ def to_handle(value: object, what: str = "conversation handle") -> uuid.UUID:
     raise ConversationError(f"{what} must be a UUID, got {value!r}")
 
 
-def to_messages(cat: CatalogSnapshot, rows: list[MessageRow], queue_name: str) -> list[Message]:
-    """Queue rows as :class:`Message` objects, names resolved through the catalog."""
+def to_messages(
+    cat: CatalogSnapshot, rows: list[MessageRow], queue_name: str | None
+) -> list[Message]:
+    """Queue rows as :class:`Message` objects (QUE-2), names resolved through the catalog.
+
+    Args:
+        cat: the catalog the names come from.
+        rows: the rows, in the order to keep.
+        queue_name: the queue every row is on; None: each row's own queue, by its
+            ``queue_id`` (rows of several queues: a stream reader's batch).
+    """
     names: dict[tuple[int, int, int], tuple[str, str, str]] = {}
+    queues: dict[int, str] = {}
     ids: dict[bytes, uuid.UUID] = {}
     out = []
     for row in rows:
@@ -91,11 +101,20 @@ def to_messages(cat: CatalogSnapshot, rows: list[MessageRow], queue_name: str) -
                 row.validation,
                 row.message_body,
                 fast_uuid(row.message_id),
-                queue_name,
+                queue_name or _queue_name(cat, row.queue_id, queues),
                 to_datetime(row.message_enqueue_time),
             )
         )
     return out
+
+
+def _queue_name(cat: CatalogSnapshot, queue_id: int, names: dict[int, str]) -> str:
+    """The name of queue ``queue_id`` (``#id`` for one dropped since), remembered in ``names``."""
+    name = names.get(queue_id)
+    if name is None:
+        queue = cat.queues_by_id.get(queue_id)
+        name = names[queue_id] = queue.name if queue else f"#{queue_id}"
+    return name
 
 
 class Receiving:

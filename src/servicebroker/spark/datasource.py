@@ -44,7 +44,14 @@ from pyspark.sql.datasource import (
 )
 
 from .dialog_rows import DialogRows, WriteOptions, parse_write_options, record_once, row_tuple
-from .options import QUEUE_SCHEMA, SparkOptionError, message_tuple, open_broker, required
+from .options import (
+    QUEUE_SCHEMA,
+    SparkOptionError,
+    message_tuple,
+    number_option,
+    open_broker,
+    required,
+)
 from .stream_reader import QueueStreamReader, parse_stream_options
 from .stream_writer import DialogStreamWriter
 
@@ -68,17 +75,7 @@ class ReadOptions:
 def parse_read_options(options: dict[str, str] | Any) -> ReadOptions:
     """Typed batch read options. Raises :class:`SparkOptionError` for a missing url/queue or a
     bad top."""
-    top_text = options.get("top")
-    top = None
-    if top_text is not None:
-        try:
-            top = int(top_text)
-        except ValueError:
-            top = -1
-        if top < 0:
-            raise SparkOptionError(
-                f"servicebroker data source: option 'top' must be an integer >= 0, got {top_text!r}"
-            )
+    top = number_option(options, "top", int, lambda v: v >= 0, "an integer >= 0")
     return ReadOptions(
         required(options, "url", "the broker URL"),
         required(options, "queue", "the queue to read"),

@@ -3,17 +3,24 @@ parsing helpers and the queue schema of the rows it reads."""
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-from typing import Any
+import math
+from collections.abc import Callable, Mapping
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from ..errors import BrokerError
 from ..messages import Message
+
+if TYPE_CHECKING:
+    from ..broker import Broker
+
+_N = TypeVar("_N", int, float)
 
 __all__ = [
     "QUEUE_SCHEMA",
     "SparkOptionError",
     "clock_at",
     "message_tuple",
+    "number_option",
     "open_broker",
     "positive_int",
     "positive_seconds",
@@ -46,44 +53,52 @@ def required(options: Mapping[str, str], name: str, what: str) -> str:
     return str(value)
 
 
-def positive_int(options: Mapping[str, str], key: str, name: str) -> int | None:
-    """Option ``key`` (lower case) as an integer >= 1, or None when not given.
+def number_option(
+    options: Mapping[str, str],
+    name: str,
+    convert: Callable[[str], _N],
+    valid: Callable[[_N], bool],
+    what: str,
+) -> _N | None:
+    """Option ``name`` (looked up lower case, as Spark passes it) converted by ``convert``
+    (``int`` or ``float``), or None when not given.
 
     Raises:
-        SparkOptionError: not such an integer; the message names the option as ``name``.
+        SparkOptionError: it does not convert, or ``valid`` refuses it; the message names the
+            option and says it must be ``what``.
     """
-    text = options.get(key)
+    text = options.get(name.lower())
     if text is None:
         return None
     try:
-        value = int(text)
+        value = convert(text)
     except ValueError:
-        value = 0
-    if value < 1:
+        value = None
+    if value is None or not valid(value):
         raise SparkOptionError(
-            f"servicebroker data source: option {name!r} must be an integer >= 1, got {text!r}"
+            f"servicebroker data source: option {name!r} must be {what}, got {text!r}"
         )
     return value
 
 
-def positive_seconds(options: Mapping[str, str], key: str, name: str) -> float | None:
-    """Option ``key`` (lower case) as a finite number of seconds > 0, or None when not given.
+def positive_int(options: Mapping[str, str], name: str) -> int | None:
+    """Option ``name`` as an integer >= 1 (a count), or None when not given.
 
     Raises:
-        SparkOptionError: not such a number; the message names the option as ``name``.
+        SparkOptionError: not such an integer; the message names the option.
     """
-    text = options.get(key)
-    if text is None:
-        return None
-    try:
-        value = float(text)
-    except ValueError:
-        value = -1.0
-    if not 0 < value < float("inf"):
-        raise SparkOptionError(
-            f"servicebroker data source: option {name!r} must be a number of seconds > 0, got {text!r}"
-        )
-    return value
+    return number_option(options, name, int, lambda v: v >= 1, "an integer >= 1")
+
+
+def positive_seconds(options: Mapping[str, str], name: str) -> float | None:
+    """Option ``name`` as a finite number of seconds > 0, or None when not given.
+
+    Raises:
+        SparkOptionError: not such a number; the message names the option.
+    """
+    return number_option(
+        options, name, float, lambda v: 0 < v < math.inf, "a number of seconds > 0"
+    )
 
 
 def clock_at(options: Mapping[str, str]) -> float | None:
@@ -94,23 +109,17 @@ def clock_at(options: Mapping[str, str]) -> float | None:
     Raises:
         SparkOptionError: not a finite number.
     """
-    text = options.get("clock")
-    if text is None:
-        return None
-    try:
-        value = float(text)
-    except ValueError:
-        value = float("nan")
-    if value != value or value in (float("inf"), float("-inf")):
-        raise SparkOptionError(
-            f"servicebroker data source: option 'clock' must be epoch seconds, got {text!r}"
-        )
-    return value
+    return number_option(options, "clock", float, math.isfinite, "epoch seconds")
 
 
-def open_broker(url: str, at: float | None) -> Any:
+def open_broker(url: str, at: float | None) -> Broker:
     """:meth:`servicebroker.Broker.open` of ``url``, on a clock standing at ``at`` when given
-    (see :func:`clock_at`)."""
+    (see :func:`clock_at`); the data source's one way to a broker (imported when called, so
+    ``servicebroker.spark`` loads without the broker until it is used).
+
+    Raises:
+        StorageError: the database cannot be opened. BrokerError: a bad URL.
+    """
     from ..broker import Broker
     from ..clock import ManualClock
 

@@ -86,14 +86,14 @@ def parse_stream_options(options: Mapping[str, str]) -> StreamReadOptions:
         raise SparkOptionError(
             f"servicebroker data source: option 'queue' has an empty queue name: {options['queue']!r}"
         )
-    max_messages = positive_int(options, "maxmessagesperbatch", "maxMessagesPerBatch")
-    partitions = positive_int(options, "partitions", "partitions") or (os.cpu_count() or 1)
+    max_messages = positive_int(options, "maxMessagesPerBatch")
+    partitions = positive_int(options, "partitions") or (os.cpu_count() or 1)
     reader = options.get("reader")
     if reader is not None and (not reader.strip() or len(reader) > 256):
         raise SparkOptionError(
             f"servicebroker data source: option 'reader' must be a name of 1 to 256 characters, got {reader!r}"
         )
-    timeout = positive_seconds(options, "claimtimeout", "claimTimeout") or CLAIM_TIMEOUT
+    timeout = positive_seconds(options, "claimTimeout") or CLAIM_TIMEOUT
     return StreamReadOptions(
         url, queues, max_messages, partitions, reader, timeout, clock_at(options)
     )
@@ -150,7 +150,13 @@ class QueueStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
 
     def latestOffset(self, start: dict[str, Any], limit: ReadLimit) -> dict[str, Any]:
         """Acknowledge everything up to ``start`` (Spark committed it), then the next batch:
-        the one planned already, a new one, or ``start`` when nothing is ready."""
+        the one planned already, a new one (claims, RCV-2; at most ``limit`` messages), or
+        ``start`` when nothing is ready.
+
+        Raises:
+            StreamClaimError: the reader's batch was released by its time-out, or ``start`` is
+                older than what it acknowledged.
+        """
         reader = str(start["reader"])
         max_rows = limit.max_rows if isinstance(limit, ReadMaxRows) else None
         with self._broker() as broker:
@@ -166,19 +172,27 @@ class QueueStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         return {"reader": reader, "batch": batch}
 
     def partitions(self, start: dict[str, Any], end: dict[str, Any]) -> list[InputPartition]:
-        """One partition per part holding messages in batches after ``start`` up to ``end``."""
+        """One partition per part holding messages in batches after ``start`` up to ``end``.
+
+        Raises:
+            StreamClaimError: those batches were released by the reader's time-out.
+        """
         reader, low, high = str(end["reader"]), int(start["batch"]), int(end["batch"])
         if high <= low:
             return []
         with self._broker() as broker:
             parts = broker.claims.parts(reader, low, high)
         return [
-            _BatchPart(self.opts.url, reader, low, high, part, self.opts.clock)
-            for part, _ in parts.parts
+            _BatchPart(self.opts.url, reader, low, high, part, self.opts.clock) for part, _ in parts
         ]
 
     def read(self, partition: InputPartition) -> Iterator[tuple[Any, ...]]:
-        """The part's messages, in order (in a task)."""
+        """The part's messages, in order: each group whole, in RECEIVE order (SYS-2), in a
+        task; the reader's claim time-out starts again.
+
+        Raises:
+            StreamClaimError: the batch was released by the reader's time-out.
+        """
         assert isinstance(partition, _BatchPart)
         with open_broker(partition.url, partition.clock) as broker:
             broker.claims.renew(partition.reader)
@@ -188,6 +202,10 @@ class QueueStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         return map(message_tuple, messages)
 
     def commit(self, end: dict[str, Any]) -> None:
-        """Spark finished every batch up to ``end``: acknowledge them."""
+        """Spark finished every batch up to ``end``: acknowledge them (RCV-3).
+
+        Raises:
+            StreamClaimError: the reader's batch was released by its time-out.
+        """
         with self._broker() as broker:
             broker.claims.acknowledge(str(end["reader"]), int(end["batch"]))
