@@ -20,6 +20,7 @@ $(STAMP): pyproject.toml
 	touch $(STAMP)
 
 install: $(STAMP) fault-tools
+	@scripts/install-browser
 
 # The fault tests need Debian's libfiu (fiu-run): installed when missing, as root (see the script).
 fault-tools:

@@ -1,0 +1,156 @@
+"""Messages per second over the last minutes: a ring buffer of the database's message counters,
+sampled every second by a thread of the console, and the chart drawn from it as inline SVG.
+
+The counters are :func:`servicebroker.operations.overview`'s (every broker process's published
+figures, summed): messages put on queues (enqueued), SENT and RECEIVEd, in total and per queue.
+A rate is the difference of two samples over the seconds between them; counters never go down
+(a stopped process's figures are kept), so a negative difference — a new database at the same
+URL — counts as 0.
+"""
+
+from __future__ import annotations
+
+import itertools
+import logging
+import threading
+import time
+from collections import deque
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+
+__all__ = ["Chart", "RateSampler", "Sample", "chart"]
+
+log = logging.getLogger("servicebroker.console")
+
+SERIES = ("enqueued", "received")
+"""The chart's lines: messages put on queues and messages RECEIVEd (committed), per second."""
+
+
+@dataclass(frozen=True)
+class Sample:
+    """The counters at one moment: ``at`` real seconds (``time.monotonic``); ``totals`` the
+    database's counters by series name (``enqueued``, ``sent``, ``received``); ``queues`` the
+    same per queue name."""
+
+    at: float
+    totals: Mapping[str, int]
+    queues: Mapping[str, Mapping[str, int]] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class Chart:
+    """An SVG line chart: ``width``/``height`` in pixels; ``lines`` (series name, SVG polyline
+    points "x,y x,y …"); ``peak`` the highest rate shown (messages per second, the top of the
+    y axis); ``latest`` the last rate of each series; ``seconds`` the time span shown."""
+
+    width: int
+    height: int
+    lines: list[tuple[str, str]]
+    peak: float
+    latest: dict[str, float]
+    seconds: float
+
+
+def _rate(a: Mapping[str, int], b: Mapping[str, int], key: str, dt: float) -> float:
+    return max(b.get(key, 0) - a.get(key, 0), 0) / dt if dt > 0 else 0.0
+
+
+class RateSampler:
+    """Samples ``read()`` every ``interval`` real seconds into a ring of ``keep`` samples, in a
+    daemon thread (:meth:`start`, :meth:`stop`). A failing read is logged (once per kind of
+    error in a row) and the previous samples are kept; :attr:`error` holds its message until a
+    read succeeds again.
+
+    Args:
+        read: returns the current :class:`Sample` (its ``at`` is replaced by the sampling time).
+        interval: real seconds between samples (> 0).
+        keep: how many samples the ring keeps (300 at 1 s: five minutes).
+    """
+
+    def __init__(
+        self, read: Callable[[], Sample], *, interval: float = 1.0, keep: int = 300
+    ) -> None:
+        if interval <= 0:
+            raise ValueError(f"interval must be > 0 seconds, got {interval!r}")
+        self._read = read
+        self.interval = interval
+        self._ring: deque[Sample] = deque(maxlen=max(keep, 2))
+        self._lock = threading.Lock()
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+        self.error: str | None = None
+
+    def sample(self) -> None:
+        """Take one sample now (the thread calls it every ``interval``)."""
+        try:
+            s = self._read()
+        except Exception as exc:  # the database is away: keep the ring, show the error
+            message = f"{type(exc).__name__}: {exc}"
+            if message != self.error:
+                log.warning("console: reading the broker's figures failed: %s", message)
+            self.error = message
+            return
+        self.error = None
+        with self._lock:
+            self._ring.append(Sample(time.monotonic(), s.totals, s.queues))
+
+    def samples(self) -> list[Sample]:
+        """The samples kept, oldest first."""
+        with self._lock:
+            return list(self._ring)
+
+    def queue_rates(self, key: str = "received") -> dict[str, float]:
+        """Each queue's ``key`` counter per second between the last two samples."""
+        ring = self.samples()
+        if len(ring) < 2:
+            return {}
+        a, b = ring[-2], ring[-1]
+        dt = b.at - a.at
+        return {q: _rate(a.queues.get(q, {}), counts, key, dt) for q, counts in b.queues.items()}
+
+    def _run(self) -> None:
+        while not self._stop.is_set():
+            self.sample()
+            self._stop.wait(self.interval)
+
+    def start(self) -> None:
+        """Start the sampling thread (nothing if it runs)."""
+        if self._thread is None:
+            self._stop.clear()
+            self._thread = threading.Thread(
+                target=self._run, name="servicebroker-console-sampler", daemon=True
+            )
+            self._thread.start()
+
+    def stop(self) -> None:
+        """Stop the sampling thread and wait for it."""
+        self._stop.set()
+        if self._thread is not None:
+            self._thread.join(10)
+            self._thread = None
+
+
+def chart(samples: list[Sample], *, width: int = 720, height: int = 160) -> Chart:
+    """The chart of the rates between consecutive ``samples`` (oldest first): one polyline per
+    series of :data:`SERIES`, x the sample's age across ``width`` pixels (the newest at the
+    right edge), y the rate scaled so the highest fits ``height`` pixels (4 px margins)."""
+    rates: dict[str, list[tuple[float, float]]] = {name: [] for name in SERIES}
+    for a, b in itertools.pairwise(samples):
+        dt = b.at - a.at
+        for name in SERIES:
+            rates[name].append((b.at, _rate(a.totals, b.totals, name, dt)))
+    peak = max((r for pts in rates.values() for _, r in pts), default=0.0)
+    top = max(peak, 1.0)
+    span = samples[-1].at - samples[0].at if len(samples) > 1 else 0.0
+    end = samples[-1].at if samples else 0.0
+    pad = 4
+    lines = []
+    for name in SERIES:
+        pts = []
+        for at, r in rates[name]:
+            x = width - pad - (end - at) / span * (width - 2 * pad) if span > 0 else width - pad
+            y = height - pad - r / top * (height - 2 * pad)
+            pts.append(f"{x:.1f},{y:.1f}")
+        lines.append((name, " ".join(pts)))
+    latest = {name: (pts[-1][1] if pts else 0.0) for name, pts in rates.items()}
+    return Chart(width, height, lines, peak, latest, span)

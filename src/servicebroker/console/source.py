@@ -1,0 +1,93 @@
+"""The broker the console reads: opened on first use, never started, and — for an SQLite file —
+opened again when the file is replaced.
+
+``make demo`` deletes ``demo-output/flights.db`` and makes a new one; a console started before
+(or beside) it must neither create the file first (the demo refuses an existing database) nor
+keep reading the deleted one. So for an SQLite URL the console waits while the file does not
+exist (:class:`DatabaseMissing`, shown on the pages) and, on each use, compares the file's
+identity (device and inode) with the one it opened: a new file is opened, and the old broker
+is closed at the next replacement or at shutdown (a request may still be reading it).
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+
+from ..broker import Broker
+from ..errors import StorageError
+from ..storage import sqlite_path
+
+__all__ = ["BrokerSource", "DatabaseMissing"]
+
+
+class DatabaseMissing(StorageError):
+    """The console's SQLite database file does not exist (yet): the console does not create
+    it."""
+
+
+def _identity(path: str) -> tuple[int, int] | None:
+    try:
+        st = os.stat(path)
+    except FileNotFoundError:
+        return None
+    return (st.st_dev, st.st_ino)
+
+
+class BrokerSource:
+    """Hands out the console's broker for ``url``.
+
+    Args:
+        url: the storage URL (``sqlite:///path.db``, a file path or ``postgresql://…``).
+        broker: an open broker to hand out instead (never reopened nor closed here).
+
+    Raises:
+        StorageError: (from :meth:`get`) ``url`` is a bad SQLite URL.
+    """
+
+    def __init__(self, url: str, broker: Broker | None = None) -> None:
+        self.url = url
+        self._given = broker
+        self._path = sqlite_path(url) if broker is None else None
+        self._lock = threading.Lock()
+        self._broker: Broker | None = None
+        self._opened_identity: tuple[int, int] | None = None
+        self._retired: list[Broker] = []
+
+    def get(self) -> Broker:
+        """The broker to read now: opened on first use, reopened when the SQLite file was
+        replaced.
+
+        Raises:
+            DatabaseMissing: the SQLite file does not exist.
+            StorageError: the database cannot be opened.
+        """
+        if self._given is not None:
+            return self._given
+        with self._lock:
+            if self._path is not None:
+                now = _identity(self._path)
+                if now is None:
+                    raise DatabaseMissing(
+                        f"no broker database at {self._path} (yet): the console waits for it "
+                        f"and does not create it",
+                        database=f"SQLite database {self._path}",
+                    )
+                if self._broker is not None and now != self._opened_identity:
+                    for old in self._retired:
+                        old.close()
+                    self._retired = [self._broker]
+                    self._broker = None
+                if self._broker is None:
+                    self._opened_identity = now
+            if self._broker is None:
+                self._broker = Broker.open(self.url)
+            return self._broker
+
+    def close(self) -> None:
+        """Close the brokers this source opened."""
+        with self._lock:
+            for b in [*self._retired, *([self._broker] if self._broker else [])]:
+                b.close()
+            self._retired = []
+            self._broker = None
