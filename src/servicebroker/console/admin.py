@@ -35,7 +35,8 @@ SESSION_KEY = "servicebroker_admin"
 def flash(request: Request, kind: str, text: str) -> None:
     """Keep a message (``kind`` "ok" or "error") for the next page the session shows."""
     if "session" in request.scope:
-        request.session.setdefault("flash", []).append([kind, text])
+        # assigned, not appended in place: the session cookie is written when a key is set
+        request.session["flash"] = [*request.session.get("flash", []), [kind, text]]
 
 
 def client_of(request: Request) -> str:
