@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import logging
 import secrets
+import urllib.parse
 import uuid
 from collections.abc import Callable
 
@@ -45,9 +46,12 @@ def client_of(request: Request) -> str:
 
 
 def _back(request: Request, default: str) -> Response:
-    """Where the browser goes after an action: the ``next`` path the page gave (a local path
-    only), else ``default``; htmx is told with ``HX-Redirect``."""
-    target = request.query_params.get("next", default)
+    """Where the browser goes after an action: the ``next`` path the request names, else the
+    page htmx says it was on (``HX-Current-URL``), else ``default`` — a local path only; htmx is
+    told with ``HX-Redirect``."""
+    current = urllib.parse.urlsplit(request.headers.get("hx-current-url", ""))
+    on_page = current.path + (f"?{current.query}" if current.query else "")
+    target = request.query_params.get("next") or on_page or default
     if not target.startswith("/") or target.startswith("//"):
         target = default
     if request.headers.get("hx-request"):
