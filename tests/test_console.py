@@ -117,6 +117,7 @@ def test_a_queue_poison_handling_turned_off_is_highlighted(
     # rule POI-1: five rollbacks in a row turn the queue OFF; the overview shows it in red
     send(broker, pair, [b"poison"])
     fail_receives(broker, pair.tq, 5)
+    broker.publish_statistics()  # what a started broker does every second
     page = client.get("/").text
     row = queue_row(page, pair.tq)
     assert "queue-disabled" in row and "status-off" in row
@@ -167,6 +168,30 @@ def test_queue_page_pages_with_peek_after(broker: Broker, pair: Pair, client: Te
         if g.queue_name == pair.tq
     }
     assert all(str(g) in first for g in groups)
+
+
+def test_queue_page_shows_which_groups_are_locked(
+    broker: Broker, pair: Pair, client: TestClient
+) -> None:
+    # rule RCV-2: a RECEIVE holds its conversation group until the transaction ends
+    send(broker, pair, [b"a", b"b"])
+    send(broker, pair, [b"c"])
+    tx = broker.transaction()
+    try:
+        got = tx.receive(pair.tq, top=1)
+        held = str(got[0].conversation_group_id)
+        page = client.get(f"/queues/{pair.tq}").text
+        rows = {
+            g: cls for cls, g in re.findall(r'<tr class="group ([^"]*)" data-group="([^"]+)"', page)
+        }
+        assert len(rows) == 2 and "group-locked" in rows[held]
+        assert [g for g, cls in rows.items() if "group-locked" in cls] == [held]
+        q = overview(broker).queue(pair.tq)
+        assert q is not None and q.locked_groups == 1 and q.received_messages == 2
+    finally:
+        tx.rollback()
+    page = client.get(f"/queues/{pair.tq}").text
+    assert "group-locked" not in page
 
 
 def test_conversations_are_filtered(broker: Broker, pair: Pair, client: TestClient) -> None:
@@ -341,13 +366,14 @@ def test_body_previews() -> None:
 
 
 def test_chart_follows_the_rates() -> None:
-    samples = [
-        Sample(0.0, {"enqueued": 0, "received": 0}),
-        Sample(1.0, {"enqueued": 100, "received": 50}),
-        Sample(2.0, {"enqueued": 100, "received": 150}),
-    ]
+    # rates over at least WINDOW (5) seconds: a publication seen by one sample and not the
+    # next (100 messages a second, counted in pairs) does not make the line jump between 0
+    # and twice the rate
+    counts = [100 * (t - t % 2) for t in range(20)]
+    samples = [Sample(float(t), {"enqueued": n, "received": 0}) for t, n in enumerate(counts)]
     c = chart(samples, width=100, height=100)
-    assert c.peak == 100 and c.latest == {"enqueued": 0.0, "received": 100.0}
-    lines = dict(c.lines)
-    assert lines["enqueued"] == "50.0,4.0 96.0,96.0" and lines["received"] == "50.0,50.0 96.0,4.0"
+    steady = c.rates["enqueued"][5:]
+    assert all(80 <= r <= 120 for r in steady), steady
+    assert c.latest["enqueued"] == c.rates["enqueued"][-1] and c.latest["received"] == 0
+    assert dict(c.lines)["received"].endswith("96.0,96.0")  # 0/s at the bottom, right edge
     assert chart(samples[:1]).lines == [("enqueued", ""), ("received", "")]

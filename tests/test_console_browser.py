@@ -187,7 +187,8 @@ def test_pages_show_the_broker_and_the_chart_moves(shop: Shop, page: Any) -> Non
         assert page.locator(f'tr[data-queue="{q.name}"]').count() == 1
         assert ("queue-disabled" in row_class(page, q.name)) is (not q.is_receive_enabled)
     assert "queue-disabled" in row_class(page, "invoices")
-    assert page.locator('tr[data-queue="invoices"] .poison-events').inner_text() == "1"
+    poison = page.locator('tr[data-queue="invoices"] .poison-events')  # published within 1 s
+    eventually(lambda: poison.count() == 1 and poison.inner_text() == "1", "the poison event")
     # the live chart: its points change while orders flow (htmx refreshes every 2 s)
     first = eventually(lambda: points(page) or None, "the chart's first points")
     eventually(lambda: points(page) not in ("", first), "the chart to move", timeout=30)

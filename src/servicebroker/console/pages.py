@@ -12,8 +12,8 @@ from dataclasses import dataclass
 from ..broker import Broker
 from ..errors import CatalogError
 from ..messages import Message
-from ..operations import Overview, QueueOverview, overview
-from ..views import ConversationEndpointRow, ConversationGroupRow, TransmissionQueueRow
+from ..operations import ConversationGroupOverview, Overview, QueueOverview, overview
+from ..views import ConversationEndpointRow, TransmissionQueueRow
 from .bodies import BodyPreview, preview
 from .rates import Sample
 
@@ -48,16 +48,14 @@ class MessageView:
 class QueuePage:
     """A queue's page: its overview row, a page of its messages (``after``: the queuing order
     the page starts after; ``next_after`` the one the next page starts after, None on the
-    last page) and its conversation groups with their message counts among the messages
-    shown."""
+    last page) and its conversation groups holding ready messages, each with whether a
+    transaction holds it (locked) or a stream reader claims it."""
 
     queue: QueueOverview
     messages: list[MessageView]
     after: int
     next_after: int | None
-    groups: list[ConversationGroupRow]
-    messages_by_group: Mapping[uuid.UUID, int]
-    locked: frozenset[uuid.UUID] = frozenset()
+    groups: list[ConversationGroupOverview]
 
 
 @dataclass(frozen=True)
@@ -130,20 +128,18 @@ def queue_page(broker: Broker, name: str, after: int = -1) -> QueuePage:
         CatalogError: no queue is named ``name``.
         StorageError: the database cannot be read.
     """
-    row = next((q for q in overview(broker).queues if q.queue_name == name), None)
+    row = overview(broker).queue(name)
     if row is None:
         raise CatalogError(f"queue {name!r} does not exist")
     messages = broker.peek_after(name, after, top=PAGE_SIZE + 1)
     more = len(messages) > PAGE_SIZE
     messages = messages[:PAGE_SIZE]
-    groups = [g for g in broker.views.conversation_groups() if g.queue_name == name]
     return QueuePage(
         row,
         [MessageView(m, preview(m.message_body, m.validation)) for m in messages],
         after,
         messages[-1].queuing_order if more and messages else None,
-        groups,
-        Counter(m.conversation_group_id for m in messages),
+        broker.operations.conversation_groups(name),
     )
 
 

@@ -3,14 +3,15 @@ sampled every second by a thread of the console, and the chart drawn from it as 
 
 The counters are :func:`servicebroker.operations.overview`'s (every broker process's published
 figures, summed): messages put on queues (enqueued), SENT and RECEIVEd, in total and per queue.
-A rate is the difference of two samples over the seconds between them; counters never go down
-(a stopped process's figures are kept), so a negative difference — a new database at the same
-URL — counts as 0.
+A rate is the difference of two samples over the seconds between them, taken at least
+:data:`WINDOW` seconds apart: brokers publish their counters every second, on their own beat, so
+two samples a second apart may see two publications or none — over a few seconds that evens
+out. Counters never go down (a stopped process's figures are kept), so a negative difference —
+a new database at the same URL — counts as 0.
 """
 
 from __future__ import annotations
 
-import itertools
 import logging
 import threading
 import time
@@ -21,6 +22,9 @@ from dataclasses import dataclass, field
 __all__ = ["Chart", "RateSampler", "Sample", "chart"]
 
 log = logging.getLogger("servicebroker.console")
+
+WINDOW = 5.0
+"""Seconds (at least) between the two samples a rate is taken from."""
 
 SERIES = ("enqueued", "received")
 """The chart's lines: messages put on queues and messages RECEIVEd (committed), per second."""
@@ -41,7 +45,8 @@ class Sample:
 class Chart:
     """An SVG line chart: ``width``/``height`` in pixels; ``lines`` (series name, SVG polyline
     points "x,y x,y …"); ``peak`` the highest rate shown (messages per second, the top of the
-    y axis); ``latest`` the last rate of each series; ``seconds`` the time span shown."""
+    y axis); ``latest`` the last rate of each series; ``seconds`` the time span shown;
+    ``rates`` each series' rates (messages per second), oldest first, one per point."""
 
     width: int
     height: int
@@ -49,10 +54,23 @@ class Chart:
     peak: float
     latest: dict[str, float]
     seconds: float
+    rates: dict[str, list[float]]
 
 
 def _rate(a: Mapping[str, int], b: Mapping[str, int], key: str, dt: float) -> float:
     return max(b.get(key, 0) - a.get(key, 0), 0) / dt if dt > 0 else 0.0
+
+
+def _spans(samples: list[Sample], window: float = WINDOW) -> list[tuple[Sample, Sample]]:
+    """For each sample after the first: (the latest earlier sample at least ``window`` seconds
+    before it, or the first sample; the sample)."""
+    out = []
+    start = 0
+    for j in range(1, len(samples)):
+        while start + 1 < j and samples[j].at - samples[start + 1].at >= window:
+            start += 1
+        out.append((samples[start], samples[j]))
+    return out
 
 
 class RateSampler:
@@ -100,11 +118,11 @@ class RateSampler:
             return list(self._ring)
 
     def queue_rates(self, key: str = "received") -> dict[str, float]:
-        """Each queue's ``key`` counter per second between the last two samples."""
-        ring = self.samples()
-        if len(ring) < 2:
+        """Each queue's ``key`` counter per second over the last :data:`WINDOW` seconds."""
+        spans = _spans(self.samples())
+        if not spans:
             return {}
-        a, b = ring[-2], ring[-1]
+        a, b = spans[-1]
         dt = b.at - a.at
         return {q: _rate(a.queues.get(q, {}), counts, key, dt) for q, counts in b.queues.items()}
 
@@ -131,11 +149,12 @@ class RateSampler:
 
 
 def chart(samples: list[Sample], *, width: int = 720, height: int = 160) -> Chart:
-    """The chart of the rates between consecutive ``samples`` (oldest first): one polyline per
-    series of :data:`SERIES`, x the sample's age across ``width`` pixels (the newest at the
-    right edge), y the rate scaled so the highest fits ``height`` pixels (4 px margins)."""
+    """The chart of the rates of ``samples`` (oldest first; each over :data:`WINDOW` seconds):
+    one polyline per series of :data:`SERIES`, x the sample's age across ``width`` pixels (the
+    newest at the right edge), y the rate scaled so the highest fits ``height`` pixels (4 px
+    margins)."""
     rates: dict[str, list[tuple[float, float]]] = {name: [] for name in SERIES}
-    for a, b in itertools.pairwise(samples):
+    for a, b in _spans(samples):
         dt = b.at - a.at
         for name in SERIES:
             rates[name].append((b.at, _rate(a.totals, b.totals, name, dt)))
@@ -153,4 +172,5 @@ def chart(samples: list[Sample], *, width: int = 720, height: int = 160) -> Char
             pts.append(f"{x:.1f},{y:.1f}")
         lines.append((name, " ".join(pts)))
     latest = {name: (pts[-1][1] if pts else 0.0) for name, pts in rates.items()}
-    return Chart(width, height, lines, peak, latest, span)
+    values = {name: [r for _, r in pts] for name, pts in rates.items()}
+    return Chart(width, height, lines, peak, latest, span, values)
