@@ -182,28 +182,12 @@ def row_class(page: Any, queue: str) -> str:
 
 
 def test_pages_show_the_broker_and_the_chart_moves(shop: Shop, page: Any) -> None:
-    page.goto("/")
-    for q in shop.broker.views.service_queues():
-        assert page.locator(f'tr[data-queue="{q.name}"]').count() == 1
-        assert ("queue-disabled" in row_class(page, q.name)) is (not q.is_receive_enabled)
-    assert "queue-disabled" in row_class(page, "invoices")
-    poison = page.locator('tr[data-queue="invoices"] .poison-events')  # published within 1 s
-    eventually(lambda: poison.count() == 1 and poison.inner_text() == "1", "the poison event")
-    # the live chart: its points change while orders flow (htmx refreshes every 2 s)
-    first = eventually(lambda: points(page) or None, "the chart's first points")
-    eventually(lambda: points(page) not in ("", first), "the chart to move", timeout=30)
-    eventually(lambda: page.inner_text("#rate-enqueued") != "0", "a rate above 0", timeout=30)
-    assert page.inner_text("#transmission-count") == str(
-        shop.broker.views.transmission_queue_count()
-    )
-    page.screenshot(path=str(SHOTS / "overview.png"), full_page=True)
-
     page.goto("/queues/shipping")
     assert "preview-hex" in page.content() and "box 3 of 4" in page.content()
     page.screenshot(path=str(SHOTS / "queue.png"), full_page=True)
-
     page.goto("/queues/invoices")
     assert page.locator("pre.preview-xml").first.inner_text().startswith("<invoice>\n  <order>1")
+
     page.goto("/transmission")
     held = shop.broker.views.transmission_queue()
     shown = page.locator("tr.transmission-row .tstatus").all_inner_texts()
@@ -218,13 +202,29 @@ def test_pages_show_the_broker_and_the_chart_moves(shop: Shop, page: Any) -> Non
     page.goto("/conversations?far_service=//shop")
     handles = set(page.locator("tr.endpoint").evaluate_all("rs => rs.map(r => r.dataset.handle)"))
     assert before <= handles <= targets() and len(before) >= 3
-    ends = shop.broker.views.conversation_endpoints()
     page.screenshot(path=str(SHOTS / "conversations.png"), full_page=True)
+    ends = shop.broker.views.conversation_endpoints()
     invoice = next(e for e in ends if e.service_name == "//invoices")
     page.goto(f"/conversations/{invoice.conversation_handle}")
     assert "Far endpoint (in this database)" in page.content()
     assert held[0].transmission_status in page.inner_text("#transmission-rows")
     page.screenshot(path=str(SHOTS / "conversation.png"), full_page=True)
+
+    page.goto("/")  # last: the chart has had the seconds above to gather samples
+    for q in shop.broker.views.service_queues():
+        assert page.locator(f'tr[data-queue="{q.name}"]').count() == 1
+        assert ("queue-disabled" in row_class(page, q.name)) is (not q.is_receive_enabled)
+    assert "queue-disabled" in row_class(page, "invoices")
+    poison = page.locator('tr[data-queue="invoices"] .poison-events')  # published within 1 s
+    eventually(lambda: poison.count() == 1 and poison.inner_text() == "1", "the poison event")
+    assert page.inner_text("#transmission-count") == str(
+        shop.broker.views.transmission_queue_count()
+    )
+    # the live chart: its points change while orders flow (htmx refreshes every 2 s)
+    first = eventually(lambda: points(page) or None, "the chart's first points")
+    eventually(lambda: points(page) not in ("", first), "the chart to move", timeout=30)
+    eventually(lambda: page.inner_text("#rate-enqueued") != "0", "a rate above 0", timeout=30)
+    page.screenshot(path=str(SHOTS / "overview.png"), full_page=True)
 
 
 def test_admin_turns_the_queue_on_and_is_refused_without_token(shop: Shop, page: Any) -> None:

@@ -44,9 +44,10 @@ class Sample:
 @dataclass(frozen=True)
 class Chart:
     """An SVG line chart: ``width``/``height`` in pixels; ``lines`` (series name, SVG polyline
-    points "x,y x,y …"); ``peak`` the highest rate shown (messages per second, the top of the
-    y axis); ``latest`` the last rate of each series; ``seconds`` the time span shown;
-    ``rates`` each series' rates (messages per second), oldest first, one per point."""
+    points "x,y x,y …"); ``peak`` the highest rate shown (messages per second); ``latest``
+    the last rate of each series; ``seconds`` the time span shown; ``rates`` each series'
+    rates (messages per second), oldest first, one per point; ``top`` the rate at the top of
+    the y axis."""
 
     width: int
     height: int
@@ -55,6 +56,7 @@ class Chart:
     latest: dict[str, float]
     seconds: float
     rates: dict[str, list[float]]
+    top: float
 
 
 def _rate(a: Mapping[str, int], b: Mapping[str, int], key: str, dt: float) -> float:
@@ -151,15 +153,15 @@ class RateSampler:
 def chart(samples: list[Sample], *, width: int = 720, height: int = 160) -> Chart:
     """The chart of the rates of ``samples`` (oldest first; each over :data:`WINDOW` seconds):
     one polyline per series of :data:`SERIES`, x the sample's age across ``width`` pixels (the
-    newest at the right edge), y the rate scaled so the highest fits ``height`` pixels (4 px
-    margins)."""
+    newest at the right edge), y the rate scaled to ``height`` pixels (4 px margins) with the
+    top of the axis 15 % above the highest rate, at least 1 message per second."""
     rates: dict[str, list[tuple[float, float]]] = {name: [] for name in SERIES}
     for a, b in _spans(samples):
         dt = b.at - a.at
         for name in SERIES:
             rates[name].append((b.at, _rate(a.totals, b.totals, name, dt)))
     peak = max((r for pts in rates.values() for _, r in pts), default=0.0)
-    top = max(peak, 1.0)
+    top = max(peak * 1.15, 1.0)  # headroom: the highest point stays off the top edge
     span = samples[-1].at - samples[0].at if len(samples) > 1 else 0.0
     end = samples[-1].at if samples else 0.0
     pad = 4
@@ -173,4 +175,4 @@ def chart(samples: list[Sample], *, width: int = 720, height: int = 160) -> Char
         lines.append((name, " ".join(pts)))
     latest = {name: (pts[-1][1] if pts else 0.0) for name, pts in rates.items()}
     values = {name: [r for _, r in pts] for name, pts in rates.items()}
-    return Chart(width, height, lines, peak, latest, span, values)
+    return Chart(width, height, lines, peak, latest, span, values, top)
