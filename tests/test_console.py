@@ -32,7 +32,8 @@ from servicebroker.cli import main
 from servicebroker.console import create_app
 from servicebroker.console.bodies import preview
 from servicebroker.console.command import is_loopback
-from servicebroker.console.rates import Sample, chart
+from servicebroker.console.pages import counters
+from servicebroker.console.rates import Sample, chart, depth_chart
 from servicebroker.operations import overview
 
 from .conftest import Pair
@@ -377,3 +378,18 @@ def test_chart_follows_the_rates() -> None:
     assert c.latest["enqueued"] == c.rates["enqueued"][-1] and c.latest["received"] == 0
     assert dict(c.lines)["received"].endswith("96.0,96.0")  # 0/s at the bottom, right edge
     assert chart(samples[:1]).lines == [("enqueued", ""), ("received", "")]
+
+
+def test_depth_chart_reads_the_queues(broker: Broker, pair: Pair) -> None:
+    send(broker, pair, [b"a", b"b", b"c"])
+    tx = broker.transaction()
+    try:
+        assert tx.receive(pair.tq, top=1)  # the group is held: its 3 messages are "held"
+        before = counters(overview(broker))
+    finally:
+        tx.rollback()
+    after = counters(overview(broker))
+    assert (before.totals["ready"], before.totals["held"]) == (0, 3)
+    assert (after.totals["ready"], after.totals["held"]) == (3, 0)
+    d = depth_chart([Sample(0.0, before.totals), Sample(1.0, after.totals)], width=100, height=100)
+    assert d.rates == {"ready": [0.0, 3.0], "held": [3.0, 0.0]} and d.latest["ready"] == 3

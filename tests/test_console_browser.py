@@ -224,6 +224,7 @@ def test_pages_show_the_broker_and_the_chart_moves(shop: Shop, page: Any) -> Non
     first = eventually(lambda: points(page) or None, "the chart's first points")
     eventually(lambda: points(page) not in ("", first), "the chart to move", timeout=30)
     eventually(lambda: page.inner_text("#rate-enqueued") != "0", "a rate above 0", timeout=30)
+    assert page.locator("#depth-chart polyline[data-series=ready]").count() == 1
     page.screenshot(path=str(SHOTS / "overview.png"), full_page=True)
 
 

@@ -37,7 +37,7 @@ from ..errors import BrokerError, CatalogError
 from ..operations import overview
 from . import pages
 from .admin import AdminActions
-from .rates import RateSampler, chart
+from .rates import RateSampler, chart, depth_chart
 from .source import BrokerSource
 
 __all__ = ["create_app"]
@@ -137,9 +137,11 @@ def create_app(
 
     def overview_context() -> dict[str, Any]:
         ov = overview(source.get())
+        samples = sampler.samples()
         return {
             "ov": ov,
-            "chart": chart(sampler.samples()),
+            "chart": chart(samples),
+            "depth": depth_chart(samples),
             "rates": sampler.queue_rates(),
             "problems": sum(1 for q in ov.queues if not q.is_receive_enabled or q.poison_events),
         }

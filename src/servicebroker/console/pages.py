@@ -96,7 +96,8 @@ def _total(counts: Mapping[str, int]) -> int:
 
 def counters(ov: Overview) -> Sample:
     """The message counters of an overview as a :class:`Sample` (its ``at`` is set by the
-    sampler): per queue and in total, messages enqueued, SENT and RECEIVEd."""
+    sampler): per queue and in total, messages enqueued, SENT and RECEIVEd; in total, the
+    messages ready and held (received, not yet committed) on every queue."""
     queues = {
         q.queue_name: {
             "enqueued": _total(q.messages_enqueued),
@@ -108,6 +109,8 @@ def counters(ov: Overview) -> Sample:
     totals: Counter[str] = Counter()
     for counts in queues.values():
         totals.update(counts)
+    totals["ready"] = sum(q.ready_messages for q in ov.queues)
+    totals["held"] = sum(q.received_messages for q in ov.queues)
     return Sample(0.0, dict(totals), queues)
 
 

@@ -19,7 +19,7 @@ from collections import deque
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 
-__all__ = ["Chart", "RateSampler", "Sample", "chart"]
+__all__ = ["Chart", "RateSampler", "Sample", "chart", "depth_chart"]
 
 log = logging.getLogger("servicebroker.console")
 
@@ -27,14 +27,19 @@ WINDOW = 5.0
 """Seconds (at least) between the two samples a rate is taken from."""
 
 SERIES = ("enqueued", "received")
-"""The chart's lines: messages put on queues and messages RECEIVEd (committed), per second."""
+"""The rate chart's lines: messages put on queues and messages RECEIVEd (committed), per
+second."""
+
+DEPTH = ("ready", "held")
+"""The queue-depth chart's lines: ready messages, and messages in groups a transaction holds
+(received, not yet committed)."""
 
 
 @dataclass(frozen=True)
 class Sample:
     """The counters at one moment: ``at`` real seconds (``time.monotonic``); ``totals`` the
-    database's counters by series name (``enqueued``, ``sent``, ``received``); ``queues`` the
-    same per queue name."""
+    database's counters by series name (``enqueued``, ``sent``, ``received``) and its queues'
+    depth (``ready``, ``held``); ``queues`` the counters per queue name."""
 
     at: float
     totals: Mapping[str, int]
@@ -150,29 +155,45 @@ class RateSampler:
             self._thread = None
 
 
-def chart(samples: list[Sample], *, width: int = 720, height: int = 160) -> Chart:
-    """The chart of the rates of ``samples`` (oldest first; each over :data:`WINDOW` seconds):
-    one polyline per series of :data:`SERIES`, x the sample's age across ``width`` pixels (the
-    newest at the right edge), y the rate scaled to ``height`` pixels (4 px margins) with the
-    top of the axis 15 % above the highest rate, at least 1 message per second."""
-    rates: dict[str, list[tuple[float, float]]] = {name: [] for name in SERIES}
-    for a, b in _spans(samples):
-        dt = b.at - a.at
-        for name in SERIES:
-            rates[name].append((b.at, _rate(a.totals, b.totals, name, dt)))
-    peak = max((r for pts in rates.values() for _, r in pts), default=0.0)
+def _draw(
+    series: dict[str, list[tuple[float, float]]], samples: list[Sample], width: int, height: int
+) -> Chart:
+    """Scale ``series`` (name -> (sample time, value) points) into a :class:`Chart`: x across
+    the samples' time span, the newest at the right edge; y from 0 to 15 % above the highest
+    value (at least 1); 4 px margins."""
+    peak = max((v for pts in series.values() for _, v in pts), default=0.0)
     top = max(peak * 1.15, 1.0)  # headroom: the highest point stays off the top edge
     span = samples[-1].at - samples[0].at if len(samples) > 1 else 0.0
     end = samples[-1].at if samples else 0.0
     pad = 4
     lines = []
-    for name in SERIES:
-        pts = []
-        for at, r in rates[name]:
+    for name, pts in series.items():
+        drawn = []
+        for at, v in pts:
             x = width - pad - (end - at) / span * (width - 2 * pad) if span > 0 else width - pad
-            y = height - pad - r / top * (height - 2 * pad)
-            pts.append(f"{x:.1f},{y:.1f}")
-        lines.append((name, " ".join(pts)))
-    latest = {name: (pts[-1][1] if pts else 0.0) for name, pts in rates.items()}
-    values = {name: [r for _, r in pts] for name, pts in rates.items()}
+            y = height - pad - v / top * (height - 2 * pad)
+            drawn.append(f"{x:.1f},{y:.1f}")
+        lines.append((name, " ".join(drawn)))
+    latest = {name: (pts[-1][1] if pts else 0.0) for name, pts in series.items()}
+    values = {name: [v for _, v in pts] for name, pts in series.items()}
     return Chart(width, height, lines, peak, latest, span, values, top)
+
+
+def chart(samples: list[Sample], *, width: int = 720, height: int = 160) -> Chart:
+    """The chart of the message rates of ``samples`` (oldest first; each rate over
+    :data:`WINDOW` seconds): one polyline per series of :data:`SERIES`, in messages per
+    second, scaled as :func:`_draw` does."""
+    rates: dict[str, list[tuple[float, float]]] = {name: [] for name in SERIES}
+    for a, b in _spans(samples):
+        dt = b.at - a.at
+        for name in SERIES:
+            rates[name].append((b.at, _rate(a.totals, b.totals, name, dt)))
+    return _draw(rates, samples, width, height)
+
+
+def depth_chart(samples: list[Sample], *, width: int = 720, height: int = 160) -> Chart:
+    """The chart of the messages waiting on the queues at each sample (oldest first): one
+    polyline per series of :data:`DEPTH` (ready; received and not yet committed), read from
+    the queues themselves — it moves even while no broker publishes its counters."""
+    levels = {name: [(s.at, float(s.totals.get(name, 0))) for s in samples] for name in DEPTH}
+    return _draw(levels, samples, width, height)
