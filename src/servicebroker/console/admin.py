@@ -23,8 +23,8 @@ from starlette.requests import Request
 from starlette.responses import PlainTextResponse, RedirectResponse, Response
 from starlette.routing import Route
 
-from ..broker import Broker
 from ..errors import BrokerError
+from .source import ConsoleBroker
 
 __all__ = ["AdminActions", "flash"]
 
@@ -70,7 +70,7 @@ class AdminActions:
 
     def __init__(
         self,
-        broker: Callable[[], Broker],
+        broker: Callable[[], ConsoleBroker],
         token: str,
         render: Callable[[Request, str | None, int], Response],
     ) -> None:

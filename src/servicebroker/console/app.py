@@ -32,13 +32,12 @@ from starlette.staticfiles import StaticFiles
 from starlette.templating import Jinja2Templates
 from starlette_csrf.middleware import CSRFMiddleware
 
-from ..broker import Broker
 from ..errors import BrokerError, CatalogError
 from ..operations import overview
 from . import pages
 from .admin import AdminActions
 from .rates import RateSampler, chart, depth_chart
-from .source import BrokerSource
+from .source import BrokerSource, ConsoleBroker
 
 __all__ = ["create_app"]
 
@@ -84,7 +83,7 @@ def create_app(
     admin_token: str | None = None,
     https: bool = False,
     sample_interval: float = 1.0,
-    broker: Broker | None = None,
+    broker: ConsoleBroker | None = None,
 ) -> Starlette:
     """The console for the broker database at ``url``.
 
@@ -143,7 +142,8 @@ def create_app(
             "chart": chart(samples),
             "depth": depth_chart(samples),
             "rates": sampler.queue_rates(),
-            "problems": sum(1 for q in ov.queues if not q.is_receive_enabled or q.poison_events),
+            "disabled": sum(1 for q in ov.queues if not q.is_receive_enabled),
+            "poison_events": sum(q.poison_events for q in ov.queues),
         }
 
     async def page(

@@ -9,13 +9,13 @@ from collections import Counter
 from collections.abc import Mapping
 from dataclasses import dataclass
 
-from ..broker import Broker
 from ..errors import CatalogError
 from ..messages import Message
 from ..operations import ConversationGroupOverview, Overview, QueueOverview, overview
 from ..views import ConversationEndpointRow, TransmissionQueueRow
 from .bodies import BodyPreview, preview
 from .rates import Sample
+from .source import ConsoleBroker
 
 __all__ = [
     "ConversationFilter",
@@ -114,7 +114,7 @@ def counters(ov: Overview) -> Sample:
     return Sample(0.0, dict(totals), queues)
 
 
-def sample(broker: Broker) -> Sample:
+def sample(broker: ConsoleBroker) -> Sample:
     """The broker's message counters now (:func:`counters` of a new overview).
 
     Raises:
@@ -123,7 +123,7 @@ def sample(broker: Broker) -> Sample:
     return counters(overview(broker))
 
 
-def queue_page(broker: Broker, name: str, after: int = -1) -> QueuePage:
+def queue_page(broker: ConsoleBroker, name: str, after: int = -1) -> QueuePage:
     """The page of queue ``name``: up to :data:`PAGE_SIZE` messages with ``queuing_order``
     after ``after`` (-1: from the first), in queuing order.
 
@@ -146,7 +146,7 @@ def queue_page(broker: Broker, name: str, after: int = -1) -> QueuePage:
     )
 
 
-def endpoints(broker: Broker, where: ConversationFilter) -> list[ConversationEndpointRow]:
+def endpoints(broker: ConsoleBroker, where: ConversationFilter) -> list[ConversationEndpointRow]:
     """The conversation endpoints that pass ``where``, system dialogs last.
 
     Raises:
@@ -156,7 +156,7 @@ def endpoints(broker: Broker, where: ConversationFilter) -> list[ConversationEnd
     return sorted(rows, key=lambda e: e.is_system)
 
 
-def conversation_page(broker: Broker, handle: uuid.UUID) -> ConversationPage | None:
+def conversation_page(broker: ConsoleBroker, handle: uuid.UUID) -> ConversationPage | None:
     """The page of the conversation endpoint ``handle``, None when there is none.
 
     Raises:

@@ -13,12 +13,43 @@ from __future__ import annotations
 
 import os
 import threading
+from typing import Protocol
 
 from ..broker import Broker
 from ..errors import StorageError
+from ..messages import Message
+from ..operations import Operations
 from ..storage import sqlite_path
+from ..transaction import Transaction
+from ..transmission import TransmissionService
+from ..views import Views
 
-__all__ = ["BrokerSource", "DatabaseMissing"]
+__all__ = ["BrokerSource", "ConsoleBroker", "DatabaseMissing"]
+
+
+class ConsoleBroker(Protocol):
+    """What the console uses of a :class:`~servicebroker.broker.Broker` (the pages read
+    through it; the admin actions write through it). Only this module opens one."""
+
+    @property
+    def database(self) -> str: ...
+
+    @property
+    def views(self) -> Views: ...
+
+    @property
+    def operations(self) -> Operations: ...
+
+    @property
+    def transmission(self) -> TransmissionService: ...
+
+    def peek_after(self, queue: str, after: int, *, top: int) -> list[Message]: ...
+
+    def transaction(self, *, principal: str | None = None) -> Transaction: ...
+
+    def alter_queue(self, name: str, *, status: bool | None = None) -> None: ...
+
+    def close(self) -> None: ...
 
 
 class DatabaseMissing(StorageError):
@@ -45,16 +76,16 @@ class BrokerSource:
         StorageError: (from :meth:`get`) ``url`` is a bad SQLite URL.
     """
 
-    def __init__(self, url: str, broker: Broker | None = None) -> None:
+    def __init__(self, url: str, broker: ConsoleBroker | None = None) -> None:
         self.url = url
         self._given = broker
         self._path = sqlite_path(url) if broker is None else None
         self._lock = threading.Lock()
-        self._broker: Broker | None = None
+        self._broker: ConsoleBroker | None = None
         self._opened_identity: tuple[int, int] | None = None
-        self._retired: list[Broker] = []
+        self._retired: list[ConsoleBroker] = []
 
-    def get(self) -> Broker:
+    def get(self) -> ConsoleBroker:
         """The broker to read now: opened on first use, reopened when the SQLite file was
         replaced.
 
