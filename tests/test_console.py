@@ -18,11 +18,14 @@ from __future__ import annotations
 import html
 import logging
 import re
+import subprocess
+import sys
 import uuid
 import warnings
 from collections.abc import Iterator
 from pathlib import Path
 
+import httpx
 import pytest
 from click.testing import CliRunner
 from starlette.exceptions import StarletteDeprecationWarning
@@ -35,15 +38,27 @@ from servicebroker.console.command import is_loopback
 from servicebroker.console.pages import counters
 from servicebroker.console.rates import Sample, chart, depth_chart
 from servicebroker.operations import overview
+from servicebroker.testing.ports import free_port
+from servicebroker.transport.certificates import make_self_signed
 
-from .conftest import Pair
+from .conftest import Pair, make_pair
 from .test_poison import fail_receives
+from .transport_sites import eventually
 
 with warnings.catch_warnings():  # starlette asks for httpx2; httpx is what the project has
     warnings.simplefilter("ignore", StarletteDeprecationWarning)
     from starlette.testclient import TestClient
 
 TOKEN = "s3cret-console-token"
+
+
+@pytest.fixture
+def pair_url(tmp_path: Path) -> str:
+    """An SQLite broker database with the standard pair (closed again)."""
+    url = str(tmp_path / "pair.db")
+    with Broker.open(url) as b:
+        make_pair(b)
+    return url
 
 
 @pytest.fixture
@@ -353,6 +368,56 @@ def test_an_sqlite_file_is_waited_for_not_created(tmp_path: Path) -> None:
         with Broker.open(str(db)) as b:
             b.create_queue("late")
         assert 'data-queue="late"' in c.get("/").text
+        # a new file in its place (what each `make demo` does): the console reads the new one
+        for leftover in tmp_path.iterdir():
+            leftover.unlink()
+        with Broker.open(str(db)) as b:
+            b.create_queue("again")
+        page = c.get("/").text
+        assert 'data-queue="again"' in page and 'data-queue="late"' not in page
+
+
+def test_admin_over_tls_on_any_address(tmp_path: Path, pair_url: str) -> None:
+    # --admin off loopback with --certfile/--keyfile: served over TLS, cookies Secure
+    cert, key = make_self_signed("console", tmp_path)
+    port = free_port()
+    token = tmp_path / "token"
+    token.write_text(TOKEN)
+    exe = Path(sys.executable).with_name("servicebroker")
+    args = ["console", "--url", pair_url, "--admin", "--token-file", str(token)]
+    args += [
+        "--host",
+        "0.0.0.0",
+        "--port",
+        str(port),
+        "--certfile",
+        str(cert),
+        "--keyfile",
+        str(key),
+    ]
+    proc = subprocess.Popen([str(exe), *args], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        with httpx.Client(base_url=f"https://127.0.0.1:{port}", verify=False) as web:
+
+            def up() -> httpx.Response | None:
+                try:
+                    return web.get("/")
+                except httpx.TransportError:
+                    return None
+
+            r = eventually(up, "the console over TLS")
+            assert r.status_code == 200 and "Secure" in r.headers["set-cookie"]
+            r = web.post(
+                "/login", data={"token": TOKEN}, headers={"x-csrftoken": web.cookies["csrftoken"]}
+            )
+            session = [c for c in r.headers.get_list("set-cookie") if "servicebroker_console" in c]
+            assert r.status_code == 303  # signed in, sent back to the page
+            assert session and "secure" in session[0].lower() and "httponly" in session[0].lower()
+            r = web.post("/login", data={"token": TOKEN})  # no CSRF header
+            assert r.status_code == 403
+    finally:
+        proc.terminate()
+        proc.wait(10)
 
 
 # -- the parts -------------------------------------------------------------------------------
