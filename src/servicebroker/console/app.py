@@ -169,6 +169,8 @@ def create_app(
             after = int(request.query_params.get("after", "-1"))
         except ValueError as exc:
             raise HTTPException(400, "after must be an integer queuing order") from exc
+        if not -1 <= after < 2**63:
+            raise HTTPException(400, "after must be a queuing order, -1 or more")
 
         def build() -> dict[str, Any]:
             try:

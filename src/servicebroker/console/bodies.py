@@ -18,8 +18,9 @@ MAX_PREVIEW_BYTES = 4096
 class BodyPreview:
     """A body as the console shows it: ``kind`` "json", "xml", "hex", "text" or "empty";
     ``text`` what to show (pretty-printed JSON, indented XML, hex bytes by 16 a line, or the
-    text); ``size`` the body's length in bytes; ``truncated`` True when only the first
-    :data:`MAX_PREVIEW_BYTES` bytes are shown."""
+    text); ``size`` the body's length in bytes; ``truncated`` True when only a part is shown
+    (the first :data:`MAX_PREVIEW_BYTES` bytes or characters; twice as many for the
+    indented JSON and XML)."""
 
     kind: str
     text: str
@@ -66,9 +67,11 @@ def preview(body: bytes, validation: str) -> BodyPreview:
             pass
         else:
             shown = json.dumps(value, indent=2, ensure_ascii=False)
-            return BodyPreview("json", shown[: MAX_PREVIEW_BYTES * 2], size, truncated)
+            cut = truncated or len(shown) > MAX_PREVIEW_BYTES * 2
+            return BodyPreview("json", shown[: MAX_PREVIEW_BYTES * 2], size, cut)
     if validation == "X" or stripped.startswith("<"):
         pretty = _pretty_xml(text) if size <= 1_000_000 else None
         if pretty is not None:
-            return BodyPreview("xml", pretty[: MAX_PREVIEW_BYTES * 2], size, truncated)
-    return BodyPreview("text", text[:MAX_PREVIEW_BYTES], size, truncated)
+            cut = truncated or len(pretty) > MAX_PREVIEW_BYTES * 2
+            return BodyPreview("xml", pretty[: MAX_PREVIEW_BYTES * 2], size, cut)
+    return BodyPreview("text", text[:MAX_PREVIEW_BYTES], size, len(text) > MAX_PREVIEW_BYTES)
