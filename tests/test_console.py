@@ -24,6 +24,7 @@ import uuid
 import warnings
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import httpx
 import pytest
@@ -418,6 +419,23 @@ def test_admin_over_tls_on_any_address(tmp_path: Path, pair_url: str) -> None:
     finally:
         proc.terminate()
         proc.wait(10)
+
+
+def test_extra_routes_read_the_consoles_broker(broker: Broker, pair: Pair) -> None:
+    # how /metrics is mounted: a route made from the console's source of brokers
+    from starlette.responses import PlainTextResponse
+    from starlette.routing import Route
+
+    def routes(source: Any) -> list[Route]:
+        async def queues(request: Any) -> PlainTextResponse:
+            names = [q.queue_name for q in source.operations.overview().queues]
+            return PlainTextResponse(" ".join(names))
+
+        return [Route("/extra", queues)]
+
+    app = create_app(broker.url, broker=broker, extra_routes=routes, sample_interval=60)
+    with TestClient(app) as c:
+        assert c.get("/extra").text.split() == [q.queue_name for q in overview(broker).queues]
 
 
 # -- the parts -------------------------------------------------------------------------------

@@ -15,7 +15,7 @@ import contextlib
 import secrets
 import urllib.parse
 import uuid
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Callable, Sequence
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -27,7 +27,7 @@ from starlette.middleware import Middleware
 from starlette.middleware.sessions import SessionMiddleware
 from starlette.requests import Request
 from starlette.responses import Response
-from starlette.routing import Mount, Route
+from starlette.routing import BaseRoute, Mount, Route
 from starlette.staticfiles import StaticFiles
 from starlette.templating import Jinja2Templates
 from starlette_csrf.middleware import CSRFMiddleware
@@ -84,6 +84,7 @@ def create_app(
     https: bool = False,
     sample_interval: float = 1.0,
     broker: ConsoleBroker | None = None,
+    extra_routes: Callable[[BrokerSource], Sequence[BaseRoute]] | None = None,
 ) -> Starlette:
     """The console for the broker database at ``url``.
 
@@ -98,6 +99,9 @@ def create_app(
         https: the console is served over TLS: its cookies are marked Secure.
         sample_interval: real seconds between two samples of the message counters (> 0).
         broker: an open broker to read instead of opening ``url`` (tests; not closed here).
+        extra_routes: more routes, made from the console's :class:`~.source.BrokerSource`
+            (whose ``operations`` follow the current broker): e.g.
+            ``lambda source: [Route("/metrics", metrics_app(source))]``.
 
     Raises:
         ValueError: an empty ``admin_token`` or a ``sample_interval`` <= 0.
@@ -245,7 +249,7 @@ def create_app(
         code = exc.status_code if isinstance(exc, HTTPException) else 500
         return render(request, "error.html", {"detail": detail, "code": code}, code)
 
-    routes: list[Route | Mount] = [
+    routes: list[BaseRoute] = [
         Route("/", home),
         Route("/fragments/overview", overview_fragment),
         Route("/queues/{name}", queue),
@@ -256,6 +260,8 @@ def create_app(
         Route("/fragments/transmission", transmission_fragment),
         Mount("/static", StaticFiles(directory=str(HERE / "static")), name="static"),
     ]
+    if extra_routes is not None:
+        routes.extend(extra_routes(source))
     middleware: list[Middleware] = []
     if admin is not None:
         routes.extend(admin.routes())

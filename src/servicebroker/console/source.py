@@ -115,6 +115,18 @@ class BrokerSource:
                 self._broker = Broker.open(self.url)
             return self._broker
 
+    @property
+    def operations(self) -> Operations:
+        """The current broker's operator read model (``get().operations``): a source can be
+        handed to what reads a broker's ``operations`` — ``metrics_app(source)`` — and follows
+        a replaced file.
+
+        Raises:
+            DatabaseMissing: the SQLite file does not exist.
+            StorageError: the database cannot be opened.
+        """
+        return self.get().operations
+
     def close(self) -> None:
         """Close the brokers this source opened."""
         with self._lock:
