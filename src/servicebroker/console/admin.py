@@ -65,14 +65,14 @@ class AdminActions:
     Args:
         broker: returns the console's broker (opened at start-up, never started).
         token: the token every admin request must carry.
-        render: renders the login page: (request, error text or None, status) -> Response.
+        render: renders the login page for a request.
     """
 
     def __init__(
         self,
         broker: Callable[[], ConsoleBroker],
         token: str,
-        render: Callable[[Request, str | None, int], Response],
+        render: Callable[[Request], Response],
     ) -> None:
         if not token:
             raise ValueError("the admin token must not be empty")
@@ -101,7 +101,7 @@ class AdminActions:
         ]
 
     async def login_form(self, request: Request) -> Response:
-        return self._render(request, None, 200)
+        return self._render(request)
 
     async def login(self, request: Request) -> Response:
         form = await request.form()

@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import contextlib
 import secrets
-import urllib.parse
 import uuid
 from collections.abc import AsyncIterator, Callable, Sequence
 from datetime import UTC, datetime
@@ -60,15 +59,6 @@ def _age(value: datetime | None) -> str:
     return f"{seconds:.0f} s"
 
 
-def _without_password(url: str) -> str:
-    """``url`` without the password a PostgreSQL URL may hold."""
-    parts = urllib.parse.urlsplit(url)
-    if parts.password is None:
-        return url
-    host = parts.netloc.rsplit("@", 1)[1]
-    return urllib.parse.urlunsplit(parts._replace(netloc=f"{parts.username}@{host}"))
-
-
 def _templates() -> Jinja2Templates:
     templates = Jinja2Templates(directory=str(HERE / "templates"))
     templates.env.filters["when"] = _when
@@ -113,12 +103,6 @@ def create_app(
     sampler = RateSampler(lambda: pages.sample(source.get()), interval=sample_interval)
     admin: AdminActions | None = None
 
-    def database() -> str:
-        try:
-            return source.get().database
-        except BrokerError:
-            return _without_password(url)
-
     def render(request: Request, name: str, context: dict[str, Any], status: int = 200) -> Response:
         flashes = request.session.pop("flash", []) if "session" in request.scope else []
         context = {
@@ -126,14 +110,14 @@ def create_app(
             "signed_in": admin is not None and admin.is_admin(request),
             "flashes": flashes,
             "sampler_error": sampler.error,
-            "database": database(),
+            "database": source.label,
             "path": request.url.path,
             **context,
         }
         return templates.TemplateResponse(request, name, context, status_code=status)
 
-    def login_page(request: Request, error: str | None, status: int) -> Response:
-        return render(request, "login.html", {"error": error}, status)
+    def login_page(request: Request) -> Response:
+        return render(request, "login.html", {})
 
     if admin_token is not None:
         admin = AdminActions(source.get, admin_token, login_page)
@@ -265,17 +249,17 @@ def create_app(
     middleware: list[Middleware] = []
     if admin is not None:
         routes.extend(admin.routes())
-        secret = secrets.token_urlsafe(32)  # sessions end when the console stops
+        # new keys at each start: sessions end when the console stops
         middleware = [
             Middleware(
                 CSRFMiddleware,
-                secret=secret,
+                secret=secrets.token_urlsafe(32),
                 cookie_secure=https,
                 cookie_samesite="strict",
             ),
             Middleware(
                 SessionMiddleware,
-                secret_key=secret,
+                secret_key=secrets.token_urlsafe(32),
                 session_cookie="servicebroker_console",
                 https_only=https,
                 same_site="strict",

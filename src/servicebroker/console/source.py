@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import os
 import threading
+import urllib.parse
 from typing import Protocol
 
 from ..broker import Broker
@@ -55,6 +56,15 @@ class ConsoleBroker(Protocol):
 class DatabaseMissing(StorageError):
     """The console's SQLite database file does not exist (yet): the console does not create
     it."""
+
+
+def _without_password(url: str) -> str:
+    """``url`` without the password a PostgreSQL URL may hold."""
+    parts = urllib.parse.urlsplit(url)
+    if parts.password is None:
+        return url
+    host = parts.netloc.rsplit("@", 1)[1]
+    return urllib.parse.urlunsplit(parts._replace(netloc=f"{parts.username}@{host}"))
 
 
 def _identity(path: str) -> tuple[int, int] | None:
@@ -114,6 +124,13 @@ class BrokerSource:
             if self._broker is None:
                 self._broker = Broker.open(self.url)
             return self._broker
+
+    @property
+    def label(self) -> str:
+        """The database as the pages name it, without opening anything: the open broker's
+        ``database`` (never a password), else the URL without its password."""
+        current = self._given or self._broker
+        return current.database if current is not None else _without_password(self.url)
 
     @property
     def operations(self) -> Operations:
