@@ -16,7 +16,7 @@ import logging
 import threading
 import uuid
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any, TypeVar
 
 from . import priorities
@@ -35,9 +35,17 @@ from .delivery import Applier
 from .errors import BrokerError, StorageError
 from .events import Reactions
 from .messages import Message
+from .operations import Operations
 from .permissions import DEFAULT_PRINCIPAL, current_execute_as
 from .poison import PoisonMessageHandling
 from .receive import to_messages
+from .statistics import (
+    InstanceStatistics,
+    QueueStatistics,
+    StatisticsPublisher,
+    StatisticsRecorder,
+    process_name,
+)
 from .storage import open_storage
 from .storage.base import Storage
 from .supervisor import Supervisor
@@ -129,6 +137,7 @@ class Broker(CatalogStatements, NetworkStatements, PrincipalStatements):
             events=reactions,
             lock_timeout=lock_timeout,
             priority_aging_interval=priority_aging_interval,
+            statistics=StatisticsRecorder(),
         )
         self.tasks = TaskHandlers()
         self.activation = ActivationService(
@@ -155,6 +164,7 @@ class Broker(CatalogStatements, NetworkStatements, PrincipalStatements):
             Applier,
             delivered,
             priority_aging_interval,
+            self._context.statistics,
         )
         self.timer = BrokerTimer(self._context, TICK_SECONDS)
         self.timer.tasks.register("task handlers", 1, self.tasks.restart_failed)  # TICK-2b
@@ -197,6 +207,12 @@ class Broker(CatalogStatements, NetworkStatements, PrincipalStatements):
         )
         NetworkStatements.__init__(self, self._catalog, clock=clock, changed=self._wake)
         PrincipalStatements.__init__(self, self._catalog, changed=self._wake)
+        self.operations = Operations(self._context, storage.database)
+        """The operator's read model: ``operations.overview()``, ``conversation_groups()``."""
+        self.instance_id = str(uuid.uuid4())
+        """This broker object's id in ``views.dm_broker_statistics()``."""
+        self._opened_at = clock.now()
+        self._publisher = StatisticsPublisher(storage, self.statistics)
         self.clock.subscribe(self._on_clock)
 
     # -- life cycle ----------------------------------------------------------------------
@@ -305,6 +321,9 @@ class Broker(CatalogStatements, NetworkStatements, PrincipalStatements):
         if self._closed:
             return
         self.stop()
+        counted = self._context.statistics.counters(self.instance_id)
+        if self._publisher.published_at is not None or counted.commits or counted.rollbacks:
+            self._publish("closed")
         self._closed = True
         self.clock.unsubscribe(self._on_clock)
         self._notifier.close()
@@ -351,6 +370,7 @@ class Broker(CatalogStatements, NetworkStatements, PrincipalStatements):
         self.activation.enabled = False
         self.transport.stop()
         self._wake()
+        was_running = self._running
         if self._running:
             self._supervisor.join(TIMER_THREAD, timeout)
             self._running = False
@@ -359,6 +379,8 @@ class Broker(CatalogStatements, NetworkStatements, PrincipalStatements):
             self._leading = False
         self.tasks.stop(timeout)
         self.activation.join(timeout)
+        if was_running:
+            self._publish("stopped")
 
     @property
     def running(self) -> bool:
@@ -390,11 +412,69 @@ class Broker(CatalogStatements, NetworkStatements, PrincipalStatements):
                 self.timer.run_due(now)
                 # commits of other processes wake no one here: look for them (ACT-4a)
                 self.activation.check()
+            if self._publisher.due(now):
+                self._publish("running")
             wake = self.timer.next_wakeup(now) if self._leading else now + TICK_SECONDS
             real = min(self.clock.max_real_wait(wake - self.clock.now()), BACKGROUND_POLL)
             with self._cond:
                 if not self._stopping:
                     self._cond.wait(max(real, 0.001))
+
+    # -- statistics ----------------------------------------------------------------------
+    def statistics(self) -> InstanceStatistics:
+        """What this broker object has done since it was opened: messages enqueued, SENT and
+        RECEIVEd per queue and message type, commits, rollbacks, commit and RECEIVE-wait
+        histograms (its transactions'), and — while it leads — the timer's ticks and each queue
+        monitor's state, readers and starts (ACT-2, ACT-7), and the queues poison handling
+        turned OFF here (POI-1). Every broker writes this to storage every second while
+        started, at stop and at close; ``views.dm_broker_statistics()`` reads every process's.
+        """
+        counts = self._context.statistics.counters(self.instance_id)
+        queues = dict(counts.queues)
+        if self._leading:
+            for m in self.activation.monitors():
+                queues[m.queue_name] = replace(
+                    queues.get(m.queue_name, QueueStatistics()),
+                    activation_starts=m.activations,
+                    monitor_state=m.state,
+                    tasks_waiting=m.tasks_waiting,
+                    readers_running=m.running,
+                    peak_readers=m.peak_running,
+                    last_activated_time=m.last_activated_time,
+                )
+        for name, _ in self._poison.disabled_events():
+            q = queues.get(name, QueueStatistics())
+            queues[name] = replace(q, poison_events=q.poison_events + 1)
+        timer = self.timer.statistics()
+        return replace(
+            counts,
+            process=process_name(),
+            started=self._opened_at,
+            updated=self.clock.now(),
+            is_leader=self.is_leader,
+            is_running=self.running,
+            queues=queues,
+            timer_ticks=timer.ticks,
+            conversation_timers_fired=timer.conversation_timers_fired,
+            lifetimes_expired=timer.lifetimes_expired,
+        )
+
+    def publish_statistics(self) -> None:
+        """Write :meth:`statistics` to storage now (a started broker does it every second on
+        its own, and every broker at stop and close).
+
+        Raises:
+            StorageError: the database failed.
+        """
+        self._publisher.publish("running" if self.running else "stopped", fold=self._leading)
+
+    def _publish(self, state: str) -> None:
+        """Publish from the background thread, stop or close: a failure is logged, not
+        raised (the statistics are written again at the next chance)."""
+        try:
+            self._publisher.publish(state, fold=self._leading and state == "running")
+        except StorageError as exc:
+            log.warning("publishing the broker's statistics failed: %s", exc)
 
     def _release_claims(self, now: float) -> None:
         """Each tick: release the batches of stream readers whose claim time-out passed."""

@@ -12,6 +12,7 @@ from typing import Protocol
 
 from .catalog import CatalogCache
 from .clock import Clock
+from .statistics import StatisticsRecorder
 from .storage.base import Storage
 from .waiting import Waiting
 
@@ -58,6 +59,8 @@ class BrokerContext:
         lock_timeout: seconds a statement waits for a conversation group another transaction
             holds (broker clock).
         priority_aging_interval: PRI-18's seconds per level, None for strict priority.
+        statistics: the process's counters (commits, messages, waits) for
+            ``Broker.statistics()``.
     """
 
     storage: Storage
@@ -67,3 +70,4 @@ class BrokerContext:
     events: BrokerEvents
     lock_timeout: float
     priority_aging_interval: float | None
+    statistics: StatisticsRecorder

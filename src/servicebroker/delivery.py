@@ -14,6 +14,7 @@ yet (QUE-3), and deletes a conversation once both its endpoints are closed (DLG-
 from __future__ import annotations
 
 import uuid
+from collections import Counter
 from collections.abc import Iterable
 
 from .catalog import DBO, CatalogSnapshot
@@ -93,6 +94,8 @@ class Applier:
         self._routes: dict[bytes, EndpointRow] = {}
         self.woken_queues: set[int] = set()
         self.arrived_on_empty: set[int] = set()
+        self.enqueued: Counter[tuple[int, str]] = Counter()  # (queue id, message type): count
+        self.sent: Counter[tuple[int, str]] = Counter()  # (sender's queue id, message type)
         guid = catalog.service_broker_guid
         self._own_instance = None if guid is None else str(guid)
         self._route_chooser = RouteChooser(
@@ -247,6 +250,8 @@ class Applier:
             row = self._rows[handle]
             assert row is not None
             row.send_sequence = out.sequence + 1
+            self.sent[row.queue_id, out.message_type_name] += 1
+            self.enqueued[far.queue_id, out.message_type_name] += 1
             self._pending_handles.add(far.conversation_handle)
             self._pending.append(
                 QueueInsert(
@@ -275,6 +280,7 @@ class Applier:
             return
         row.send_sequence = max(row.send_sequence, out.sequence + 1)
         row.state = after_sent(row.state)
+        self.sent[row.queue_id, out.message_type_name] += 1
         self.touch(row)
         retained = self._retain_sent(row, out)
         if self.deliver(row, out, Arrival.MESSAGE) is None and not retained:
@@ -493,6 +499,18 @@ class Applier:
         self._enqueue(far, out)
         return None
 
+    def tally(self) -> tuple[dict[tuple[str, str], int], dict[tuple[str, str], int]]:
+        """(enqueued, sent): the messages this commit put on queues and SENT, by (queue name,
+        message type name), for the broker's statistics."""
+        return self._named(self.enqueued), self._named(self.sent)
+
+    def _named(self, counts: Counter[tuple[int, str]]) -> dict[tuple[str, str], int]:
+        queues = self.catalog.queues_by_id
+        return {
+            ((q.name if (q := queues.get(queue_id)) else f"#{queue_id}"), mt): n
+            for (queue_id, mt), n in counts.items()
+        }
+
     def enqueue(self, row: EndpointRow, out: Outgoing) -> None:
         """Put ``out`` on ``row``'s queue, ready: a message from another instance, in order
         (NET-2), taken by :func:`servicebroker.transport.arrival.take_arrival`."""
@@ -535,6 +553,8 @@ class Applier:
                 self.now,
             )
         )
+        if status == 1:  # not a retained copy of a sent message (status 3)
+            self.enqueued[row.queue_id, out.message_type_name] += 1
         if status == 1 and row.queue_id not in self.woken_queues:
             self.woken_queues.add(row.queue_id)
             queue = self.catalog.queues_by_id.get(row.queue_id)

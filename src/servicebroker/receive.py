@@ -14,6 +14,7 @@ process's commit as the storage notices it.
 from __future__ import annotations
 
 import uuid
+from collections import Counter
 from collections.abc import Callable
 
 from .arguments import check_top, check_wait
@@ -136,6 +137,7 @@ class Receiving:
     Attributes:
         catalog: the transaction's catalog snapshot (:meth:`refresh_catalog` re-reads it).
         received: per queue id, the queuing orders of the messages taken, in RECEIVE order.
+        received_types: the messages taken, by (queue name, message type name).
         locked_queues: queues whose groups this transaction locked (their waiters are woken
             when it ends).
         unloaded: handles of the conversations received from whose endpoints the transaction
@@ -156,6 +158,7 @@ class Receiving:
         self.catalog: CatalogSnapshot = context.catalog.snapshot(conn)
         self.principal: PrincipalRow = acting_principal(self.catalog, principal)
         self.received: dict[int, list[int]] = {}
+        self.received_types: Counter[tuple[str, str]] = Counter()
         self.locked_queues: set[int] = set()
         self.unloaded: dict[bytes, None] = {}
         self._endpoints = endpoints
@@ -435,9 +438,11 @@ class Receiving:
 
         where = conversation_handle is not None or conversation_group_id is not None
         self.locked_queues.add(queue.queue_id)
+        started = self.context.clock.now()
         rows = self.context.waiting.wait_for(
             attempt, deadline, queue_id=queue.queue_id, counts_as_waiting=not where
         )
+        self.context.statistics.waited(self.context.clock.now() - started)
         self._ran(queue.queue_id, empty=rows is None, where=where)
         if rows is None:
             return []
@@ -447,7 +452,9 @@ class Receiving:
         group = rows[0].conversation_group_id  # one RECEIVE: one group
         self._received_by.setdefault(group, set()).update(orders)
         self.unloaded.update(dict.fromkeys(r.conversation_handle for r in rows))
-        return to_messages(self.catalog, rows, queue.name)
+        messages = to_messages(self.catalog, rows, queue.name)
+        self.received_types.update((queue.name, m.message_type_name) for m in messages)
+        return messages
 
     def load_received(self) -> list[EndpointRow]:
         """Load the endpoints of every conversation received from and not loaded yet into the
@@ -487,9 +494,11 @@ class Receiving:
             )
 
         self.locked_queues.add(queue.queue_id)
+        started = self.context.clock.now()
         group = self.context.waiting.wait_for(
             attempt, deadline, queue_id=queue.queue_id, counts_as_waiting=True
         )
+        self.context.statistics.waited(self.context.clock.now() - started)
         if group is None:
             self.context.events.received(queue.queue_id, empty=True, where=False, first=False)
             return None

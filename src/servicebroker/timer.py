@@ -188,6 +188,7 @@ class BrokerTimer:
             with self._counters:
                 self._timers_fired += len(timers)
                 self._lifetimes_expired += len(lifetimes)
+            self._context.statistics.delivered(applier.tally()[0])
             self._context.events.committed(
                 applier.woken_queues, set(), frozenset(applier.arrived_on_empty)
             )

@@ -20,22 +20,12 @@ from typing import Any, Concatenate, ParamSpec, TypeVar
 from . import arguments
 from .appsql import check_application_sql, driver_refusals
 from .arguments import MAX_INT, check_broker_instance, check_end_arguments, message_tuples
-from .catalog import (
-    SERVICE_STRING_LIMIT,
-    CatalogSnapshot,
-    MessageTypeDef,
-    check_name,
-)
+from .catalog import SERVICE_STRING_LIMIT, CatalogSnapshot, MessageTypeDef, check_name
 from .clock import check_seconds
 from .context import BrokerContext
 from .delivery import Applier, check_begun_dialogs
 from .dialogs import INITIATOR_START, EndMode, State, after_local_end, after_send, is_ended
-from .errors import (
-    ConversationError,
-    MessageValidationError,
-    StorageError,
-    TransactionError,
-)
+from .errors import ConversationError, MessageValidationError, StorageError, TransactionError
 from .messages import Message, Outgoing, fast_uuid, new_id
 from .permissions import DEFAULT_PRINCIPAL, check_send
 from .receive import Receiving, to_handle
@@ -586,13 +576,13 @@ class Transaction:
         """
         self._check_active()
         conn = self._conn
-        woken: set[int] = set()
-        arrived_on_empty: frozenset[int] = frozenset()
+        applier: Applier | None = None
         receiving = self._receiving
+        started = self._clock.now()
         try:
             if self._ops or receiving.received or conn.in_write:
                 conn.begin_write()
-                applier = Applier(conn, self._receiving.catalog, self._clock.now())
+                applier = Applier(conn, self._receiving.catalog, started)
                 # locks in the one order every commit takes them (the storage contract): the
                 # endpoints, the queues it may put messages on, then the groups
                 applier.prefetch(
@@ -612,15 +602,22 @@ class Transaction:
                 self._apply(applier)
                 applier.finish()
                 conn.commit(applier.woken_queues | receiving.locked_queues | {LOCKS})
-                woken = applier.woken_queues
-                arrived_on_empty = frozenset(applier.arrived_on_empty)
         except BaseException as exc:
             self._end(rolled_back=True, failed=isinstance(exc, DATABASE_FAILURES))
             raise
         self._end(rolled_back=False)
         if self._catalog_changed:
             self._context.catalog.invalidate()
-        self._context.events.committed(woken, receiving.locked_queues, arrived_on_empty)
+        if applier is None:
+            self._context.events.committed(set(), receiving.locked_queues)
+            return
+        enqueued, sent = applier.tally()
+        elapsed = self._clock.now() - started
+        self._context.statistics.committed(elapsed, enqueued, sent, receiving.received_types)
+        arrived_on_empty = frozenset(applier.arrived_on_empty)
+        self._context.events.committed(
+            applier.woken_queues, receiving.locked_queues, arrived_on_empty
+        )
 
     def _apply(self, applier: Applier) -> None:
         for row in self._endpoints.values():
@@ -679,6 +676,7 @@ class Transaction:
         finally:
             self._context.storage.release(conn)
         if rolled_back:
+            self._context.statistics.rolled_back()
             try:
                 self._context.events.rolled_back(received, locked, count=not failed)
             except StorageError as exc:

@@ -29,6 +29,7 @@ from .clock import Clock
 from .dialogs import Arrival
 from .messages import Outgoing
 from .priorities import AGING_INTERVAL, transmission_order
+from .statistics import StatisticsRecorder
 from .storage.base import Storage, StorageConnection
 from .storage.rows import EndpointRow, TransmissionRow
 
@@ -226,6 +227,10 @@ class Committer(Destination, Protocol):
         """Write what the commit changed (messages, endpoints) before it commits."""
         ...
 
+    def tally(self) -> tuple[dict[tuple[str, str], int], dict[tuple[str, str], int]]:
+        """(enqueued, sent) messages by (queue name, message type name)."""
+        ...
+
 
 @dataclass(frozen=True)
 class TransmissionStatistics:
@@ -247,6 +252,7 @@ class TransmissionService:
         committed: called after each commit with (queues that got messages, queues where a
             message arrived on an empty queue), to wake waiters and monitors (ACT-4a).
         aging_interval: PRI-18's seconds per level, None for strict priority.
+        statistics: the broker's counters (messages put on queues), or None.
     """
 
     def __init__(
@@ -257,8 +263,10 @@ class TransmissionService:
         committer: Callable[[StorageConnection, CatalogSnapshot, float], Committer],
         committed: Callable[[set[int], frozenset[int]], None],
         aging_interval: float | None = AGING_INTERVAL,
+        statistics: StatisticsRecorder | None = None,
     ) -> None:
         self._storage = storage
+        self._statistics = statistics
         self._catalog = catalog
         self._clock = clock
         self._committer = committer
@@ -288,6 +296,8 @@ class TransmissionService:
             with self._lock:
                 self._passes += 1
                 self._moved += moved
+            if self._statistics is not None:
+                self._statistics.delivered(work.tally()[0])
             self._committed(work.woken_queues, frozenset(work.arrived_on_empty))
             total += moved
             if moved < batch:

@@ -31,6 +31,7 @@ from .claims import GroupClaim, StreamClaims
 from .clock import to_datetime
 from .context import BrokerContext
 from .dialogs import STATE_DESC
+from .statistics import InstanceStatistics, published
 from .storage.sessions import StorageStatistics
 from .supervisor import Supervisor
 from .transport.service import TransportService
@@ -548,3 +549,13 @@ class Views(CatalogViews, PrincipalViews, NetworkViews):
         """This broker's database sessions and storage failures (one row): after any number
         of failures, ``sessions_in_use`` is back to the transactions still open."""
         return [self._context.storage.statistics()]
+
+    def dm_broker_statistics(self) -> list[InstanceStatistics]:
+        """What every broker object on this database published (``Broker.statistics()``):
+        one per broker opened in any process that started, committed or rolled back, plus
+        ``retired``, the sum of those that closed. Not a SQL Server view, named like one
+        (SQL Server's counters are ``sys.dm_os_performance_counters``)."""
+        with self._context.storage.connection() as conn:
+            rows = conn.list_statistics()
+        now = self._context.clock.now()
+        return [published(r, now) for r in rows]

@@ -82,6 +82,7 @@ from .rows import (
     TransportRow,
 )
 from .sessions import StorageStatistics
+from .statistics_store import StatisticsStore
 
 __all__ = [
     "QueueActivityStore",
@@ -90,7 +91,7 @@ __all__ = [
 ]
 
 
-class StorageConnection(ClaimStore, Protocol):
+class StorageConnection(ClaimStore, StatisticsStore, Protocol):
     """One broker transaction's connection: its database transaction and its group locks (see
     the module docstring for the rules every method follows). Obtained from
     :meth:`Storage.connect` and given back with :meth:`Storage.release`."""

@@ -37,14 +37,17 @@ from .rows import (
     QueueCountRow,
     QueueInsert,
     QueueRow,
+    ReadyGroupRow,
     RemoteServiceBindingRow,
     RouteRow,
     ServiceBrokerEndpointRow,
     ServiceContractRow,
     ServiceRow,
+    StatisticsRow,
     StreamReaderRow,
     TransmissionListRow,
     TransmissionRow,
+    TransmissionSummaryRow,
     TransportMark,
     TransportRow,
 )
@@ -617,3 +620,30 @@ class NamedQueryConnection:
     def list_transmission(self) -> list[TransmissionListRow]:
         """Rows for the ``transmission_queue`` view."""
         return rows_of(TransmissionListRow, self._all("list_transmission"))
+
+    # -- statistics and summaries (StatisticsStore) ----------------------------------------
+    def publish_statistics(self, row: StatisticsRow) -> None:
+        """Insert or replace one broker object's published statistics (write transaction)."""
+        self._run("publish_statistics", tuple(row))
+
+    def list_statistics(self) -> list[StatisticsRow]:
+        """Every published row, by ``instance_id``."""
+        return rows_of(StatisticsRow, self._all("list_statistics"))
+
+    def delete_statistics(self, instance_id: str) -> None:
+        """Remove one published row (write transaction)."""
+        self._run("delete_statistics", (instance_id,))
+
+    def endpoint_state_counts(self) -> list[tuple[str, int]]:
+        """(state, endpoints) for each state that has some."""
+        return [(str(state), int(n)) for state, n in self._all("endpoint_state_counts")]
+
+    def ready_group_counts(self) -> list[ReadyGroupRow]:
+        """(queue id, group id, ready messages) of each group holding ready messages."""
+        return [
+            ReadyGroupRow(int(q), bytes(g), int(n)) for q, g, n in self._all("ready_group_counts")
+        ]
+
+    def transmission_summary(self) -> list[TransmissionSummaryRow]:
+        """The transmission queue by ``transmission_status``."""
+        return rows_of(TransmissionSummaryRow, self._all("transmission_summary"))

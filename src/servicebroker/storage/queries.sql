@@ -603,3 +603,27 @@ ORDER BY c.reader, c.batch, c.claimed_at;
 -- name: list_stream_readers
 SELECT reader, queues, latest, acknowledged, released, renewed, claim_timeout
 FROM stream_readers ORDER BY reader;
+
+-- name: publish_statistics
+INSERT INTO broker_statistics (instance_id, process, updated, state, snapshot)
+VALUES (?, ?, ?, ?, ?)
+ON CONFLICT (instance_id) DO UPDATE SET process = excluded.process, updated = excluded.updated,
+    state = excluded.state, snapshot = excluded.snapshot;
+
+-- name: list_statistics
+SELECT instance_id, process, updated, state, snapshot FROM broker_statistics
+ORDER BY instance_id;
+
+-- name: delete_statistics
+DELETE FROM broker_statistics WHERE instance_id = ?;
+
+-- name: endpoint_state_counts
+SELECT state, count(*) FROM conversation_endpoints GROUP BY state;
+
+-- name: ready_group_counts
+SELECT queue_id, conversation_group_id, count(*) FROM queue_messages WHERE status = 1
+GROUP BY queue_id, conversation_group_id;
+
+-- name: transmission_summary
+SELECT transmission_status, count(*), min(enqueue_time) FROM transmission_queue
+GROUP BY transmission_status;

@@ -30,14 +30,17 @@ __all__ = [
     "QueueCountRow",
     "QueueInsert",
     "QueueRow",
+    "ReadyGroupRow",
     "RemoteServiceBindingRow",
     "RouteRow",
     "ServiceBrokerEndpointRow",
     "ServiceContractRow",
     "ServiceRow",
+    "StatisticsRow",
     "StreamReaderRow",
     "TransmissionListRow",
     "TransmissionRow",
+    "TransmissionSummaryRow",
     "TransportMark",
     "TransportRow",
 ]
@@ -91,6 +94,36 @@ class QueueInsert(NamedTuple):
     message_body: bytes
     message_id: bytes
     message_enqueue_time: float
+
+
+class ReadyGroupRow(NamedTuple):
+    """How many ready (status 1) messages one conversation group of a queue holds
+    (:meth:`StorageConnection.ready_group_counts`)."""
+
+    queue_id: int
+    conversation_group_id: bytes
+    messages: int
+
+
+class StatisticsRow(NamedTuple):
+    """One broker object's published statistics (table ``broker_statistics``): ``updated`` in
+    broker seconds; ``state`` ``running``, ``stopped`` (may start again) or ``closed``;
+    ``snapshot`` the JSON of a :class:`servicebroker.statistics.InstanceStatistics`."""
+
+    instance_id: str
+    process: str
+    updated: float
+    state: str
+    snapshot: str
+
+
+class TransmissionSummaryRow(NamedTuple):
+    """The transmission queue's rows of one ``transmission_status``: how many and the oldest
+    ``enqueue_time`` (broker seconds)."""
+
+    transmission_status: str | None
+    messages: int
+    oldest: float
 
 
 class QueueCountRow(NamedTuple):

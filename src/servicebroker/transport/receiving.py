@@ -312,6 +312,7 @@ class ReceivingSide:
                         work.append((conn, later))
             applier.finish()
             db.commit()
+        self._context.statistics.delivered(applier.tally()[0])
         self._committed(applier.woken_queues, frozenset(applier.arrived_on_empty))
         for conn, item, outcome in answers:
             h = item.header

@@ -313,6 +313,14 @@ class PostgresConnection(NamedQueryConnection):
         """The groups this transaction holds."""
         return frozenset(self._held)
 
+    def locked_groups(self, group_ids: Collection[bytes]) -> frozenset[bytes]:
+        """Those of ``group_ids`` whose advisory lock a session holds (``pg_locks``)."""
+        ids = [bytes(g) for g in group_ids]
+        if not ids:
+            return frozenset()
+        rows = self._conn.execute(_Q["locked_groups"], (self._storage.lock_prefix, ids)).fetchall()
+        return frozenset(bytes(r[0]) for r in rows)
+
     def unlock_group(self, group_id: bytes) -> None:
         """Release one group this transaction locked but did not use."""
         key = self._held.pop(bytes(group_id), None)

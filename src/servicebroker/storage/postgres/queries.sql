@@ -198,3 +198,14 @@ DELETE FROM queue_activity WHERE queue_id = %s;
 
 -- name: forget_waiters
 DELETE FROM queue_waiters WHERE queue_id = %s;
+
+-- name: locked_groups
+-- the groups of the array whose advisory lock some session holds (pg_locks: a bigint key is
+-- classid, the high 32 bits, and objid, the low ones, with objsubid 1); nothing is taken
+WITH g AS (SELECT id, hashtextextended(%s || encode(id, 'hex'), 0) AS k
+           FROM unnest(%s::bytea[]) AS id)
+SELECT g.id FROM g
+WHERE EXISTS (SELECT 1 FROM pg_locks l
+              WHERE l.locktype = 'advisory' AND l.granted AND l.objsubid = 1
+                AND l.database = (SELECT oid FROM pg_database WHERE datname = current_database())
+                AND ((l.classid::bigint << 32) | l.objid::bigint) = g.k);

@@ -287,6 +287,10 @@ class SqliteConnection(NamedQueryConnection):
         """Release one group this transaction locked but did not use."""
         self._locks.unlock(group_id)
 
+    def locked_groups(self, group_ids: Collection[bytes]) -> frozenset[bytes]:
+        """Those of ``group_ids`` a transaction holds (the lock file asked, nothing taken)."""
+        return self._locks.others_hold(group_ids)
+
     def lock_next_group(
         self,
         queue_id: int,

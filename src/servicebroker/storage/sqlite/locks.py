@@ -19,13 +19,15 @@ import fcntl
 import hashlib
 import os
 import struct
+from collections.abc import Iterable
 
 from ...errors import StorageError
 from ..failures import os_failure
 
-__all__ = ["GroupLocks", "check_platform"]
+__all__ = ["GroupLocks", "check_platform", "locked_groups"]
 
 _F_OFD_SETLK: int | None = getattr(fcntl, "F_OFD_SETLK", None)
+_F_OFD_GETLK: int = getattr(fcntl, "F_OFD_GETLK", 36)
 _FLOCK = struct.Struct("hh4xqqi4x")
 _UNLOCK_ONE_BY_ONE = 8
 
@@ -88,6 +90,10 @@ class GroupLocks:
         self.held.add(group_id)
         return True
 
+    def others_hold(self, group_ids: Iterable[bytes]) -> frozenset[bytes]:
+        """:func:`locked_groups` on this lock file (this transaction's own groups included)."""
+        return locked_groups(self._path, self._database, group_ids)
+
     def unlock(self, group_id: bytes) -> None:
         """Release one group before the transaction ends (a group locked but not used).
 
@@ -125,3 +131,32 @@ class GroupLocks:
                 os.close(self._fd)
             self._fd = None
         self.held.clear()
+
+
+def locked_groups(path: str, database: str, group_ids: Iterable[bytes]) -> frozenset[bytes]:
+    """Those of ``group_ids`` some transaction holds now (in any process, the caller's own
+    included), asked of the kernel (``F_OFD_GETLK``) on a descriptor of its own: nothing is
+    taken or waited for.
+
+    Raises:
+        StorageError: the lock file cannot be opened or asked (a subclass for an I/O error).
+    """
+    wanted = list(group_ids)
+    if not wanted:
+        return frozenset()
+    try:
+        fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o644)
+    except OSError as exc:
+        raise os_failure(exc, database=database, what=f"lock file {path}") from exc
+    held = set()
+    try:
+        for group_id in wanted:
+            request = _FLOCK.pack(fcntl.F_WRLCK, os.SEEK_SET, _offset(group_id), 1, 0)
+            reply = fcntl.fcntl(fd, _F_OFD_GETLK, request)
+            if _FLOCK.unpack(reply)[0] != fcntl.F_UNLCK:
+                held.add(group_id)
+    except OSError as exc:
+        raise os_failure(exc, database=database, what=f"lock file {path}") from exc
+    finally:
+        os.close(fd)
+    return frozenset(held)
