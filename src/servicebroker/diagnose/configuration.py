@@ -23,19 +23,32 @@ from __future__ import annotations
 import importlib
 import re
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import Protocol
 
+from ..activation.service import ActivationService
 from ..catalog import DBO, CatalogSnapshot, ContractDef, QueueDef, ServiceDef
+from ..clock import Clock
 from ..errors import BrokerError
 from ..permissions import procedure_principal
-from ..storage.rows import CertificateRow
 from ..transport.routing import choose_route
 from .findings import Finding, finding
+from .remote import missing_principal, remote_target_findings
 
-if TYPE_CHECKING:
-    from ..broker import Broker
+
+class _Diagnosed(Protocol):
+    """What CONFIGURATION reads of a broker (a :class:`~servicebroker.Broker` has it)."""
+
+    @property
+    def catalog(self) -> CatalogSnapshot: ...
+    @property
+    def clock(self) -> Clock: ...
+    @property
+    def activation(self) -> ActivationService: ...
+    @property
+    def principal(self) -> str: ...
+
 
 __all__ = [
     "ENCRYPTIONS",
@@ -107,7 +120,7 @@ def procedure_problem(name: str) -> tuple[str, str] | None:
 
 
 def check_configuration(
-    broker: Broker,
+    broker: _Diagnosed,
     from_service: str | None,
     to_service: str | None,
     contract: str = "DEFAULT",
@@ -211,7 +224,17 @@ def configuration_findings(
             )
             out.extend(_local_target_checks(snap, request, target, now))
         else:
-            out.extend(_remote_target_checks(snap, request, now, wall_now))
+            out.extend(
+                remote_target_findings(
+                    snap,
+                    request.to_service,
+                    request.contract,
+                    encryption=request.encryption,
+                    principal=request.principal,
+                    now=now,
+                    wall_now=wall_now,
+                )
+            )
     if contract is not None and request.from_service and request.to_service:
         out.extend(_priority_checks(snap, request, contract.service_contract_id))
     return out
@@ -426,7 +449,7 @@ def _local_target_checks(
         )
     principal = snap.principals.get(request.principal)
     if principal is None:
-        out.append(_no_principal(request.principal))
+        out.append(missing_principal(request.principal))
     elif principal.principal_id != DBO and not snap.has_permission(
         principal.principal_id, "SEND", f"SERVICE::{target.name}"
     ):
@@ -442,255 +465,6 @@ def _local_target_checks(
             )
         )
     return out
-
-
-def _no_principal(name: str) -> Finding:
-    return finding(
-        "SBD-CFG-PERMISSION-SEND",
-        f"User {name!r}, who is to begin the dialog, does not exist.",
-        f"CREATE USER [{name}] and GRANT SEND on the target service to it.",
-        user=name,
-    )
-
-
-def _remote_target_checks(
-    snap: CatalogSnapshot, request: ConfigurationRequest, now: float, wall_now: float
-) -> list[Finding]:
-    """A target not in this database: route, endpoint, certificates, dialog security."""
-    name = request.to_service
-    assert name is not None
-    out = []
-    expired = [
-        r.name
-        for r in snap.routes.values()
-        if r.service_name == name and r.expiry is not None and r.expiry <= now
-    ]
-    if expired:
-        out.append(
-            finding(
-                "SBD-CFG-ROUTE-EXPIRED",
-                f"Route(s) {', '.join(expired)} to service {name!r} have passed their LIFETIME "
-                "and are ignored (RTE-1).",
-                f"ALTER ROUTE [{expired[0]}] WITH LIFETIME = <seconds>, or create a new route.",
-                service=name,
-                routes=", ".join(expired),
-            )
-        )
-    route = choose_route(
-        snap.routes.values(),
-        service_name=name,
-        broker_instance=None,
-        local_services=snap.services,
-        now=now,
-    )
-    if route is None:
-        out.append(
-            finding(
-                "SBD-CFG-NO-ROUTE",
-                f"No route matches service {name!r}, which is not in this database: its "
-                "messages wait in the transmission queue (RTE-2).",
-                f"CREATE ROUTE [{name}_route] WITH SERVICE_NAME = '{name}', ADDRESS = "
-                "'TCP://host:port' — broker.create_route(…).",
-                service=name,
-            )
-        )
-        return out
-    if route.is_local:
-        out.append(
-            finding(
-                "SBD-CFG-TO-SERVICE-MISSING",
-                f"Target service {name!r} does not exist in this database, and route "
-                f"{route.route_name!r} keeps its messages here (LOCAL): they wait in the "
-                "transmission queue until it is created.",
-                f"CREATE SERVICE [{name}] ON QUEUE <queue> ([{request.contract}]), or CREATE "
-                "ROUTE to the broker that holds it.",
-                service=name,
-                route=route.route_name,
-            )
-        )
-        return out
-    out.append(
-        finding(
-            "SBD-CFG-REMOTE-TARGET",
-            f"Target service {name!r} is reached through route {route.route_name!r} at "
-            f"{route.address}"
-            + (f" (broker instance {route.broker_instance})" if route.broker_instance else "")
-            + ". Its contract, message types, queue and activation are checked at that broker.",
-            "Run `servicebroker diagnose CONFIGURATION TO SERVICE …` on the target's database.",
-            service=name,
-            route=route.route_name,
-            address=route.address,
-        )
-    )
-    out.extend(_endpoint_checks(snap, wall_now))
-    out.extend(_dialog_security_checks(snap, request, wall_now))
-    return out
-
-
-def _endpoint_checks(snap: CatalogSnapshot, wall_now: float) -> list[Finding]:
-    """SEC-1: the transport runs while a STARTED endpoint has a certificate with its key."""
-    endpoint = snap.service_broker_endpoint
-    if endpoint is None:
-        return [
-            finding(
-                "SBD-CFG-NO-ENDPOINT",
-                "This database has no Service Broker endpoint: the transport does not run and "
-                "messages to other brokers stay in the transmission queue.",
-                "CREATE ENDPOINT … FOR SERVICE_BROKER (AUTHENTICATION = CERTIFICATE …) — "
-                "broker.create_endpoint(name, authentication_certificate=…).",
-            )
-        ]
-    out = []
-    if endpoint.state != "STARTED":
-        out.append(
-            finding(
-                "SBD-CFG-ENDPOINT-NOT-STARTED",
-                f"Endpoint {endpoint.name!r} is {endpoint.state}: the transport does not run.",
-                f"ALTER ENDPOINT [{endpoint.name}] STATE = STARTED — "
-                f"broker.alter_endpoint({endpoint.name!r}, state='STARTED').",
-                endpoint=endpoint.name,
-            )
-        )
-    cert = snap.certificates_by_id.get(endpoint.certificate_id)
-    if cert is not None:
-        out.extend(_certificate_checks(cert, f"endpoint {endpoint.name!r}", wall_now, key=True))
-    return out
-
-
-def _certificate_checks(
-    cert: CertificateRow, user: str, wall_now: float, *, key: bool
-) -> list[Finding]:
-    out = []
-    if key and not cert.private_key_file:
-        out.append(
-            finding(
-                "SBD-CFG-CERTIFICATE-NO-KEY",
-                f"Certificate {cert.name!r} of the {user} has no private key.",
-                f"CREATE CERTIFICATE [{cert.name}] … WITH PRIVATE KEY (FILE = …) again.",
-                certificate=cert.name,
-            )
-        )
-    if not cert.start_date <= wall_now <= cert.expiry_date:
-        out.append(
-            finding(
-                "SBD-CFG-CERTIFICATE-EXPIRED",
-                f"Certificate {cert.name!r} of the {user} is not valid now (valid from "
-                f"{_utc(cert.start_date)} to {_utc(cert.expiry_date)} UTC).",
-                "Make a new certificate, create it here and at the other broker, and point "
-                "the endpoint, user or binding at it.",
-                certificate=cert.name,
-            )
-        )
-    return out
-
-
-def _utc(seconds: float) -> str:
-    return time.strftime("%Y-%m-%d %H:%M:%S", time.gmtime(seconds))
-
-
-def _dialog_security_checks(
-    snap: CatalogSnapshot, request: ConfigurationRequest, wall_now: float
-) -> list[Finding]:
-    """SEC-2, SEC-3 as ``request.encryption`` asks; what the remote broker must grant."""
-    name = request.to_service
-    assert name is not None
-    binding = snap.binding_for(name)
-    out = []
-    if binding is None:
-        if request.encryption != "OFF":
-            out.append(
-                finding(
-                    "SBD-CFG-NO-BINDING",
-                    f"No remote service binding for service {name!r}: a dialog begun WITH "
-                    "ENCRYPTION = ON (the default) waits in the transmission queue, 'Dialog "
-                    "security is unavailable' (SEC-2).",
-                    f"CREATE REMOTE SERVICE BINDING … TO SERVICE '{name}' WITH USER = <user "
-                    "owning the target's certificate> — or begin the dialog with "
-                    "encryption=False.",
-                    service=name,
-                )
-            )
-    else:
-        names = {"service": name, "binding": binding.name}
-        if request.encryption == "OFF":
-            out.append(
-                finding(
-                    "SBD-CFG-BINDING-OVERRIDES-OFF",
-                    f"Remote service binding {binding.name!r} secures dialogs to {name!r} even "
-                    "when begun WITH ENCRYPTION = OFF (SEC-2).",
-                    f"Nothing to do, or DROP REMOTE SERVICE BINDING [{binding.name}] for "
-                    "unsecured dialogs.",
-                    **names,
-                )
-            )
-        elif bool(binding.is_anonymous_on) != (request.encryption == "ANONYMOUS"):
-            out.append(
-                finding(
-                    "SBD-CFG-BINDING-ANONYMOUS",
-                    f"Remote service binding {binding.name!r} has ANONYMOUS = "
-                    f"{'ON' if binding.is_anonymous_on else 'OFF'}, but ENCRYPTION "
-                    f"{request.encryption} was asked.",
-                    f"ALTER the binding (drop and create it) with ANONYMOUS = "
-                    f"{'ON' if request.encryption == 'ANONYMOUS' else 'OFF'}.",
-                    **names,
-                )
-            )
-        theirs = snap.certificates_owned_by(binding.principal_id)
-        user = snap.principals_by_id.get(binding.principal_id)
-        user_name = user.name if user else str(binding.principal_id)
-        if not theirs:
-            out.append(
-                finding(
-                    "SBD-CFG-BINDING-NO-CERTIFICATE",
-                    f"Remote service binding {binding.name!r} names user {user_name!r}, who "
-                    "owns no certificate: the session key cannot be wrapped for the target.",
-                    f"CREATE CERTIFICATE … FROM FILE = <the target's certificate>; CREATE USER "
-                    f"[{user_name}] FROM CERTIFICATE … (or AUTHORIZATION [{user_name}]).",
-                    **names,
-                    user=user_name,
-                )
-            )
-        elif not any(c.start_date <= wall_now <= c.expiry_date for c in theirs):
-            newest = max(theirs, key=lambda c: c.expiry_date)
-            out.extend(_certificate_checks(newest, f"user {user_name!r}", wall_now, key=False))
-        if not binding.is_anonymous_on:
-            out.extend(_signing_checks(snap, request.principal, wall_now))
-    out.append(
-        finding(
-            "SBD-CFG-REMOTE-PERMISSION",
-            f"At the broker holding {name!r}: GRANT SEND ON SERVICE::[{name}] to the user owning "
-            "this broker's certificate (full dialog security) or to public (anonymous or "
-            "unsecured dialogs), and GRANT CONNECT ON ENDPOINT to this endpoint's "
-            "certificate's login.",
-            "Check them there: `servicebroker diagnose CONFIGURATION TO SERVICE …` on its "
-            "database.",
-            service=name,
-        )
-    )
-    return out
-
-
-def _signing_checks(snap: CatalogSnapshot, principal_name: str, wall_now: float) -> list[Finding]:
-    """Full dialog security: the beginning principal signs with a certificate it owns."""
-    principal = snap.principals.get(principal_name)
-    if principal is None:
-        return [_no_principal(principal_name)]
-    owned = [c for c in snap.certificates_owned_by(principal.principal_id) if c.private_key_file]
-    if any(c.start_date <= wall_now <= c.expiry_date for c in owned):
-        return []
-    if owned:
-        newest = max(owned, key=lambda c: c.expiry_date)
-        return _certificate_checks(newest, f"user {principal_name!r}", wall_now, key=True)
-    return [
-        finding(
-            "SBD-CFG-NO-DIALOG-CERTIFICATE",
-            f"User {principal_name!r} owns no certificate with a private key: a dialog it "
-            "begins WITH ENCRYPTION = ON cannot be signed and waits in the transmission queue.",
-            f"CREATE CERTIFICATE … AUTHORIZATION [{principal_name}] FROM FILE = … WITH PRIVATE "
-            "KEY (…), or an ANONYMOUS binding, or encryption=False.",
-            user=principal_name,
-        )
-    ]
 
 
 def _priority_checks(
@@ -718,7 +492,3 @@ def _priority_checks(
             levels=text,
         )
     ]
-
-
-def _services(services: Iterable[str]) -> str:
-    return ", ".join(services)

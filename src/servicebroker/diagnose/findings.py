@@ -95,7 +95,7 @@ CODES: dict[str, tuple[str, str]] = {
     ),
     "SBD-CFG-NO-DIALOG-CERTIFICATE": (
         "error",
-        "no certificate with a private key owned by dbo to sign secured dialogs",
+        "the user beginning the dialog owns no certificate with a private key to sign it",
     ),
     "SBD-CFG-REMOTE-PERMISSION": (
         "info",
@@ -122,7 +122,10 @@ CODES: dict[str, tuple[str, str]] = {
         "warning",
         "messages on their way have waited in the transmission queue longer than expected",
     ),
-    "SBD-RUN-QUEUE-DISABLED": ("error", "a queue is OFF: nothing can be sent to it or received"),
+    "SBD-RUN-QUEUE-DISABLED": (
+        "error",
+        "a queue is OFF: nothing is received from it; messages to it wait",
+    ),
     "SBD-RUN-ENDPOINT-ERROR": ("warning", "conversation endpoints are in the ERROR state"),
     "SBD-RUN-ENDPOINT-LIFETIME-PASSED": (
         "warning",

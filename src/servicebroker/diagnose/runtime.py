@@ -17,15 +17,25 @@ import re
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
-from typing import TYPE_CHECKING, Protocol
+from typing import Protocol
 
 from ..claims import GroupClaim
-from ..clock import to_datetime
-from ..views import ConversationEndpointRow, TransmissionQueueRow
+from ..clock import Clock, to_datetime
+from ..operations import Operations, overview
+from ..views import ConversationEndpointRow, TransmissionQueueRow, Views
 from .findings import Finding, finding
 
-if TYPE_CHECKING:
-    from ..broker import Broker
+
+class _Watched(Protocol):
+    """What RUNTIME reads of a broker (a :class:`~servicebroker.Broker` has it)."""
+
+    @property
+    def operations(self) -> Operations: ...
+    @property
+    def views(self) -> Views: ...
+    @property
+    def clock(self) -> Clock: ...
+
 
 __all__ = [
     "WAITING_AFTER",
@@ -89,7 +99,7 @@ def classify_status(status: str) -> str | None:
     return "SBD-RUN-TRANSMISSION-FAILING"
 
 
-def check_runtime(broker: Broker, *, waiting_after: float = WAITING_AFTER) -> list[Finding]:
+def check_runtime(broker: _Watched, *, waiting_after: float = WAITING_AFTER) -> list[Finding]:
     """ssbdiagnose's RUNTIME report on ``broker``'s database, now (broker clock).
 
     Args:
@@ -105,7 +115,7 @@ def check_runtime(broker: Broker, *, waiting_after: float = WAITING_AFTER) -> li
         StorageError: the database cannot be read.
     """
     return runtime_findings(
-        _queues(broker),
+        overview(broker).queues,
         broker.views.transmission_queue(),
         broker.views.conversation_endpoints(),
         broker.views.conversation_group_claims(),
@@ -114,43 +124,7 @@ def check_runtime(broker: Broker, *, waiting_after: float = WAITING_AFTER) -> li
     )
 
 
-@dataclass(frozen=True)
-class _QueueState:
-    """A queue's figures from this process's views (until operations.overview lands)."""
-
-    queue_name: str
-    is_receive_enabled: bool
-    is_activation_enabled: bool
-    activation_procedure: str | None
-    ready_messages: int
-    poison_events: int
-    monitor_state: str | None
-    readers_running: int
-    tasks_waiting: int
-
-
-def _queues(broker: Broker) -> list[_QueueState]:
-    monitors = {m.queue_name: m for m in broker.views.dm_broker_queue_monitors()}
-    out = []
-    for q in broker.views.service_queues():
-        m = monitors.get(q.name)
-        out.append(
-            _QueueState(
-                q.name,
-                q.is_receive_enabled,
-                q.is_activation_enabled,
-                q.activation_procedure,
-                q.ready_messages,
-                0,
-                m.state if m is not None else "UNKNOWN",
-                m.running_tasks if m is not None else 0,
-                m.tasks_waiting if m is not None else 0,
-            )
-        )
-    return out
-
-
-def _now(broker: Broker) -> datetime:
+def _now(broker: _Watched) -> datetime:
     now = to_datetime(broker.clock.now())
     assert now is not None
     return now
