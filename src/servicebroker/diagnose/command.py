@@ -115,13 +115,15 @@ class DiagnoseFailed(click.ClickException):
     exit_code = 2
 
 
-def _text(findings: list[Finding]) -> str:
+def _text(findings: list[Finding], severities: Sequence[str]) -> str:
+    """Each finding as severity and code, message, fix; then the count of each of
+    ``severities`` (those reported)."""
     lines = []
     for f in findings:
         lines.append(f"{f.severity.upper():<8}{f.code}")
         lines.append(f"  {f.message}")
         lines.append(f"  fix: {f.fix}")
-    counts = {s: sum(f.severity == s for f in findings) for s in SEVERITIES}
+    counts = {s: sum(f.severity == s for f in findings) for s in severities}
     summary = ", ".join(f"{n} {s}{'s' if n != 1 else ''}" for s, n in counts.items())
     lines.append(f"{summary}." if findings else "No problems found.")
     return "\n".join(lines)
@@ -139,9 +141,10 @@ def _text(findings: list[Finding]) -> str:
 @click.option(
     "--level",
     type=click.Choice(SEVERITIES, case_sensitive=False),
-    default="info",
+    default="warning",
     show_default=True,
-    help="Report findings of this severity and worse (ssbdiagnose's -LEVEL).",
+    help="Report findings of this severity and worse (ssbdiagnose's -LEVEL; info adds what "
+    "applies, for the record).",
 )
 @click.option(
     "--ignore",
@@ -177,7 +180,7 @@ def diagnose(
     CONFIGURATION [FROM SERVICE s] [TO SERVICE t] [ON CONTRACT c] [ENCRYPTION ON|OFF|ANONYMOUS]
     checks everything a dialog between the services needs; RUNTIME reports the problems of the
     running broker (stuck messages, disabled queues, endpoints in ERROR, …). Every finding has a
-    stable code (docs/diagnose.md). Exit status 0: nothing but infos; 1: errors or warnings.
+    stable code (docs/diagnose.md). Exit status 0: no errors or warnings; 1: some; 2: usage.
     """
     kind, args = parse_report(report)
     unknown = sorted(set(ignored) - set(CODES))
@@ -206,5 +209,5 @@ def diagnose(
     if as_json:
         click.echo(json.dumps([f.to_dict() for f in shown], indent=2))
     else:
-        click.echo(_text(shown))
+        click.echo(_text(shown, SEVERITIES[: worst + 1]))
     raise SystemExit(1 if has_problems(shown) else 0)

@@ -28,6 +28,7 @@ from dataclasses import dataclass
 from typing import Protocol
 
 from ..activation.service import ActivationService
+from ..arguments import short_repr
 from ..catalog import DBO, CatalogSnapshot, ContractDef, QueueDef, ServiceDef
 from ..clock import Clock
 from ..errors import BrokerError
@@ -346,11 +347,12 @@ def _activation_checks(
             out.append(
                 finding(
                     "SBD-CFG-ACTIVATION-PROCEDURE-IN-PROCESS",
-                    f"Queue {queue.name!r}: the activation procedure {procedure!r} is a callable "
-                    "given in a process; only that process can start it, no other broker "
-                    f"process can ({problem[1]}).",
-                    "Name a module-level function as 'package.module:function' in "
-                    "Activation(...), or Broker.register_procedure a name in every process.",
+                    f"Queue {queue.name!r}: the activation procedure {short_repr(procedure)} is "
+                    "a callable given in a process, no import path: only that process can start "
+                    "it, no other broker process can.",
+                    "Nothing while one broker process runs the queue; for several, name a "
+                    "module-level function 'package.module:function' in Activation(...), or "
+                    "Broker.register_procedure a name in every process.",
                     **names,
                 )
             )

@@ -57,7 +57,7 @@ CODES: dict[str, tuple[str, str]] = {
         "the activation procedure 'module:function' cannot be imported",
     ),
     "SBD-CFG-ACTIVATION-PROCEDURE-IN-PROCESS": (
-        "warning",
+        "info",
         "the activation procedure is a callable only the process that registered it can run",
     ),
     "SBD-CFG-ACTIVATION-PROCEDURE-REGISTERED": (
