@@ -198,7 +198,8 @@ def test_a_remote_target_needs_a_route_an_endpoint_and_dialog_security(
     db.create_certificate("here", certificate_file=cert, private_key_file=key)
     db.create_endpoint("sb", listener_port=0, authentication_certificate="here", state="STOPPED")
     assert problems(check_configuration(db, INITIATOR, remote, CONTRACT, encryption="OFF")) == [
-        "SBD-CFG-ENDPOINT-NOT-STARTED"
+        "SBD-CFG-ENDPOINT-NOT-STARTED",
+        "SBD-CFG-ENDPOINT-NO-CONNECT",
     ]
     db.alter_endpoint("sb", state="STARTED")
     # full dialog security: a binding whose user owns the target's certificate
@@ -206,9 +207,11 @@ def test_a_remote_target_needs_a_route_an_endpoint_and_dialog_security(
     db.create_user("remote_user")
     db.create_remote_service_binding("b", to_service=remote, user="remote_user")
     assert problems(check_configuration(db, INITIATOR, remote, CONTRACT)) == [
-        "SBD-CFG-BINDING-NO-CERTIFICATE"
+        "SBD-CFG-ENDPOINT-NO-CONNECT",
+        "SBD-CFG-BINDING-NO-CERTIFICATE",
     ]
     db.create_certificate("there", certificate_file=theirs, authorization="remote_user")
+    db.grant_connect("sb", certificate="there")  # the target broker's connections back (SEC-1)
     assert problems(check_configuration(db, INITIATOR, remote, CONTRACT)) == []
     assert problems(
         check_configuration(db, INITIATOR, remote, CONTRACT, encryption="ANONYMOUS")
@@ -221,6 +224,22 @@ def test_a_remote_target_needs_a_route_an_endpoint_and_dialog_security(
         "SBD-CFG-ROUTE-EXPIRED",
         "SBD-CFG-TO-SERVICE-MISSING",
     ]
+
+
+def test_a_target_reached_from_other_brokers(db: Broker, tmp_path: Path) -> None:
+    make_pair(db)
+    cert, key = make_self_signed("here", tmp_path / "certs")
+    db.create_certificate("here", certificate_file=cert, private_key_file=key)
+    db.create_endpoint("sb", listener_port=0, authentication_certificate="here")
+    # without FROM SERVICE the initiator may be another broker: CONNECT and SEND for it
+    found = check_configuration(db, None, TARGET, CONTRACT)
+    assert problems(found) == ["SBD-CFG-ENDPOINT-NO-CONNECT", "SBD-CFG-REMOTE-SEND-NOT-GRANTED"]
+    assert found[-1].objects == {"service": TARGET, "endpoint": "sb"}
+    theirs, _ = make_self_signed("there", tmp_path / "theirs")
+    db.create_certificate("there", certificate_file=theirs)
+    db.grant_connect("sb", certificate="there")
+    db.grant("SEND", on=f"SERVICE::{TARGET}", to="public")
+    assert problems(check_configuration(db, None, TARGET, CONTRACT)) == []
 
 
 # -- RUNTIME --------------------------------------------------------------------------------

@@ -11,10 +11,12 @@ inputs from a :class:`~servicebroker.Broker` and calls it.
 What is checked, in order: the contract (exists; the initiator may send something; its message
 types with SENT BY and validation, info); the FROM service (exists; its queue ON; its
 activation); the TO service — here: its queue ON, its activation, the contract bound to it, no
-route sending its messages elsewhere, SEND permission for the principal beginning the dialog;
+route sending its messages elsewhere, SEND permission for the principal beginning the dialog
+(and, without FROM SERVICE, what dialogs from other brokers need: CONNECT on the endpoint, SEND
+for public or a certificate's user);
 elsewhere: a live route (RTE-1..3), the Service Broker endpoint STARTED with a usable
 certificate (SEC-1), dialog security as ``encryption`` asks (a remote service binding whose user
-owns a valid certificate, a dbo certificate to sign with; SEC-2, SEC-3), and what the remote
+owns a valid certificate, a certificate the beginning user signs with; SEC-2, SEC-3), and what the remote
 broker must grant (info); the conversation priority levels that apply (PRI-6, info).
 """
 
@@ -35,21 +37,7 @@ from ..errors import BrokerError
 from ..permissions import procedure_principal
 from ..transport.routing import choose_route
 from .findings import Finding, finding
-from .remote import missing_principal, remote_target_findings
-
-
-class _Diagnosed(Protocol):
-    """What CONFIGURATION reads of a broker (a :class:`~servicebroker.Broker` has it)."""
-
-    @property
-    def catalog(self) -> CatalogSnapshot: ...
-    @property
-    def clock(self) -> Clock: ...
-    @property
-    def activation(self) -> ActivationService: ...
-    @property
-    def principal(self) -> str: ...
-
+from .remote import inbound_findings, missing_principal, remote_target_findings
 
 __all__ = [
     "ENCRYPTIONS",
@@ -63,6 +51,19 @@ ENCRYPTIONS = ("ON", "OFF", "ANONYMOUS")
 """ssbdiagnose's ENCRYPTION levels: ON (full dialog security, the default), OFF, ANONYMOUS."""
 
 _DOTTED = re.compile(r"^[A-Za-z_]\w*(\.[A-Za-z_]\w*)*$")
+
+
+class _Diagnosed(Protocol):
+    """What CONFIGURATION reads of a broker (a :class:`~servicebroker.Broker` has it)."""
+
+    @property
+    def catalog(self) -> CatalogSnapshot: ...
+    @property
+    def clock(self) -> Clock: ...
+    @property
+    def activation(self) -> ActivationService: ...
+    @property
+    def principal(self) -> str: ...
 
 
 @dataclass(frozen=True)
@@ -224,6 +225,8 @@ def configuration_findings(
                 _queue_checks(snap, target, "target", checked_queues, registered, import_problem)
             )
             out.extend(_local_target_checks(snap, request, target, now))
+            if request.from_service is None:  # the initiator may be another broker
+                out.extend(inbound_findings(snap, target.name))
         else:
             out.extend(
                 remote_target_findings(

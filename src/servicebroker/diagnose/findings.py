@@ -75,6 +75,14 @@ CODES: dict[str, tuple[str, str]] = {
     "SBD-CFG-ROUTE-EXPIRED": ("warning", "a route to the target service has expired"),
     "SBD-CFG-NO-ENDPOINT": ("error", "no Service Broker endpoint: the transport cannot run"),
     "SBD-CFG-ENDPOINT-NOT-STARTED": ("error", "the Service Broker endpoint is not STARTED"),
+    "SBD-CFG-ENDPOINT-NO-CONNECT": (
+        "warning",
+        "no login has CONNECT on the endpoint: other brokers' connections are refused",
+    ),
+    "SBD-CFG-REMOTE-SEND-NOT-GRANTED": (
+        "warning",
+        "no remote initiator may SEND to the local target service",
+    ),
     "SBD-CFG-CERTIFICATE-NO-KEY": ("error", "a certificate needed here has no private key"),
     "SBD-CFG-CERTIFICATE-EXPIRED": ("error", "a certificate needed here is not valid now"),
     "SBD-CFG-NO-BINDING": (

@@ -3,7 +3,8 @@ side (``diagnose CONFIGURATION … TO SERVICE`` a service not in this database):
 (RTE-1..3), the Service Broker endpoint STARTED with a certificate that has its private key
 (SEC-1), dialog security as ENCRYPTION asks — a remote service binding whose user owns a valid
 certificate of the target, and for full security a certificate the beginning user signs with
-(SEC-2, SEC-3) — and what the remote broker must grant (an info: it is checked there). Pure:
+(SEC-2, SEC-3) — and what the remote broker must grant (an info: it is checked there); and, at
+the target's side, what dialogs from other brokers need here (:func:`inbound_findings`). Pure:
 the catalog snapshot and the clocks in, findings out.
 """
 
@@ -11,12 +12,12 @@ from __future__ import annotations
 
 import time
 
-from ..catalog import CatalogSnapshot
+from ..catalog import DBO, PUBLIC, CatalogSnapshot
 from ..storage.rows import CertificateRow
 from ..transport.routing import choose_route
 from .findings import Finding, finding
 
-__all__ = ["missing_principal", "remote_target_findings"]
+__all__ = ["inbound_findings", "missing_principal", "remote_target_findings"]
 
 
 def missing_principal(name: str) -> Finding:
@@ -150,6 +151,59 @@ def _endpoint_checks(snap: CatalogSnapshot, wall_now: float) -> list[Finding]:
     cert = snap.certificates_by_id.get(endpoint.certificate_id)
     if cert is not None:
         out.extend(_certificate_checks(cert, f"endpoint {endpoint.name!r}", wall_now, key=True))
+    if not snap.endpoint_grants:
+        out.append(_no_connect(endpoint.name))
+    return out
+
+
+def _no_connect(endpoint: str) -> Finding:
+    return finding(
+        "SBD-CFG-ENDPOINT-NO-CONNECT",
+        f"No login has CONNECT on endpoint {endpoint!r}: every other broker's connection is "
+        "refused (SEC-1), so their messages and acknowledgements do not arrive here.",
+        f"GRANT CONNECT ON ENDPOINT::[{endpoint}] TO <the other broker's certificate's login> — "
+        f"broker.grant_connect({endpoint!r}, certificate=<its certificate>).",
+        endpoint=endpoint,
+    )
+
+
+def inbound_findings(snap: CatalogSnapshot, service: str) -> list[Finding]:
+    """What dialogs from other brokers to the local ``service`` need here, when this database
+    has a Service Broker endpoint (none: no other broker reaches it; nothing to check): CONNECT
+    granted to some login (SEC-1), and SEND on the service for the principal a remote initiator
+    is mapped to — ``public`` for anonymous and unsecured dialogs, else a user owning a
+    certificate (SEC-2, SEC-4).
+
+    Args:
+        snap: the catalog.
+        service: the target service's name (in this database).
+
+    Returns:
+        ``SBD-CFG-ENDPOINT-NO-CONNECT`` and ``SBD-CFG-REMOTE-SEND-NOT-GRANTED`` when they apply.
+    """
+    endpoint = snap.service_broker_endpoint
+    if endpoint is None:
+        return []
+    out = [] if snap.endpoint_grants else [_no_connect(endpoint.name)]
+    securable = f"SERVICE::{service}"
+    remote_users = {
+        c.principal_id
+        for c in snap.certificates_by_id.values()
+        if c.principal_id is not None and c.principal_id != DBO
+    }
+    if not any(snap.has_permission(p, "SEND", securable) for p in {PUBLIC, *remote_users}):
+        out.append(
+            finding(
+                "SBD-CFG-REMOTE-SEND-NOT-GRANTED",
+                f"Neither public nor a user owning a certificate has SEND on service {service!r}: "
+                "a dialog from another broker is answered with an Error (-229) and nothing is "
+                "enqueued (SEC-4).",
+                f"GRANT SEND ON SERVICE::[{service}] TO [public] (unsecured or anonymous "
+                "dialogs) or TO the user owning the initiating broker's certificate.",
+                service=service,
+                endpoint=endpoint.name,
+            )
+        )
     return out
 
 
