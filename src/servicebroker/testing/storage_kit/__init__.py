@@ -6,7 +6,7 @@ group locks across connections and across storages (as two processes would hold 
 transmission queue, the catalog, queue activity and leadership. A new backend is done when
 :func:`run_storage_contract` passes on it. The checks are grouped by what they exercise:
 :mod:`.rows`, :mod:`.locks`, :mod:`.transactions`, :mod:`.processes`, :mod:`.dialogs_between`,
-:mod:`.claims`; :mod:`.support` holds
+:mod:`.claims`, :mod:`.statistics`; :mod:`.support` holds
 what they share.
 
 Use it with a function that opens a :class:`~servicebroker.storage.base.Storage` on one
@@ -53,6 +53,7 @@ from .rows import (
     check_receive_order,
     check_timers,
 )
+from .statistics import check_statistics_rows, check_summaries_and_locked_groups
 from .support import ContractViolation, StorageOpener
 from .transactions import (
     check_application_sql,
@@ -88,7 +89,9 @@ __all__ = [
     "check_reads_see_committed_rows",
     "check_receive_order",
     "check_rollback_discards_writes",
+    "check_statistics_rows",
     "check_stream_readers_and_commits",
+    "check_summaries_and_locked_groups",
     "check_timers",
     "check_transmission_queue",
     "check_watch_changes",
@@ -119,6 +122,8 @@ CHECKS: tuple[Callable[[StorageOpener], None], ...] = (
     check_closed_conversations,
     check_group_claims,
     check_stream_readers_and_commits,
+    check_statistics_rows,
+    check_summaries_and_locked_groups,
 )
 """Every check of the contract, in a sensible order (the simplest operations first)."""
 
