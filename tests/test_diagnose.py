@@ -281,6 +281,17 @@ def test_endpoints_past_their_lifetime_without_a_started_broker(db: Broker) -> N
     assert {f.objects["service"] for f in found} == {INITIATOR, TARGET}
 
 
+def test_an_activated_queue_no_started_broker_monitors(db: Broker) -> None:
+    make_pair(db)
+    db.register_procedure("ProcessOrders", reply_and_end)
+    db.alter_queue("tq", activation=Activation("ProcessOrders"))
+    with db.transaction() as tx:
+        tx.send(tx.begin_dialog(INITIATOR, TARGET, contract=CONTRACT), "Req", b"x")
+    (found,) = check_runtime(db)  # this broker was never started: nothing activates tq
+    assert found.code == "SBD-RUN-QUEUE-UNMONITORED"
+    assert found.objects == {"queue": "tq", "ready_messages": "1"}
+
+
 def test_endpoints_in_error_are_found(db: Broker) -> None:
     make_pair(db)
     with db.transaction() as tx:
@@ -467,6 +478,14 @@ def test_json_output_and_exit_statuses(cli_db: tuple[str, Pair]) -> None:
     ignored = ["--ignore", "SBD-CFG-CONTRACT-NOT-ON-TARGET"]
     quiet = runner.invoke(main, ["diagnose", "--url", path, *ignored, *config])
     assert (quiet.exit_code, quiet.output) == (0, "No problems found.\n")
+    # RUNTIME as JSON: a disabled queue
+    with Broker.open(path) as b:
+        b.alter_queue(pair.tq, status=False)
+    run = runner.invoke(main, ["diagnose", "--url", path, "--json", "RUNTIME"])
+    assert run.exit_code == 1
+    assert [(f["code"], f["objects"]["queue"]) for f in json.loads(run.output)] == [
+        ("SBD-RUN-QUEUE-DISABLED", "tq")
+    ]
 
 
 @pytest.mark.parametrize(
