@@ -158,7 +158,7 @@ def test_activation_readers_users_and_permissions(db: Broker) -> None:
     ]
     db.grant("RECEIVE", on="QUEUE::tq", to="worker")
     assert problems(check_configuration(db, None, TARGET, CONTRACT)) == []
-    # the principal beginning the dialog needs SEND on the target service (SEC-4)
+    # the principal beginning the dialog needs SEND on the target service
     db.create_user("alice")
     found = check_configuration(db, INITIATOR, TARGET, CONTRACT, principal="alice")
     assert problems(found) == ["SBD-CFG-PERMISSION-SEND"]
@@ -211,12 +211,12 @@ def test_a_remote_target_needs_a_route_an_endpoint_and_dialog_security(
         "SBD-CFG-BINDING-NO-CERTIFICATE",
     ]
     db.create_certificate("there", certificate_file=theirs, authorization="remote_user")
-    db.grant_connect("sb", certificate="there")  # the target broker's connections back (SEC-1)
+    db.grant_connect("sb", certificate="there")  # the target broker's connections back
     assert problems(check_configuration(db, INITIATOR, remote, CONTRACT)) == []
     assert problems(
         check_configuration(db, INITIATOR, remote, CONTRACT, encryption="ANONYMOUS")
     ) == ["SBD-CFG-BINDING-ANONYMOUS"]
-    # a route past its LIFETIME is ignored (RTE-1)
+    # a route past its LIFETIME is ignored
     db.alter_route("to_remote", lifetime=10)
     assert isinstance(db.clock, ManualClock)
     db.clock.advance(11)
@@ -382,9 +382,9 @@ def row(status: str, *, seq: int = 0, handle: int = 1, age: float = 5.0) -> Tran
 
 
 def test_the_transmission_queue_is_reported_once_per_target_and_reason() -> None:
-    assert classify_status(
-        "No route matches service '//far' (RTE-2); the message waits for one."
-    ) == ("SBD-RUN-TRANSMISSION-NO-ROUTE")
+    assert classify_status("No route matches service '//far'; the message waits for one.") == (
+        "SBD-RUN-TRANSMISSION-NO-ROUTE"
+    )
     assert classify_status("The target queue 'tq' is disabled.") == (
         "SBD-RUN-TRANSMISSION-QUEUE-DISABLED"
     )
