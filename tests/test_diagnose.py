@@ -242,6 +242,21 @@ def test_a_target_reached_from_other_brokers(db: Broker, tmp_path: Path) -> None
     assert problems(check_configuration(db, None, TARGET, CONTRACT)) == []
 
 
+def test_a_broker_id_names_which_instance_holds_the_target(db: Broker) -> None:
+    make_pair(db)
+    own = str(db.service_broker_guid)
+    assert problems(check_configuration(db, INITIATOR, TARGET, CONTRACT, broker_instance=own)) == []
+    other = "8d659e56-e1c0-43ff-a4fc-7d990c809f37"
+    db.create_route(
+        "elsewhere", service_name=TARGET, broker_instance=other, address="TCP://127.0.0.1:4999"
+    )
+    found = check_configuration(
+        db, INITIATOR, TARGET, CONTRACT, encryption="OFF", broker_instance=other
+    )
+    assert "SBD-CFG-REMOTE-TARGET" in codes(found)
+    assert problems(found) == ["SBD-CFG-NO-ENDPOINT"]
+
+
 # -- RUNTIME --------------------------------------------------------------------------------
 @pytest.mark.parametrize("backend", ["sqlite", "postgres"])
 def test_a_message_stuck_because_its_queue_is_off(backend: str, tmp_path: Path) -> None:
@@ -430,6 +445,11 @@ def test_the_grammar_is_ssbdiagnose_s_in_any_case() -> None:
         {"from_service": "//a", "to_service": "//b", "contract": "C", "encryption": "OFF"},
     )
     assert parse_report(["CONFIGURATION", "TO", "SERVICE", "//b"])[1]["contract"] == "DEFAULT"
+    # TO SERVICE name[, broker_id]
+    guid = "8D659E56-E1C0-43FF-A4FC-7D990C809F37"
+    for words in (["//b,", guid], [f"//b,{guid}"], ["//b", f",{guid}"], ["//b", ",", guid]):
+        _, args = parse_report(["CONFIGURATION", "TO", "SERVICE", *words])
+        assert (args["to_service"], args["broker_instance"]) == ("//b", guid.lower())
 
 
 @pytest.fixture
@@ -499,6 +519,7 @@ def test_json_output_and_exit_statuses(cli_db: tuple[str, Pair]) -> None:
         (["CONFIGURATION", "TO", "SERVICE"], "expected a service name after TO SERVICE"),
         (["CONFIGURATION", "TO", "SERVICE", "t", "ON", "CONTRACT"], "a contract name after"),
         (["CONFIGURATION", "TO", "SERVICE", "t", "ENCRYPTION", "maybe"], "ON, OFF or ANONYMOUS"),
+        (["CONFIGURATION", "TO", "SERVICE", "t,", "nope"], "expected a broker_id (a GUID)"),
     ],
 )
 def test_bad_syntax_is_a_usage_error(

@@ -1,7 +1,7 @@
 """The ``servicebroker diagnose`` command: ssbdiagnose's CONFIGURATION and RUNTIME reports
 (docs/tools/ssbdiagnose/ssbdiagnose-utility-service-broker.md), in ssbdiagnose's words::
 
-    servicebroker diagnose [--url URL] [--json] CONFIGURATION [FROM SERVICE s] [TO SERVICE t]
+    servicebroker diagnose [--url URL] [--json] CONFIGURATION [FROM SERVICE s] [TO SERVICE t[, id]]
         [ON CONTRACT c] [ENCRYPTION {ON | OFF | ANONYMOUS}]
     servicebroker diagnose [--url URL] [--json] RUNTIME
 
@@ -22,6 +22,7 @@ import click
 from ..broker import Broker
 from ..errors import BrokerError
 from ..storage import sqlite_path
+from ..transport.routing import normalize_broker_instance
 from .configuration import ENCRYPTIONS, check_configuration
 from .findings import CODES, SEVERITIES, Finding, has_problems, sort_findings
 from .runtime import WAITING_AFTER, check_runtime
@@ -30,10 +31,11 @@ __all__ = ["DiagnoseFailed", "Report", "diagnose", "parse_report"]
 
 Report = tuple[str, dict[str, str]]
 """A parsed report: ``("RUNTIME", {})`` or ``("CONFIGURATION", {"from_service": …,
-"to_service": …, "contract": …, "encryption": …})``."""
+"to_service": …, "broker_instance": …, "contract": …, "encryption": …})`` (the services and the
+broker instance only when given)."""
 
 USAGE = (
-    "CONFIGURATION [FROM SERVICE name] [TO SERVICE name] [ON CONTRACT name] "
+    "CONFIGURATION [FROM SERVICE name] [TO SERVICE name[, broker_id]] [ON CONTRACT name] "
     "[ENCRYPTION {ON | OFF | ANONYMOUS}]  or  RUNTIME"
 )
 
@@ -43,6 +45,28 @@ def _take(words: list[str], i: int, keyword: str, what: str) -> tuple[str, int]:
     if i >= len(words):
         raise click.UsageError(f"expected {what} after {keyword}")
     return words[i], i + 1
+
+
+def _broker_id(items: list[str], i: int, found: dict[str, str]) -> int:
+    """TO SERVICE ``name[, broker_id]``: the optional broker instance after a comma (``t,
+    GUID``, ``t,GUID``, ``t , GUID``); ``i`` is the index after the name's word. Returns the
+    index after what was taken."""
+    name = found["to_service"]
+    rest: str | None = None
+    if "," in name:
+        name, _, rest = name.rpartition(",")
+    elif i < len(items) and items[i].startswith(","):
+        rest, i = items[i][1:], i + 1
+    if rest is None:
+        return i
+    if not rest.strip():
+        rest, i = _take(items, i, "TO SERVICE name,", "a broker_id (a service_broker_guid)")
+    try:
+        found["broker_instance"] = normalize_broker_instance(rest.strip())
+    except BrokerError:
+        raise click.UsageError(f"expected a broker_id (a GUID) after TO SERVICE {name},") from None
+    found["to_service"] = name.strip()
+    return i
 
 
 def parse_report(words: Sequence[str]) -> Report:
@@ -78,6 +102,8 @@ def parse_report(words: Sequence[str]) -> Report:
             if key in found:
                 raise click.UsageError(f"{word} SERVICE given twice")
             found[key], i = _take(items, i + 2, f"{word} SERVICE", "a service name")
+            if word == "TO":
+                i = _broker_id(items, i, found)
         elif word == "ON" and nxt == "CONTRACT":
             if "contract" in found:
                 raise click.UsageError("ON CONTRACT given twice")
@@ -199,6 +225,7 @@ def diagnose(
                     args["contract"],
                     encryption=args["encryption"],
                     principal=principal,
+                    broker_instance=args.get("broker_instance"),
                 )
     except BrokerError as exc:
         raise DiagnoseFailed(str(exc)) from exc

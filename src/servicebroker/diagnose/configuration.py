@@ -35,7 +35,7 @@ from ..catalog import DBO, CatalogSnapshot, ContractDef, QueueDef, ServiceDef
 from ..clock import Clock
 from ..errors import BrokerError
 from ..permissions import procedure_principal
-from ..transport.routing import choose_route
+from ..transport.routing import choose_route, normalize_broker_instance
 from .findings import Finding, finding
 from .remote import inbound_findings, missing_principal, remote_target_findings
 
@@ -78,6 +78,8 @@ class ConfigurationRequest:
         encryption: ``"ON"``, ``"OFF"`` or ``"ANONYMOUS"``: the dialog security a dialog to a
             remote target must have (ignored for a target in this database: never encrypted).
         principal: the user beginning the dialog (``dbo`` may do everything).
+        broker_instance: TO SERVICE's ``broker_id``: the target's ``service_broker_guid``
+            (canonical text), or None for any (a dialog begun naming that instance).
 
     Raises:
         BrokerError: neither service given, or an unknown encryption.
@@ -88,6 +90,7 @@ class ConfigurationRequest:
     contract: str = "DEFAULT"
     encryption: str = "ON"
     principal: str = "dbo"
+    broker_instance: str | None = None
 
     def __post_init__(self) -> None:
         if self.from_service is None and self.to_service is None:
@@ -129,6 +132,7 @@ def check_configuration(
     *,
     encryption: str = "ON",
     principal: str | None = None,
+    broker_instance: str | None = None,
 ) -> list[Finding]:
     """ssbdiagnose's CONFIGURATION report on ``broker``'s catalog (read fresh).
 
@@ -140,6 +144,8 @@ def check_configuration(
         encryption: ``"ON"`` (default), ``"OFF"`` or ``"ANONYMOUS"`` (see
             :class:`ConfigurationRequest`).
         principal: the user who begins the dialog (default the broker's principal).
+        broker_instance: the target's broker instance (ssbdiagnose's TO SERVICE ``name,
+            broker_id``), or None.
 
     Returns:
         The findings, in the order checked (see the module docstring); empty or infos only
@@ -150,7 +156,12 @@ def check_configuration(
             cannot be read.
     """
     request = ConfigurationRequest(
-        from_service, to_service, contract, encryption, principal or broker.principal
+        from_service,
+        to_service,
+        contract,
+        encryption,
+        principal or broker.principal,
+        None if broker_instance is None else normalize_broker_instance(broker_instance),
     )
     return configuration_findings(
         broker.catalog,
@@ -219,7 +230,7 @@ def configuration_findings(
                 )
             )
     if request.to_service is not None:
-        target = snap.services.get(request.to_service)
+        target = _local_target(snap, request.to_service, request.broker_instance, now)
         if target is not None:
             out.extend(
                 _queue_checks(snap, target, "target", checked_queues, registered, import_problem)
@@ -235,6 +246,7 @@ def configuration_findings(
                     request.contract,
                     encryption=request.encryption,
                     principal=request.principal,
+                    broker_instance=request.broker_instance,
                     now=now,
                     wall_now=wall_now,
                 )
@@ -242,6 +254,27 @@ def configuration_findings(
     if contract is not None and request.from_service and request.to_service:
         out.extend(_priority_checks(snap, request, contract.service_contract_id))
     return out
+
+
+def _local_target(
+    snap: CatalogSnapshot, name: str, broker_instance: str | None, now: float
+) -> ServiceDef | None:
+    """The target service when dialogs to it stay in this database: it exists here and no
+    broker instance is named, or the one named is this database's, or the routes still deliver
+    here (RTE-2 step 5); else None (a remote target)."""
+    target = snap.services.get(name)
+    if target is None or broker_instance is None:
+        return target
+    if snap.service_broker_guid is not None and str(snap.service_broker_guid) == broker_instance:
+        return target
+    route = choose_route(
+        snap.routes.values(),
+        service_name=name,
+        broker_instance=broker_instance,
+        local_services=snap.services,
+        now=now,
+    )
+    return target if route is not None and route.is_local else None
 
 
 def _contract_checks(snap: CatalogSnapshot, contract: ContractDef) -> list[Finding]:

@@ -37,6 +37,7 @@ def remote_target_findings(
     *,
     encryption: str,
     principal: str,
+    broker_instance: str | None = None,
     now: float,
     wall_now: float,
 ) -> list[Finding]:
@@ -48,6 +49,7 @@ def remote_target_findings(
         contract: the contract's name (for the fixes' text).
         encryption: ``"ON"``, ``"OFF"`` or ``"ANONYMOUS"`` (ssbdiagnose's ENCRYPTION).
         principal: the user beginning the dialog (signs a fully secured dialog).
+        broker_instance: the target's broker instance (canonical GUID text), or None for any.
         now: broker-clock seconds (route lifetimes, RTE-1).
         wall_now: seconds since the epoch (certificate validity, as dialog security checks).
 
@@ -76,7 +78,7 @@ def remote_target_findings(
     route = choose_route(
         snap.routes.values(),
         service_name=name,
-        broker_instance=None,
+        broker_instance=broker_instance,
         local_services=snap.services,
         now=now,
     )
@@ -84,8 +86,10 @@ def remote_target_findings(
         out.append(
             finding(
                 "SBD-CFG-NO-ROUTE",
-                f"No route matches service {name!r}, which is not in this database: its "
-                "messages wait in the transmission queue (RTE-2).",
+                f"No route matches service {name!r}"
+                + (f" at broker instance {broker_instance}" if broker_instance else "")
+                + ", which is not in this database: its messages wait in the transmission "
+                "queue (RTE-2).",
                 f"CREATE ROUTE [{name}_route] WITH SERVICE_NAME = '{name}', ADDRESS = "
                 "'TCP://host:port' — broker.create_route(…).",
                 service=name,
