@@ -284,6 +284,16 @@ def test_a_message_stuck_because_its_queue_is_off(backend: str, tmp_path: Path) 
     assert "ALTER QUEUE [tq] WITH STATUS = ON" in stuck.fix
 
 
+def test_a_message_stuck_because_its_target_service_is_missing(db: Broker) -> None:
+    make_pair(db)
+    with db.transaction() as tx:
+        tx.send(tx.begin_dialog(INITIATOR, "//missing"), "DEFAULT", b"x")
+    (found,) = check_runtime(db)
+    assert found.code == "SBD-RUN-TRANSMISSION-SERVICE-MISSING"
+    assert found.objects["to_service"] == "//missing"
+    assert found.objects["transmission_status"] == "the target service '//missing' does not exist"
+
+
 def test_endpoints_past_their_lifetime_without_a_started_broker(db: Broker) -> None:
     make_pair(db)
     with db.transaction() as tx:
