@@ -1,5 +1,5 @@
 """The ``servicebroker`` command line (click): init, ddl, certificate, send, receive, peek,
-status, serve, activator, demo.
+status, serve, activator, demo, metrics.
 
 Every command takes ``--url`` (default: ``servicebroker.db`` in the current folder; also the
 ``SERVICEBROKER_URL`` environment variable; for ``activator`` the configuration file's ``url``)
@@ -27,6 +27,7 @@ from .activation.activator import ExternalActivator, load_config
 from .broker import Broker
 from .errors import BrokerError
 from .messages import Message
+from .metrics.command import metrics
 
 __all__ = ["main"]
 
@@ -617,6 +618,8 @@ def demo(
         raise click.ClickException(str(exc)) from exc
     sys.exit(0 if result.ok else 1)
 
+
+main.add_command(metrics)
 
 if __name__ == "__main__":  # pragma: no cover
     main()
