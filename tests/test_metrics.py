@@ -364,9 +364,9 @@ def test_metrics_equal_the_overview_and_the_views(
 ) -> None:
     # a broker with traffic, read from another broker object (as a metrics process does):
     # every figure equals operations.overview and the views it stands for —
-    # sys.service_queues' ready messages split into ready / received (a held group, RCV-2),
+    # sys.service_queues' ready messages split into ready / received (a held group),
     # sys.conversation_endpoints by state_desc, sys.transmission_queue by transmission_status
-    # (a message for a queue that is OFF waits there, QUE-3):
+    # (a message for a queue that is OFF waits there):
     # https://learn.microsoft.com/en-us/sql/relational-databases/system-catalog-views/sys-transmission-queue-transact-sql
     broker.create_queue("offq", status=False)
     broker.create_service("//test/Off", queue="offq", contracts=[pair.contract])
@@ -649,7 +649,7 @@ def test_activation_starts_survive_the_leader_stopping(
     broker: Broker, pair: Pair, url: str, clock: ManualClock
 ) -> None:
     # a counter never goes down (https://prometheus.io/docs/concepts/metric_types/#counter):
-    # the procedures a queue monitor started (ACT-7) still count once their broker stops
+    # the procedures a queue monitor started still count once their broker stops
     def reader(ctx: ActivationContext) -> None:
         with ctx.broker.transaction() as tx:
             tx.receive(ctx.queue_name)

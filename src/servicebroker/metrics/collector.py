@@ -17,7 +17,7 @@ labels and meaning, in ``docs/metrics.md``.
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 from prometheus_client import CollectorRegistry, make_asgi_app
 from prometheus_client.core import (
@@ -32,8 +32,7 @@ from prometheus_client.utils import floatToGoString
 from ..statistics import RETIRED
 
 if TYPE_CHECKING:
-    from ..broker import Broker
-    from ..operations import Overview, QueueOverview
+    from ..operations import Operations, Overview, QueueOverview
     from ..statistics import Histogram
 
 __all__ = [
@@ -41,10 +40,19 @@ __all__ = [
     "MONITOR_STATES",
     "PREFIX",
     "BrokerCollector",
+    "Observed",
     "families",
     "histogram_family",
     "metrics_app",
 ]
+
+
+class Observed(Protocol):
+    """What the collector reads: a :class:`~servicebroker.Broker` (its ``operations``)."""
+
+    @property
+    def operations(self) -> Operations: ...
+
 
 PREFIX = "servicebroker"
 MONITOR_STATES = ("INACTIVE", "NOTIFIED", "RECEIVES_OCCURRING")
@@ -108,7 +116,7 @@ class BrokerCollector(Collector):
     """
 
     def __init__(
-        self, broker: Broker, *, source: Callable[[Broker], Overview] | None = None
+        self, broker: Observed, *, source: Callable[[Observed], Overview] | None = None
     ) -> None:
         self._broker = broker
         self._source = source
@@ -299,7 +307,7 @@ def _broker_families(ov: Overview) -> list[Metric]:
     return [*out, running, leaders]
 
 
-def metrics_app(broker: Broker) -> Callable[..., Any]:
+def metrics_app(broker: Observed) -> Callable[..., Any]:
     """An ASGI app serving ``broker``'s metrics in Prometheus' text format (or OpenMetrics
     when the scraper asks for it), for ``servicebroker metrics`` or to mount at ``/metrics``
     in the web console.

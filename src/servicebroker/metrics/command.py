@@ -15,7 +15,7 @@ import signal
 
 import click
 
-from ..broker import Broker
+from .. import Broker
 from ..errors import BrokerError
 from ..storage import sqlite_path
 
