@@ -4,6 +4,7 @@ while it runs."""
 
 from __future__ import annotations
 
+import asyncio
 import itertools
 import json
 import os
@@ -25,7 +26,7 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from servicebroker import Activation, ActivationContext, Broker, ManualClock
 from servicebroker.cli import main
-from servicebroker.metrics import BrokerCollector
+from servicebroker.metrics import BrokerCollector, metrics_app
 from servicebroker.metrics.collector import histogram_family
 from servicebroker.operations import overview
 from servicebroker.statistics import RETIRED
@@ -673,3 +674,27 @@ def test_activation_starts_survive_the_leader_stopping(
     with Broker.open(url, clock=clock) as reader_process:
         s, _ = scrape_broker(reader_process)
     assert value(s, ACTIVATION_STARTS, queue=pair.tq) >= 1
+
+
+def test_the_app_serves_at_a_starlette_route(broker: Broker, pair: Pair) -> None:
+    # how the web console serves it: Route("/metrics", metrics_app(broker)); Prometheus'
+    # text format by default, OpenMetrics when the scraper asks for it
+    from starlette.applications import Starlette
+    from starlette.routing import Route
+
+    with broker.transaction() as tx:
+        tx.send(tx.begin_dialog(pair.initiator, pair.target, contract=pair.contract), "Req", b"x")
+    app = Starlette(routes=[Route("/metrics", metrics_app(broker))])
+
+    async def get(headers: dict[str, str]) -> httpx.Response:
+        transport = httpx.ASGITransport(app=app)
+        async with httpx.AsyncClient(transport=transport, base_url="http://console") as client:
+            return await client.get("/metrics", headers=headers)
+
+    text = asyncio.run(get({}))
+    assert text.status_code == 200 and text.headers["content-type"].startswith("text/plain")
+    samples, _ = parse(text.text)
+    assert value(samples, "servicebroker_queue_messages", queue=pair.tq, state="ready") == 1
+    open_metrics = asyncio.run(get({"Accept": "application/openmetrics-text"}))
+    assert open_metrics.headers["content-type"].startswith("application/openmetrics-text")
+    assert open_metrics.text.rstrip().endswith("# EOF")

@@ -40,6 +40,7 @@ __all__ = [
     "MONITOR_STATES",
     "PREFIX",
     "BrokerCollector",
+    "MetricsApp",
     "Observed",
     "families",
     "histogram_family",
@@ -307,21 +308,39 @@ def _broker_families(ov: Overview) -> list[Metric]:
     return [*out, running, leaders]
 
 
-def metrics_app(broker: Observed) -> Callable[..., Any]:
+class MetricsApp:
+    """The ASGI app :func:`metrics_app` returns: ``prometheus_client.make_asgi_app`` on a
+    registry of its own, as an object (not a function), so that Starlette serves it as an ASGI
+    app both ways: ``Route("/metrics", app)`` (exactly ``/metrics``) and
+    ``Mount("/metrics", app)`` (``/metrics/``, after a redirect).
+
+    Args:
+        registry: the registry to serve.
+    """
+
+    def __init__(self, registry: CollectorRegistry) -> None:
+        self.registry = registry
+        self._app = make_asgi_app(registry)
+
+    async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
+        """Answer one HTTP request (the ASGI interface; HTTP only, no lifespan events)."""
+        await self._app(scope, receive, send)
+
+
+def metrics_app(broker: Observed) -> MetricsApp:
     """An ASGI app serving ``broker``'s metrics in Prometheus' text format (or OpenMetrics
-    when the scraper asks for it), for ``servicebroker metrics`` or to mount at ``/metrics``
-    in the web console.
+    when the scraper asks for it), for ``servicebroker metrics`` or for the web console's
+    ``/metrics`` (``Route("/metrics", metrics_app(broker))`` in Starlette).
 
     Args:
         broker: an open broker (not necessarily started); it must stay open while the app
             serves.
 
     Returns:
-        ``prometheus_client.make_asgi_app`` on a registry of its own holding one
-        :class:`BrokerCollector` (not the process-wide default registry, so nothing else of
-        the process is exported). It answers HTTP requests only (no lifespan events), and
-        reads the overview in the event loop's thread, like every ``make_asgi_app``.
+        A :class:`MetricsApp` on a registry of its own holding one :class:`BrokerCollector`
+        (not the process-wide default registry, so nothing else of the process is exported).
+        It reads the overview in the event loop's thread, as every ``make_asgi_app`` does.
     """
     registry = CollectorRegistry(auto_describe=False)
     registry.register(BrokerCollector(broker))
-    return make_asgi_app(registry)
+    return MetricsApp(registry)
