@@ -13,9 +13,9 @@ import signal
 import subprocess
 import sys
 from collections import Counter
+from dataclasses import fields, replace
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
-from types import SimpleNamespace
 from typing import Any
 
 import httpx
@@ -24,12 +24,20 @@ from click.testing import CliRunner
 from prometheus_client import CollectorRegistry, generate_latest
 from prometheus_client.parser import text_string_to_metric_families
 
-from servicebroker import Activation, ActivationContext, Broker, ManualClock
+from servicebroker import (
+    END_DIALOG,
+    Activation,
+    ActivationContext,
+    Broker,
+    BrokerError,
+    DatabaseUnavailableError,
+    ManualClock,
+)
 from servicebroker.cli import main
 from servicebroker.metrics import BrokerCollector, metrics_app
-from servicebroker.metrics.collector import histogram_family
-from servicebroker.operations import overview
-from servicebroker.statistics import RETIRED
+from servicebroker.metrics.collector import MetricsApp, histogram_family
+from servicebroker.operations import Overview, QueueOverview, overview
+from servicebroker.statistics import RETIRED, Histogram, InstanceStatistics
 from servicebroker.testing.ports import free_port
 
 from .conftest import Pair, need_spark
@@ -64,115 +72,59 @@ def value(samples: Samples, name: str, **labels: str) -> float:
     return samples[(name, tuple(sorted(labels.items())))]
 
 
-def histogram(bounds: tuple[float, ...], counts: tuple[int, ...], total: float) -> Any:
-    return SimpleNamespace(bounds=bounds, counts=counts, sum=total, count=sum(counts))
+def queue(name: str, **figures: Any) -> QueueOverview:
+    """A queue with every figure 0 (STATUS ON, no activation) but ``figures``."""
+    base: dict[str, Any] = {f.name: 0 for f in fields(QueueOverview)}
+    base.update(queue_name=name, is_receive_enabled=True, is_activation_enabled=False)
+    base.update(activation_procedure=None, monitor_state=None, messages_enqueued={})
+    base.update(messages_sent={}, messages_received={})
+    return QueueOverview(**{**base, **figures})
 
 
-def instance(**figures: Any) -> Any:
-    base: dict[str, Any] = {
-        "instance_id": "i",
-        "process": "host:1",
-        "started": 0.0,
-        "updated": 0.0,
-        "is_leader": False,
-        "is_running": False,
-        "timer_ticks": 0,
-        "conversation_timers_fired": 0,
-        "lifetimes_expired": 0,
-        "commits": 0,
-        "rollbacks": 0,
-        "commit_seconds": histogram((0.01, 0.1), (0, 0, 0), 0.0),
-        "receive_wait_seconds": histogram((0.1, 1.0), (0, 0, 0), 0.0),
-    }
-    return SimpleNamespace(**{**base, **figures})
-
-
-def queue(name: str, **figures: Any) -> Any:
-    base: dict[str, Any] = {
-        "queue_name": name,
-        "queue_id": 1,
-        "is_receive_enabled": True,
-        "is_activation_enabled": False,
-        "activation_procedure": None,
-        "max_readers": 1,
-        "is_poison_message_handling_enabled": True,
-        "ready_messages": 0,
-        "received_messages": 0,
-        "claimed_messages": 0,
-        "retained_messages": 0,
-        "conversation_groups": 0,
-        "locked_groups": 0,
-        "claimed_groups": 0,
-        "monitor_state": None,
-        "tasks_waiting": 0,
-        "readers_running": 0,
-        "peak_readers": 0,
-        "activation_starts": 0,
-        "poison_events": 0,
-        "messages_enqueued": {},
-        "messages_sent": {},
-        "messages_received": {},
-    }
-    return SimpleNamespace(**{**base, **figures})
-
-
-def fixed_overview() -> Any:
-    """An overview with every field set (the read model's documented fields)."""
+def fixed_overview() -> Overview:
+    """An overview with every kind of figure set: two queues (one turned OFF by poison
+    handling), a transmission queue, dialogs, a leading broker, an idle one, a retired row."""
     now = datetime(2026, 1, 1, 12, 0, tzinfo=UTC)
-    leader = instance(
-        is_leader=True,
-        is_running=True,
-        timer_ticks=7,
-        conversation_timers_fired=2,
-        lifetimes_expired=1,
-        commits=40,
-        rollbacks=3,
-        commit_seconds=histogram((0.01, 0.1), (30, 9, 1), 0.75),
-        receive_wait_seconds=histogram((0.1, 1.0), (5, 2, 0), 1.5),
+    commit = Histogram((0.01, 0.1), (31, 10, 1), 0.8)
+    wait = Histogram((0.1, 1.0), (5, 2, 0), 1.5)
+    figures = {"timer_ticks": 7, "conversation_timers_fired": 2, "lifetimes_expired": 1}
+    figures.update(commits=42, rollbacks=3)
+    orders = queue(
+        "orders",
+        ready_messages=5,
+        received_messages=2,
+        claimed_messages=6,
+        retained_messages=1,
+        conversation_groups=4,
+        locked_groups=1,
+        claimed_groups=1,
+        is_activation_enabled=True,
+        monitor_state="RECEIVES_OCCURRING",
+        tasks_waiting=1,
+        readers_running=2,
+        peak_readers=3,
+        activation_starts=6,
+        messages_enqueued={"Req": 8},
+        messages_sent={"Resp": 3},
+        messages_received={"Req": 3, END_DIALOG: 1},
     )
-    idle = instance(instance_id="j", process="host:2", commits=2)
-    retired = instance(instance_id=RETIRED, process="", commits=0)
-    totals = instance(
-        timer_ticks=7,
-        conversation_timers_fired=2,
-        lifetimes_expired=1,
-        commits=42,
-        rollbacks=3,
-        commit_seconds=histogram((0.01, 0.1), (31, 10, 1), 0.8),
-        receive_wait_seconds=histogram((0.1, 1.0), (5, 2, 0), 1.5),
-    )
-    return SimpleNamespace(
+    return Overview(
         taken_at=now,
         database="SQLite database x.db",
-        queues=[
-            queue(
-                "orders",
-                ready_messages=5,
-                received_messages=2,
-                claimed_messages=6,
-                retained_messages=1,
-                conversation_groups=4,
-                locked_groups=1,
-                claimed_groups=1,
-                is_activation_enabled=True,
-                monitor_state="RECEIVES_OCCURRING",
-                tasks_waiting=1,
-                readers_running=2,
-                peak_readers=3,
-                activation_starts=6,
-                messages_enqueued={"Req": 8},
-                messages_sent={"Resp": 3},
-                messages_received={"Req": 3, "http://schemas.microsoft.com/SQL/ServiceBroker/EndDialog": 1},
-            ),
-            queue("poisoned", is_receive_enabled=False, poison_events=1),
-        ],
+        queues=[orders, queue("poisoned", is_receive_enabled=False, poison_events=1)],
         transmission_count=3,
         transmission_oldest=now - timedelta(seconds=90),
         transmission_by_status={"": 1, "The target queue is disabled.": 2},
         dialogs_by_state={"CONVERSING": 4, "DISCONNECTED_INBOUND": 1},
-        instances=[leader, idle, retired],
-        totals=totals,
-    )  # fmt: skip
+        instances=[
+            InstanceStatistics("i", is_leader=True, is_running=True),
+            InstanceStatistics("j", commits=2),
+            InstanceStatistics(RETIRED),
+        ],
+        totals=InstanceStatistics(
+            "total", commit_seconds=commit, receive_wait_seconds=wait, **figures
+        ),
+    )
 
 
 def test_collector_exports_one_overview_by_prometheus_conventions() -> None:
@@ -197,7 +149,10 @@ def test_collector_exports_one_overview_by_prometheus_conventions() -> None:
     typed = {"queue": "orders", "message_type": "Req"}
     assert value(s, "servicebroker_queue_messages_enqueued_total", **typed) == 8
     assert value(s, "servicebroker_queue_messages_received_total", **typed) == 3
-    assert value(s, "servicebroker_queue_messages_sent_total", queue="orders", message_type="Resp") == 3  # fmt: skip
+    assert (
+        value(s, "servicebroker_queue_messages_sent_total", queue="orders", message_type="Resp")
+        == 3
+    )
     assert value(s, "servicebroker_queue_activation_starts_total", queue="orders") == 6
     assert value(s, "servicebroker_queue_readers_running", queue="orders") == 2
     assert value(s, "servicebroker_queue_peak_readers", queue="orders") == 3
@@ -207,10 +162,13 @@ def test_collector_exports_one_overview_by_prometheus_conventions() -> None:
         for st in ("INACTIVE", "NOTIFIED", "RECEIVES_OCCURRING")
     }
     assert states == {"INACTIVE": 0, "NOTIFIED": 0, "RECEIVES_OCCURRING": 1}
-    unmonitored = [value(s, "servicebroker_queue_monitor_state", queue="poisoned", state=st) for st in states]  # fmt: skip
+    unmonitored = [
+        value(s, "servicebroker_queue_monitor_state", queue="poisoned", state=st) for st in states
+    ]
     assert unmonitored == [0, 0, 0]  # no started broker monitors it
     assert value(s, "servicebroker_transmission_queue_messages", status="") == 1
-    assert value(s, "servicebroker_transmission_queue_messages", status="The target queue is disabled.") == 2  # fmt: skip
+    disabled = "The target queue is disabled."
+    assert value(s, "servicebroker_transmission_queue_messages", status=disabled) == 2
     assert value(s, "servicebroker_transmission_queue_oldest_message_age_seconds") == 90
     assert value(s, "servicebroker_conversation_endpoints", state="CONVERSING") == 4
     assert value(s, "servicebroker_timer_ticks_total") == 7
@@ -238,30 +196,28 @@ def test_collector_exports_one_overview_by_prometheus_conventions() -> None:
 
 
 def test_empty_transmission_queue_has_no_age_and_a_bad_histogram_is_refused() -> None:
-    ov = fixed_overview()
-    ov.transmission_oldest = None
-    ov.transmission_by_status = {}
-    s, _ = scrape(ov)
+    s, _ = scrape(replace(fixed_overview(), transmission_oldest=None, transmission_by_status={}))
     assert value(s, "servicebroker_transmission_queue_oldest_message_age_seconds") == 0
     assert not [k for k in s if k[0] == "servicebroker_transmission_queue_messages"]
-    with pytest.raises(ValueError, match="3 counts for 3 bounds"):
-        histogram_family("x_seconds", "x", histogram((0.1, 1.0, 2.0), (1, 2, 3), 1.0))
+    with pytest.raises(BrokerError, match="3 counts for 3 bounds"):
+        histogram_family("x_seconds", "x", Histogram((0.1, 1.0, 2.0), (1, 2, 3), 1.0))
 
 
 def test_each_scrape_reads_one_new_overview() -> None:
     # no in-process counters: a scrape shows what the overview says now, and only that
-    taken: list[int] = []
-    ov = fixed_overview()
+    taken: list[Overview] = []
 
-    def source(_broker: object) -> Any:
-        taken.append(1)
+    def source(_broker: object) -> Overview:
+        ov = fixed_overview()
+        if taken:  # the database moved on between the two scrapes
+            ov = replace(ov, totals=replace(ov.totals, commits=50))
+        taken.append(ov)
         return ov
 
     registry = CollectorRegistry(auto_describe=False)
     registry.register(BrokerCollector(None, source=source))
     assert taken == []  # registering reads nothing
     first, _ = parse(generate_latest(registry).decode())
-    ov.totals.commits = 50
     second, _ = parse(generate_latest(registry).decode())
     assert len(taken) == 2
     assert value(first, "servicebroker_commits_total") == 42
@@ -332,10 +288,19 @@ def start_metrics(url: str, port: int, log: Path) -> subprocess.Popen[bytes]:
     """``servicebroker metrics --url URL --port PORT`` in a process of its own."""
     with log.open("wb") as out:
         return subprocess.Popen(
-            [sys.executable, "-m", "servicebroker.cli", "metrics", "--url", url, "--port", str(port)],
+            [
+                sys.executable,
+                "-m",
+                "servicebroker.cli",
+                "metrics",
+                "--url",
+                url,
+                "--port",
+                str(port),
+            ],
             stdout=out,
             stderr=subprocess.STDOUT,
-        )  # fmt: skip
+        )
 
 
 def get_metrics(port: int) -> str | None:
@@ -510,7 +475,9 @@ FLIGHT_TYPES = ("Scheduled", "Departed", "Arrived", "Cancelled", "FlightProcesse
 def demo_report(text: str) -> dict[str, int]:
     """The figures the demo's closing report states (per-carrier table summed, broker table)."""
     figures = dict.fromkeys(("flights", "cancelled", "arrived", "arrival_missing"), 0)
-    row = re.compile(r"^│\s+([0-9A-Z]{2})\s+│\s+([\d,]+)\s+│\s+([\d,]+)\s+│\s+([\d,]+)\s+│\s+([\d,]+)\s+│")  # fmt: skip
+    row = re.compile(
+        r"^│\s+([0-9A-Z]{2})\s+│\s+([\d,]+)\s+│\s+([\d,]+)\s+│\s+([\d,]+)\s+│\s+([\d,]+)\s+│"
+    )
     for line in text.splitlines():
         if m := row.match(line.strip()):
             for key, cell in zip(figures, m.groups()[1:], strict=True):
@@ -542,7 +509,12 @@ def counter_samples(samples: Samples, types: dict[str, str]) -> Samples:
     """The samples that may only go up: counters' ``_total`` and histograms' series."""
     out: Samples = {}
     for (name, labels), v in samples.items():
-        for suffix, kind in (("_total", "counter"), ("_bucket", "histogram"), ("_count", "histogram"), ("_sum", "histogram")):  # fmt: skip
+        for suffix, kind in (
+            ("_total", "counter"),
+            ("_bucket", "histogram"),
+            ("_count", "histogram"),
+            ("_sum", "histogram"),
+        ):
             if name.endswith(suffix) and types.get(name.removesuffix(suffix)) == kind:
                 out[(name, labels)] = v
     return out
@@ -698,3 +670,22 @@ def test_the_app_serves_at_a_starlette_route(broker: Broker, pair: Pair) -> None
     open_metrics = asyncio.run(get({"Accept": "application/openmetrics-text"}))
     assert open_metrics.headers["content-type"].startswith("application/openmetrics-text")
     assert open_metrics.text.rstrip().endswith("# EOF")
+
+
+def test_a_scrape_the_database_cannot_answer_is_a_503_naming_the_error() -> None:
+    # the database away: the scrape fails with the broker's one-line error (Prometheus marks
+    # the target down), no traceback and no stale figures
+    def unavailable(_broker: object) -> Any:
+        raise DatabaseUnavailableError("database 'x' is unavailable: connection refused")
+
+    registry = CollectorRegistry(auto_describe=False)
+    registry.register(BrokerCollector(None, source=unavailable))
+
+    async def get() -> httpx.Response:
+        transport = httpx.ASGITransport(app=MetricsApp(registry))
+        async with httpx.AsyncClient(transport=transport, base_url="http://metrics") as client:
+            return await client.get("/metrics")
+
+    r = asyncio.run(get())
+    assert r.status_code == 503
+    assert r.text == "servicebroker metrics: database 'x' is unavailable: connection refused\n"

@@ -1,12 +1,13 @@
 """The broker's figures as Prometheus metrics: a custom ``prometheus_client`` collector that
 builds every metric family from ONE :func:`servicebroker.operations.overview` per scrape.
 
-The collector keeps no counters of its own: every ``_total`` is a counter the database already
-holds (messages enqueued, sent and received per message type since the database was created,
-activation starts, poison events) or the sum of the figures each broker process publishes (timer
-ticks, conversation timers fired, lifetimes expired, commits, rollbacks, and the commit and
-RECEIVE-wait histograms). So any number of scrapers, in any process, see the same values, and a
-scrape takes no lock and writes nothing (it reads what ``overview`` reads).
+The collector keeps no counters of its own. The gauges are read from storage at the scrape
+(messages by state, groups, the transmission queue, the conversation endpoints); every
+``_total`` and both histograms are the sums of what each broker process publishes to the
+database (:mod:`servicebroker.statistics`: messages enqueued, SENT and RECEIVEd per queue and
+message type, activation starts, poison events, timer ticks, conversation timers fired, lifetimes
+expired, commits, rollbacks, commit and RECEIVE-wait durations). So any number of scrapers, in
+any process, see the same values, and a scrape takes no lock and writes nothing.
 
 Names follow Prometheus' conventions (https://prometheus.io/docs/practices/naming/): the
 ``servicebroker_`` prefix, ``_total`` on counters, base units (seconds), and the labels
@@ -16,6 +17,7 @@ labels and meaning, in ``docs/metrics.md``.
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Callable, Iterator
 from typing import TYPE_CHECKING, Any, Protocol
 
@@ -29,6 +31,7 @@ from prometheus_client.core import (
 from prometheus_client.registry import Collector
 from prometheus_client.utils import floatToGoString
 
+from ..errors import BrokerError
 from ..statistics import RETIRED
 
 if TYPE_CHECKING:
@@ -56,6 +59,7 @@ class Observed(Protocol):
 
 
 PREFIX = "servicebroker"
+_log = logging.getLogger(__name__)
 MONITOR_STATES = ("INACTIVE", "NOTIFIED", "RECEIVES_OCCURRING")
 """The states of ``sys.dm_broker_queue_monitors`` (ACT-2): one series each per queue."""
 MESSAGE_STATES = ("ready", "received", "claimed", "retained")
@@ -86,10 +90,11 @@ def histogram_family(name: str, doc: str, histogram: Histogram) -> HistogramMetr
         ``_count`` is the total of ``counts``.
 
     Raises:
-        ValueError: ``counts`` does not have ``len(bounds) + 1`` entries.
+        BrokerError: ``counts`` does not have ``len(bounds) + 1`` entries (statistics that
+            were not written by :mod:`servicebroker.statistics`).
     """
     if len(histogram.counts) != len(histogram.bounds) + 1:
-        raise ValueError(
+        raise BrokerError(
             f"histogram {name}: {len(histogram.counts)} counts for {len(histogram.bounds)} "
             f"bounds (expected {len(histogram.bounds) + 1}, the last for +Inf)"
         )
@@ -312,7 +317,9 @@ class MetricsApp:
     """The ASGI app :func:`metrics_app` returns: ``prometheus_client.make_asgi_app`` on a
     registry of its own, as an object (not a function), so that Starlette serves it as an ASGI
     app both ways: ``Route("/metrics", app)`` (exactly ``/metrics``) and
-    ``Mount("/metrics", app)`` (``/metrics/``, after a redirect).
+    ``Mount("/metrics", app)`` (``/metrics/``, after a redirect). A scrape while the database
+    cannot be read is answered 503 with the error's one line (logged as a warning), not a
+    traceback.
 
     Args:
         registry: the registry to serve.
@@ -324,7 +331,14 @@ class MetricsApp:
 
     async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
         """Answer one HTTP request (the ASGI interface; HTTP only, no lifespan events)."""
-        await self._app(scope, receive, send)
+        try:
+            await self._app(scope, receive, send)
+        except BrokerError as exc:  # raised while the answer is built, before anything is sent
+            _log.warning("metrics scrape failed: %s", exc)
+            body = f"servicebroker metrics: {exc}\n".encode()
+            headers = [(b"content-type", b"text/plain; charset=utf-8")]
+            await send({"type": "http.response.start", "status": 503, "headers": headers})
+            await send({"type": "http.response.body", "body": body})
 
 
 def metrics_app(broker: Observed) -> MetricsApp:
