@@ -28,6 +28,8 @@ import sys
 import tempfile
 import threading
 import time
+from collections.abc import Callable
+from contextlib import AbstractContextManager, nullcontext
 
 from rich.console import Console
 from rich.table import Table
@@ -75,7 +77,16 @@ def raw_run(path: str, total: int, batch: int) -> float:
     return _timed(produce, consume)
 
 
-def broker_run(path: str, total: int, batch: int, shape: str = "one") -> float:
+def broker_run(
+    path: str,
+    total: int,
+    batch: int,
+    shape: str = "one",
+    around: Callable[[], AbstractContextManager[object]] = nullcontext,
+) -> float:
+    """Seconds to SEND and RECEIVE ``total`` messages; ``around()`` is entered once the
+    catalog and dialogs exist, before the clock starts, and left after it stops (an observer
+    such as the web console, benchmarks/console_cost.py)."""
     broker = Broker.open(path)
     broker.create_queue("iq")
     broker.create_queue("tq")
@@ -108,7 +119,8 @@ def broker_run(path: str, total: int, batch: int, shape: str = "one") -> float:
             consumed += got
 
     try:
-        return _timed(produce, consume)
+        with around():
+            return _timed(produce, consume)
     finally:
         broker.close()
 
