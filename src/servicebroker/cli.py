@@ -1,5 +1,6 @@
 """The ``servicebroker`` command line (click): init, ddl, certificate, send, receive, peek,
-status, serve, activator, demo, diagnose (``diagnose/command.py``).
+status, serve, activator, demo; diagnose (``diagnose/command.py``) and metrics
+(``metrics/command.py``) are registered here.
 
 Every command takes ``--url`` (default: ``servicebroker.db`` in the current folder; also the
 ``SERVICEBROKER_URL`` environment variable; for ``activator`` the configuration file's ``url``)
@@ -28,6 +29,7 @@ from .broker import Broker
 from .diagnose.command import diagnose
 from .errors import BrokerError
 from .messages import Message
+from .metrics.command import metrics
 
 __all__ = ["main"]
 
@@ -620,6 +622,7 @@ def demo(
 
 
 main.add_command(diagnose)
+main.add_command(metrics)
 
 if __name__ == "__main__":  # pragma: no cover
     main()
