@@ -157,6 +157,10 @@ def test_the_layout_reads_as_the_architecture() -> None:
     assert importers <= {
         "servicebroker",
         "servicebroker.cli",
+        "servicebroker.console.app",
+        "servicebroker.console.command",
+        "servicebroker.diagnose.command",
+        "servicebroker.metrics.command",
         "servicebroker.demo",
         "servicebroker.demo.instances",
         "servicebroker.demo.procedures",

@@ -18,11 +18,15 @@ from servicebroker import Activation, Broker, ManualClock
 from servicebroker.operations import overview
 from servicebroker.statistics import (
     RETIRED,
+    STALE_AFTER,
     Histogram,
     InstanceStatistics,
     QueueStatistics,
+    broker_time,
+    published,
     total,
 )
+from servicebroker.storage.rows import StatisticsRow
 from tests.conftest import Pair, make_pair
 from tests.transport_sites import eventually
 
@@ -222,3 +226,25 @@ def test_histograms_and_snapshots_round_trip() -> None:
     assert both.queues["q"].monitor_state == "NOTIFIED"
     with pytest.raises(ValueError, match="not a broker statistics snapshot"):
         InstanceStatistics.from_json("[1]")
+
+
+def test_a_silent_process_stops_counting_as_running() -> None:
+    """Liveness is real time (the row's publication time), whatever the broker's clock: a row
+    not published again within STALE_AFTER seconds is read as not running, its live figures
+    drop out of the sums, and the brokers' time is the freshest running one's reading plus the
+    real time since."""
+    snapshot = InstanceStatistics(
+        "a",
+        updated=5.0,  # a ManualClock's reading
+        queues={"q": QueueStatistics({"T": 1}, readers_running=2, monitor_state="NOTIFIED")},
+    )
+    row = StatisticsRow("a", "host:1", 1000.0, "running", snapshot.to_json())
+    fresh = published(row, 1004.0)
+    assert fresh.is_running and fresh.published == 1000.0
+    assert broker_time([fresh], 1004.0) == 9.0
+    stale = published(row, 1000.0 + STALE_AFTER + 1)
+    assert not stale.is_running
+    assert broker_time([stale], 2000.0) is None
+    summed = total([stale]).queues["q"]
+    assert summed.readers_running == 0 and summed.monitor_state is None
+    assert summed.messages_enqueued == {"T": 1}

@@ -412,7 +412,7 @@ class Broker(CatalogStatements, NetworkStatements, PrincipalStatements):
                 self.timer.run_due(now)
                 # commits of other processes wake no one here: look for them (ACT-4a)
                 self.activation.check()
-            if self._publisher.due(now):
+            if self._publisher.due():
                 self._publish("running")
             wake = self.timer.next_wakeup(now) if self._leading else now + TICK_SECONDS
             real = min(self.clock.max_real_wait(wake - self.clock.now()), BACKGROUND_POLL)
@@ -431,13 +431,14 @@ class Broker(CatalogStatements, NetworkStatements, PrincipalStatements):
         """
         counts = self._context.statistics.counters(self.instance_id)
         queues = dict(counts.queues)
-        if self._leading:
-            for m in self.activation.monitors():
+        leading = self._leading
+        for m in self.activation.monitors():  # what this process started, led or not
+            if m.activations or leading:
                 queues[m.queue_name] = replace(
                     queues.get(m.queue_name, QueueStatistics()),
                     activation_starts=m.activations,
-                    monitor_state=m.state,
-                    tasks_waiting=m.tasks_waiting,
+                    monitor_state=m.state if leading else None,
+                    tasks_waiting=m.tasks_waiting if leading else 0,
                     readers_running=m.running,
                     peak_readers=m.peak_running,
                     last_activated_time=m.last_activated_time,

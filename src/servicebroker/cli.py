@@ -1,5 +1,6 @@
 """The ``servicebroker`` command line (click): init, ddl, certificate, send, receive, peek,
-status, serve, activator, demo, console (the web console, :mod:`servicebroker.console`).
+status, serve, activator, demo; console (the web console, ``console/command.py``), diagnose
+(``diagnose/command.py``) and metrics (``metrics/command.py``) are registered here.
 
 Every command takes ``--url`` (default: ``servicebroker.db`` in the current folder; also the
 ``SERVICEBROKER_URL`` environment variable; for ``activator`` the configuration file's ``url``)
@@ -26,8 +27,10 @@ from rich.table import Table
 from .activation.activator import ExternalActivator, load_config
 from .broker import Broker
 from .console.command import console_command
+from .diagnose.command import diagnose
 from .errors import BrokerError
 from .messages import Message
+from .metrics.command import metrics
 
 __all__ = ["main"]
 
@@ -620,6 +623,8 @@ def demo(
 
 
 main.add_command(console_command)
+main.add_command(diagnose)
+main.add_command(metrics)
 
 if __name__ == "__main__":  # pragma: no cover
     main()

@@ -11,6 +11,7 @@ started) publishes nothing. Run it in a process of its own (``servicebroker cons
 
 from __future__ import annotations
 
+import time
 import uuid
 from collections import Counter
 from dataclasses import dataclass
@@ -20,7 +21,7 @@ from typing import Protocol
 from .clock import to_datetime
 from .context import BrokerContext
 from .dialogs import STATE_DESC
-from .statistics import InstanceStatistics, QueueStatistics, published, total
+from .statistics import InstanceStatistics, QueueStatistics, broker_time, published, total
 
 __all__ = ["ConversationGroupOverview", "Operations", "Overview", "QueueOverview", "overview"]
 
@@ -95,7 +96,8 @@ class ConversationGroupOverview:
 
 @dataclass(frozen=True)
 class Overview:
-    """The whole database at ``taken_at`` (UTC, broker clock).
+    """The whole database at ``taken_at`` (UTC, on the brokers' clock: the freshest running
+    broker's last reading plus the real time since, else the reader's own clock).
 
     Attributes:
         database: the database as messages name it.
@@ -173,9 +175,12 @@ class Operations:
             states = conn.endpoint_state_counts()
             transmission = conn.transmission_summary()
             rows = conn.list_statistics()
-        now = context.clock.now()
-        instances = [published(r, now) for r in rows]
+        wall_now = time.time()  # liveness is real time, whatever the brokers' clock
+        instances = [published(r, wall_now) for r in rows]
         totals = total(instances)
+        now = broker_time(instances, wall_now)
+        if now is None:
+            now = context.clock.now()
         retained: Counter[int] = Counter()
         for c in counts:
             if c.status in (0, 3):

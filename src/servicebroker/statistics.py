@@ -9,7 +9,7 @@ them), how long the commit took and how long each RECEIVE waited (broker-clock s
 histograms). :meth:`~servicebroker.broker.Broker.statistics` adds what its services know (the
 timer's ticks, the queue monitors' states and readers when it leads, the queues poison handling
 turned OFF) and gives an :class:`InstanceStatistics`; the broker writes it to the
-``broker_statistics`` table every second while started, at stop and at close. Counters are
+``broker_statistics`` table every (real) second while started, at stop and at close. Counters are
 cumulative for the process; rows of processes that stopped are folded into one ``retired`` row
 by the leader, so totals never go down.
 """
@@ -21,6 +21,7 @@ import json
 import os
 import socket
 import threading
+import time
 from collections import Counter
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field, fields, replace
@@ -40,6 +41,7 @@ __all__ = [
     "QueueStatistics",
     "StatisticsPublisher",
     "StatisticsRecorder",
+    "broker_time",
     "process_name",
     "published",
     "total",
@@ -201,7 +203,10 @@ class InstanceStatistics:
             the processes that stopped, ``"total"`` for a sum).
         process: ``host:pid``.
         started: broker seconds when the broker was opened.
-        updated: broker seconds of this publication.
+        updated: broker seconds of this publication (its broker's clock).
+        published: real time of this publication (seconds since the epoch, ``time.time()``):
+            whether a process is alive is a matter of real time, whatever clock its broker
+            runs on (a :class:`ManualClock` in tests, the demo's simulated year).
         is_leader: it runs the database's timer and queue monitors now.
         is_running: started and not stopped.
         queues: per queue name.
@@ -218,6 +223,7 @@ class InstanceStatistics:
     process: str = ""
     started: float = 0.0
     updated: float = 0.0
+    published: float = 0.0
     is_leader: bool = False
     is_running: bool = False
     queues: Mapping[str, QueueStatistics] = field(default_factory=dict)
@@ -279,6 +285,7 @@ class InstanceStatistics:
             self.process,
             min(self.started, other.started),
             max(self.updated, other.updated),
+            max(self.published, other.published),
             self.is_leader or other.is_leader,
             self.is_running or other.is_running,
             queues,
@@ -393,25 +400,33 @@ class StatisticsRecorder:
 
 
 STALE_AFTER = 10.0
-"""Broker seconds after which a ``running`` row that was not published again is read as not
+"""Real seconds after which a ``running`` row that was not published again is read as not
 running (its process was killed): its live figures (monitor state, readers) no longer count."""
 
 FOLD_AFTER = 3600.0
-"""Broker seconds after which the leader folds a silent ``running`` or ``stopped`` row into
+"""Real seconds after which the leader folds a silent ``running`` or ``stopped`` row into
 :data:`RETIRED` (a killed process never closes its broker)."""
 
 
-def published(row: StatisticsRow, now: float) -> InstanceStatistics:
-    """The :class:`InstanceStatistics` of a ``broker_statistics`` row read at ``now`` (broker
-    seconds): running only when its state says so and it was published within
-    :data:`STALE_AFTER`.
+def published(row: StatisticsRow, wall_now: float) -> InstanceStatistics:
+    """The :class:`InstanceStatistics` of a ``broker_statistics`` row read at ``wall_now`` (real
+    time, ``time.time()``): running only when its state says so and it was published within
+    :data:`STALE_AFTER` real seconds.
 
     Raises:
         ValueError: the row's snapshot is not such JSON.
     """
     stats = InstanceStatistics.from_json(row.snapshot)
-    running = row.state == "running" and now - row.updated <= STALE_AFTER
-    return replace(stats, process=row.process, updated=row.updated, is_running=running)
+    running = row.state == "running" and wall_now - row.updated <= STALE_AFTER
+    return replace(stats, process=row.process, published=row.updated, is_running=running)
+
+
+def broker_time(instances: Iterable[InstanceStatistics], wall_now: float) -> float | None:
+    """The brokers' clock now, as the freshest running instance last read it plus the real
+    time since (None without a running instance): ages of messages are measured on it, since
+    the brokers' clock may not be the reader's (the demo runs a simulated year)."""
+    fresh = max((s for s in instances if s.is_running), key=lambda s: s.published, default=None)
+    return None if fresh is None else fresh.updated + max(0.0, wall_now - fresh.published)
 
 
 class StatisticsPublisher:
@@ -429,9 +444,10 @@ class StatisticsPublisher:
         self._lock = threading.Lock()
         self.published_at: float | None = None
 
-    def due(self, now: float) -> bool:
-        """Whether :data:`PUBLISH_INTERVAL` has passed since the last publication."""
-        return self.published_at is None or now - self.published_at >= PUBLISH_INTERVAL
+    def due(self) -> bool:
+        """Whether :data:`PUBLISH_INTERVAL` real seconds have passed since the last
+        publication."""
+        return self.published_at is None or time.time() - self.published_at >= PUBLISH_INTERVAL
 
     def publish(self, state: str, *, fold: bool = False) -> None:
         """Write the snapshot with ``state`` (``running``, ``stopped`` or ``closed``); with
@@ -442,31 +458,32 @@ class StatisticsPublisher:
             StorageError: the database failed (nothing written).
         """
         with self._lock:
-            stats = self._snapshot()
-            row = StatisticsRow(
-                stats.instance_id, stats.process, stats.updated, state, stats.to_json()
-            )
+            wall = time.time()
+            stats = replace(self._snapshot(), published=wall)
+            row = StatisticsRow(stats.instance_id, stats.process, wall, state, stats.to_json())
             with self._storage.connection() as conn:
                 conn.begin_write()
                 conn.publish_statistics(row)
                 if fold:
-                    self._fold(conn, stats.updated)
+                    self._fold(conn, wall)
                 conn.commit()
-            self.published_at = stats.updated
+            self.published_at = wall
 
     @staticmethod
-    def _fold(conn: StorageConnection, now: float) -> None:
+    def _fold(conn: StorageConnection, wall_now: float) -> None:
         rows = conn.list_statistics()
         old = [
             r
             for r in rows
-            if r.instance_id != RETIRED and (r.state == "closed" or now - r.updated > FOLD_AFTER)
+            if r.instance_id != RETIRED
+            and (r.state == "closed" or wall_now - r.updated > FOLD_AFTER)
         ]
         if not old:
             return
         current = [r for r in rows if r.instance_id == RETIRED]
         parts = [InstanceStatistics.from_json(r.snapshot) for r in current + old]
         retired = total(parts, RETIRED).retired()
-        conn.publish_statistics(StatisticsRow(RETIRED, "", now, "closed", retired.to_json()))
+        row = StatisticsRow(RETIRED, "", wall_now, "closed", retired.to_json())
+        conn.publish_statistics(row)
         for r in old:
             conn.delete_statistics(r.instance_id)
