@@ -31,6 +31,7 @@ from starlette.staticfiles import StaticFiles
 from starlette.templating import Jinja2Templates
 from starlette_csrf.middleware import CSRFMiddleware
 
+from ..broker import Broker
 from ..errors import BrokerError, CatalogError
 from ..operations import overview
 from . import pages
@@ -99,7 +100,7 @@ def create_app(
     if admin_token is not None and not admin_token:
         raise ValueError("the admin token must not be empty")
     templates = _templates()
-    source = BrokerSource(url, broker)
+    source = BrokerSource(url, Broker.open, broker)
     sampler = RateSampler(lambda: pages.sample(source.get()), interval=sample_interval)
     admin: AdminActions | None = None
 

@@ -14,9 +14,9 @@ from __future__ import annotations
 import os
 import threading
 import urllib.parse
+from collections.abc import Callable
 from typing import Protocol
 
-from ..broker import Broker
 from ..errors import StorageError
 from ..messages import Message
 from ..operations import Operations
@@ -30,7 +30,8 @@ __all__ = ["BrokerSource", "ConsoleBroker", "DatabaseMissing"]
 
 class ConsoleBroker(Protocol):
     """What the console uses of a :class:`~servicebroker.broker.Broker` (the pages read
-    through it; the admin actions write through it). Only this module opens one."""
+    through it; the admin actions write through it). Only :mod:`.app` names the Broker class
+    (it opens one through :class:`BrokerSource`)."""
 
     @property
     def database(self) -> str: ...
@@ -80,14 +81,21 @@ class BrokerSource:
 
     Args:
         url: the storage URL (``sqlite:///path.db``, a file path or ``postgresql://…``).
+        open_broker: opens a broker on a URL (``Broker.open``; the console's app passes it).
         broker: an open broker to hand out instead (never reopened nor closed here).
 
     Raises:
         StorageError: (from :meth:`get`) ``url`` is a bad SQLite URL.
     """
 
-    def __init__(self, url: str, broker: ConsoleBroker | None = None) -> None:
+    def __init__(
+        self,
+        url: str,
+        open_broker: Callable[[str], ConsoleBroker],
+        broker: ConsoleBroker | None = None,
+    ) -> None:
         self.url = url
+        self._open = open_broker
         self._given = broker
         self._path = sqlite_path(url) if broker is None else None
         self._lock = threading.Lock()
@@ -122,7 +130,7 @@ class BrokerSource:
                 if self._broker is None:
                     self._opened_identity = now
             if self._broker is None:
-                self._broker = Broker.open(self.url)
+                self._broker = self._open(self.url)
             return self._broker
 
     @property
