@@ -12,6 +12,7 @@ the parts htmx refreshes every 2 seconds. In admin mode (an ``admin_token``) the
 from __future__ import annotations
 
 import contextlib
+import re
 import secrets
 import uuid
 from collections.abc import AsyncIterator, Callable, Sequence
@@ -60,11 +61,21 @@ def _age(value: datetime | None) -> str:
     return f"{seconds:.0f} s"
 
 
+def _procedure(name: str) -> str:
+    """An activation procedure as a table cell shows it: a ``module:function`` path's function,
+    a stored ``functools.partial`` repr's function name; the whole name goes in a tooltip."""
+    found = re.search(r"<function ([\w.]+)", name)
+    if found:
+        return f"{found.group(1).rsplit('.', 1)[-1]}(…)"
+    return name.rsplit(":", 1)[-1]
+
+
 def _templates() -> Jinja2Templates:
     templates = Jinja2Templates(directory=str(HERE / "templates"))
     templates.env.filters["when"] = _when
     templates.env.filters["age"] = _age
     templates.env.filters["short"] = lambda u: str(u)[:8]
+    templates.env.filters["procedure"] = _procedure
     return templates
 
 
