@@ -26,7 +26,7 @@ from starlette.routing import Route
 from ..errors import BrokerError
 from .source import ConsoleBroker
 
-__all__ = ["AdminActions", "flash"]
+__all__ = ["AdminActions", "client_of", "flash"]
 
 log = logging.getLogger("servicebroker.console")
 
