@@ -170,13 +170,19 @@ def raw_results(spark: Any, flights_path: str) -> Any:
     )
 
 
+ORDER_SAMPLE = 20
+"""Flights a level needs before its receive order is compared with another's."""
+
+
 def receive_order(
     results: Any, flights: Any, problems: list[str]
 ) -> list[tuple[int, str, int, int, float, float]]:
     """Per level: (level, contract, flights received at it, flights the raw data puts at it,
     mean position in their month's receive order, share received in the month's first quarter).
     Adds a problem when a flight's level is not its contract's, or when level-9 flights are not
-    received ahead of level-3 ones (PRI-12)."""
+    received ahead of level-3 ones (PRI-12) — compared only when each level has at least
+    :data:`ORDER_SAMPLE` flights: a small slice (``--limit 300`` has about 6 disrupted flights)
+    may drain as fast as it arrives, leaving a handful of positions to chance."""
     import pandas as pd
 
     merged = results.merge(flights[["flight_id", "month", "dep_time", "dep_delay"]], on="flight_id")
@@ -204,6 +210,7 @@ def receive_order(
             )
         )
     by_level = {r[0]: r[4] for r in rows}
-    if not by_level[9] < by_level[3]:
+    enough = all(r[2] >= ORDER_SAMPLE for r in rows if r[0] in (3, 9))
+    if enough and not by_level[9] < by_level[3]:
         problems.append("level-9 flights were not received ahead of level-3 ones")
     return rows
