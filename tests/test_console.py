@@ -476,3 +476,15 @@ def test_depth_chart_reads_the_queues(broker: Broker, pair: Pair) -> None:
     assert (after.totals["ready"], after.totals["held"]) == (3, 0)
     d = depth_chart([Sample(0.0, before.totals), Sample(1.0, after.totals)], width=100, height=100)
     assert d.rates == {"ready": [0.0, 3.0], "held": [3.0, 0.0]} and d.latest["ready"] == 3
+
+
+def test_the_command_serves_prometheus_metrics_beside_the_pages(broker: Broker, pair: Pair) -> None:
+    # GET /metrics on the console's own server reads the same overview as its pages
+    from servicebroker.console.command import console_app
+
+    send(broker, pair, [b"a", b"b"])
+    with TestClient(console_app(broker.url, broker=broker)) as c:
+        page = c.get("/metrics")
+        assert page.status_code == 200
+        assert 'servicebroker_queue_messages{queue="tq",state="ready"} 2.0' in page.text
+        assert c.get("/").status_code == 200

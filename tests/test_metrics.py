@@ -229,7 +229,7 @@ def test_metrics_command_refuses_a_missing_database(tmp_path: Path) -> None:
     # it reads a broker database; it never creates one
     missing = tmp_path / "nowhere.db"
     r = CliRunner().invoke(main, ["metrics", "--url", str(missing), "--port", "9"])
-    assert r.exit_code == 1
+    assert r.exit_code == 2  # a bad --url: click's usage error
     assert "no broker database at" in r.output and "nowhere.db" in r.output
     assert not missing.exists()
     r = CliRunner().invoke(main, ["metrics", "--url", str(missing)])

@@ -16,9 +16,9 @@ import signal
 import sys
 import threading
 import uuid
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from contextlib import contextmanager, suppress
-from typing import Any, TypeVar
+from typing import Any
 
 import click
 from rich.console import Console
@@ -26,6 +26,7 @@ from rich.table import Table
 
 from .activation.activator import ExternalActivator, load_config
 from .broker import Broker
+from .command_options import DEFAULT_URL, url_option
 from .console.command import console_command
 from .diagnose.command import diagnose
 from .errors import BrokerError
@@ -34,8 +35,6 @@ from .metrics.command import metrics
 
 __all__ = ["main"]
 
-DEFAULT_URL = "servicebroker.db"
-F = TypeVar("F", bound=Callable[..., Any])
 console = Console()
 
 
@@ -51,17 +50,6 @@ class InputFile(click.File):
             return super().convert(value, param, ctx)
         except ValueError as exc:  # "embedded null byte"
             self.fail(f"{value!r}: {exc}", param, ctx)
-
-
-def url_option(fn: F) -> F:
-    """Add the ``--url`` option (default ``servicebroker.db``; ``$SERVICEBROKER_URL``)."""
-    return click.option(
-        "--url",
-        envvar="SERVICEBROKER_URL",
-        default=DEFAULT_URL,
-        show_default=True,
-        help="Broker database: sqlite:///path.db, a file path or postgresql://….",
-    )(fn)
 
 
 @contextmanager

@@ -11,10 +11,13 @@ from __future__ import annotations
 import ipaddress
 import logging
 import os
+from typing import Any
 
 import click
 
-__all__ = ["console_command", "is_loopback", "read_token"]
+from ..command_options import url_option
+
+__all__ = ["console_app", "console_command", "is_loopback", "read_token"]
 
 TOKEN_ENV = "SERVICEBROKER_CONSOLE_TOKEN"
 
@@ -49,15 +52,35 @@ def read_token(token_file: str | None) -> str | None:
     return os.environ.get(TOKEN_ENV, "").strip() or None
 
 
+def console_app(
+    url: str, *, admin_token: str | None = None, https: bool = False, broker: Any = None
+) -> Any:
+    """The console's Starlette app as the command serves it: :func:`.app.create_app` with the
+    Prometheus metrics (:func:`servicebroker.metrics.metrics_app`) at ``/metrics``, read from
+    the console's own broker (its ``operations`` follow a replaced SQLite file).
+
+    Args:
+        url, admin_token, https, broker: as :func:`.app.create_app`.
+
+    Raises:
+        ImportError: the ``console`` extra is not installed.
+    """
+    from starlette.routing import Route
+
+    from ..metrics.collector import metrics_app
+    from .app import create_app
+
+    return create_app(
+        url,
+        admin_token=admin_token,
+        https=https,
+        broker=broker,
+        extra_routes=lambda source: [Route("/metrics", metrics_app(source))],
+    )
+
+
 @click.command("console")
-@click.option(
-    "--url",
-    envvar="SERVICEBROKER_URL",
-    default="servicebroker.db",
-    show_default=True,
-    help="Broker database: sqlite:///path.db, a file path or postgresql://…. An SQLite file "
-    "is waited for, never created.",
-)
+@url_option(also="An SQLite file is waited for, never created.")
 @click.option("--host", default="127.0.0.1", show_default=True, help="Address to listen on.")
 @click.option("--port", type=click.IntRange(0, 65535), default=8000, show_default=True)
 @click.option(
@@ -83,7 +106,8 @@ def console_command(
     keyfile: str | None,
 ) -> None:
     """Serve the web console: queues, message rates, conversations and the transmission queue
-    of the broker database at --url, refreshed live; read-only unless --admin."""
+    of the broker database at --url, refreshed live, and its Prometheus metrics at /metrics;
+    read-only unless --admin."""
     if (certfile is None) != (keyfile is None):
         raise click.UsageError("--certfile and --keyfile go together")
     tls = certfile is not None
@@ -102,12 +126,11 @@ def console_command(
     try:
         import uvicorn
 
-        from .app import create_app
+        app = console_app(url, admin_token=token, https=tls)
     except ImportError as exc:  # pragma: no cover - depends on the installed extras
         raise click.ClickException(
             f"the console needs the 'console' extra (pip install servicebroker[console]): {exc}"
         ) from exc
-    app = create_app(url, admin_token=token, https=tls)
     logging.getLogger("servicebroker.console").setLevel(logging.INFO)
     scheme = "https" if tls else "http"
     mode = "admin" if admin else "read-only"

@@ -15,13 +15,12 @@ from __future__ import annotations
 
 import json
 from collections.abc import Sequence
-from pathlib import Path
 
 import click
 
 from ..broker import Broker
+from ..command_options import existing_database, url_option
 from ..errors import BrokerError
-from ..storage import sqlite_path
 from ..transport.routing import normalize_broker_instance
 from .configuration import ENCRYPTIONS, check_configuration
 from .findings import CODES, SEVERITIES, Finding, has_problems, sort_findings
@@ -127,13 +126,6 @@ def parse_report(words: Sequence[str]) -> Report:
     return ("CONFIGURATION", found)
 
 
-def _check_url(url: str) -> None:
-    """A SQLite file must exist: a diagnosis never creates a database."""
-    path = sqlite_path(url)
-    if path is not None and path not in ("", ":memory:") and not Path(path).exists():
-        raise click.BadParameter(f"no broker database at {path!r}", param_hint="'--url'")
-
-
 class DiagnoseFailed(click.ClickException):
     """The database could not be opened or read: no report (exit status 2, like a usage error:
     1 always means problems were found)."""
@@ -156,13 +148,7 @@ def _text(findings: list[Finding], severities: Sequence[str]) -> str:
 
 
 @click.command()
-@click.option(
-    "--url",
-    envvar="SERVICEBROKER_URL",
-    default="servicebroker.db",
-    show_default=True,
-    help="Broker database: sqlite:///path.db, a file path or postgresql://….",
-)
+@url_option
 @click.option("--json", "as_json", is_flag=True, help="Print the findings as a JSON list.")
 @click.option(
     "--level",
@@ -212,7 +198,7 @@ def diagnose(
     unknown = sorted(set(ignored) - set(CODES))
     if unknown:
         raise click.BadParameter(f"unknown code(s) {', '.join(unknown)}", param_hint="'--ignore'")
-    _check_url(url)
+    existing_database(url, "diagnose")
     try:
         with Broker.open(url) as broker:
             if kind == "RUNTIME":

@@ -21,15 +21,19 @@ import logging
 from collections.abc import Callable, Iterator
 from typing import TYPE_CHECKING, Any, Protocol
 
-from prometheus_client import CollectorRegistry, make_asgi_app
+from prometheus_client import CollectorRegistry
 from prometheus_client.core import (
     CounterMetricFamily,
     GaugeMetricFamily,
     HistogramMetricFamily,
     Metric,
 )
+from prometheus_client.exposition import choose_encoder
 from prometheus_client.registry import Collector
 from prometheus_client.utils import floatToGoString
+from starlette.concurrency import run_in_threadpool
+from starlette.requests import Request
+from starlette.responses import PlainTextResponse, Response
 
 from ..errors import BrokerError
 from ..statistics import RETIRED
@@ -314,12 +318,13 @@ def _broker_families(ov: Overview) -> list[Metric]:
 
 
 class MetricsApp:
-    """The ASGI app :func:`metrics_app` returns: ``prometheus_client.make_asgi_app`` on a
-    registry of its own, as an object (not a function), so that Starlette serves it as an ASGI
-    app both ways: ``Route("/metrics", app)`` (exactly ``/metrics``) and
-    ``Mount("/metrics", app)`` (``/metrics/``, after a redirect). A scrape while the database
-    cannot be read is answered 503 with the error's one line (logged as a warning), not a
-    traceback.
+    """The ASGI app :func:`metrics_app` returns: the registry in Prometheus' text format, or
+    OpenMetrics when the scraper's ``Accept`` asks for it (``prometheus_client``'s encoders),
+    built in a worker thread (the overview reads the database: the event loop of the web
+    console goes on serving meanwhile). An object, not a function, so that Starlette serves it
+    both as ``Route("/metrics", app)`` and ``Mount("/metrics", app)``. A scrape while the
+    database cannot be read is answered 503 with the error's one line (logged as a warning),
+    not a traceback.
 
     Args:
         registry: the registry to serve.
@@ -327,18 +332,17 @@ class MetricsApp:
 
     def __init__(self, registry: CollectorRegistry) -> None:
         self.registry = registry
-        self._app = make_asgi_app(registry)
 
     async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
         """Answer one HTTP request (the ASGI interface; HTTP only, no lifespan events)."""
+        encoder, content_type = choose_encoder(Request(scope).headers.get("accept", ""))
         try:
-            await self._app(scope, receive, send)
+            body = await run_in_threadpool(encoder, self.registry)
+            response = Response(body, headers={"Content-Type": content_type})
         except BrokerError as exc:  # raised while the answer is built, before anything is sent
             _log.warning("metrics scrape failed: %s", exc)
-            body = f"servicebroker metrics: {exc}\n".encode()
-            headers = [(b"content-type", b"text/plain; charset=utf-8")]
-            await send({"type": "http.response.start", "status": 503, "headers": headers})
-            await send({"type": "http.response.body", "body": body})
+            response = PlainTextResponse(f"servicebroker metrics: {exc}\n", status_code=503)
+        await response(scope, receive, send)
 
 
 def metrics_app(broker: Observed) -> MetricsApp:
@@ -353,7 +357,7 @@ def metrics_app(broker: Observed) -> MetricsApp:
     Returns:
         A :class:`MetricsApp` on a registry of its own holding one :class:`BrokerCollector`
         (not the process-wide default registry, so nothing else of the process is exported).
-        It reads the overview in the event loop's thread, as every ``make_asgi_app`` does.
+        It reads the overview in a worker thread, off the event loop.
     """
     registry = CollectorRegistry(auto_describe=False)
     registry.register(BrokerCollector(broker))

@@ -10,26 +10,19 @@ does not leave an empty database behind (nor hold a file the broker then recreat
 
 from __future__ import annotations
 
-import os
 import signal
 
 import click
 
 from .. import Broker
+from ..command_options import existing_database, url_option
 from ..errors import BrokerError
-from ..storage import sqlite_path
 
 __all__ = ["metrics"]
 
 
 @click.command()
-@click.option(
-    "--url",
-    envvar="SERVICEBROKER_URL",
-    default="servicebroker.db",
-    show_default=True,
-    help="Broker database: sqlite:///path.db, a file path or postgresql://….",
-)
+@url_option
 @click.option("--host", default="127.0.0.1", show_default=True, help="Address to listen on.")
 @click.option(
     "--port", required=True, type=click.IntRange(min=1, max=65535), help="Port to listen on."
@@ -45,12 +38,7 @@ def metrics(url: str, host: str, port: int) -> None:
         raise click.ClickException(
             f"metrics need the 'console' extra (pip install servicebroker[console]): {exc}"
         ) from exc
-    path = sqlite_path(url)
-    if path is not None and not os.path.exists(path):
-        raise click.ClickException(
-            f"no broker database at {path!r}: servicebroker metrics reads an existing database "
-            f"and does not create one"
-        )
+    existing_database(url, "metrics")
     try:
         broker = Broker.open(url)
     except BrokerError as exc:
