@@ -22,6 +22,7 @@ from servicebroker.statistics import (
     Histogram,
     InstanceStatistics,
     QueueStatistics,
+    StatisticsFormatError,
     broker_time,
     published,
     total,
@@ -95,30 +96,73 @@ def test_a_held_group_shows_as_received_and_locked(broker: Broker, pair: Pair, u
         assert q is not None and (q.received_messages, q.locked_groups) == (0, 0)
 
 
-def test_a_closed_broker_folds_into_retired_and_totals_never_go_down(
+def test_a_closed_broker_adds_its_counts_to_retired_and_totals_never_go_down(
     url: str, clock: ManualClock
 ) -> None:
-    """The leader folds the rows of brokers that closed into one 'retired' row: the totals stay
-    what they were."""
-    with Broker.open(url, clock=clock) as leader:
-        pair = make_pair(leader)
-        worker = Broker.open(url, clock=clock)
-        dialogs(worker, pair, 3)
-        worker.close()
-        before = overview(leader).totals
-        assert before.queues[pair.tq].messages_enqueued == {"Req": 3}
-        leader.start()
-        try:
-            assert leader.is_leader
-            leader.publish_statistics()
-            rows = leader.views.dm_broker_statistics()
-            ids = {r.instance_id for r in rows}
+    """A broker that closes adds its counters to the one 'retired' row and deletes its own, in
+    one transaction: the totals stay what they were; two that close add up."""
+    with Broker.open(url, clock=clock) as reader:
+        pair = make_pair(reader)
+        for n in (3, 2):
+            worker = Broker.open(url, clock=clock)
+            worker.start()
+            dialogs(worker, pair, n)
+            worker.publish_statistics()
+            before = overview(reader).totals
+            worker.close()
+            ids = {r.instance_id for r in reader.views.dm_broker_statistics()}
             assert worker.instance_id not in ids and RETIRED in ids
-            after = overview(leader).totals
-            assert after.queues[pair.tq].messages_enqueued == {"Req": 3}
+            after = overview(reader).totals
+            assert (
+                after.queues[pair.tq].messages_enqueued == before.queues[pair.tq].messages_enqueued
+            )
             assert after.commits == before.commits
+        assert overview(reader).totals.queues[pair.tq].messages_enqueued == {"Req": 5}
+
+
+def test_a_broker_never_started_publishes_what_it_counted_at_close(
+    url: str, clock: ManualClock
+) -> None:
+    """A broker used as a library (never started) still adds its counts at close, whatever it
+    counted: here only messages the transmission queue delivered when the queue was turned ON."""
+    with Broker.open(url, clock=clock) as reader:
+        pair = make_pair(reader)
+        reader.alter_queue(pair.tq, status=False)
+        dialogs(reader, pair, 2)
+        with Broker.open(url, clock=clock) as admin:
+            admin.alter_queue(pair.tq, status=True)  # delivers the two waiting messages
+        retired = [r for r in reader.views.dm_broker_statistics() if r.instance_id == RETIRED]
+        assert retired and retired[0].queues[pair.tq].messages_enqueued == {"Req": 2}
+
+
+def test_activation_starts_outlive_activation_off_and_the_lead(
+    url: str, clock: ManualClock
+) -> None:
+    """ACT-7: the starts a broker published are kept when the queue's activation is turned OFF
+    and when the broker stops leading: a counter never goes down."""
+
+    def reader(ctx: object) -> None:
+        pass
+
+    with Broker.open(url, clock=clock) as broker:
+        pair = make_pair(broker)
+        broker.alter_queue(pair.tq, activation=Activation(reader, max_queue_readers=1))
+        broker.start()
+        try:
+            dialogs(broker, pair, 1)
+
+            def starts() -> int:
+                broker.publish_statistics()
+                q = overview(broker).queue(pair.tq)
+                return 0 if q is None else q.activation_starts
+
+            eventually(lambda: starts() >= 1, "an activation start is published")
+            broker.alter_queue(pair.tq, activation=Activation(reader, status=False))
+            assert starts() >= 1
         finally:
-            leader.stop()
+            broker.stop()
+        q = overview(broker).queue(pair.tq)
+        assert q is not None and q.activation_starts >= 1
 
 
 def test_the_leader_publishes_its_monitors_and_readers(url: str, clock: ManualClock) -> None:
@@ -224,8 +268,26 @@ def test_histograms_and_snapshots_round_trip() -> None:
     assert both.queues["q"].messages_enqueued == {"T": 7}
     assert both.queues["q"].readers_running == 1
     assert both.queues["q"].monitor_state == "NOTIFIED"
-    with pytest.raises(ValueError, match="not a broker statistics snapshot"):
-        InstanceStatistics.from_json("[1]")
+    for bad in ("[1]", "{", '{"instance_id": "x", "queues": {"q": 5}}'):
+        with pytest.raises(StatisticsFormatError, match="not a broker statistics snapshot"):
+            InstanceStatistics.from_json(bad)
+
+
+def test_a_damaged_row_is_left_out_not_fatal(broker: Broker, pair: Pair) -> None:
+    """A row this version cannot read (another version's, or damaged) is logged and left out:
+    the views, the overview and the other rows still read."""
+    dialogs(broker, pair, 1)
+    broker.publish_statistics()
+    p = "?" if broker.paramstyle == "qmark" else "%s"
+    broker.execute(
+        f"INSERT INTO broker_statistics (instance_id, process, updated, state, snapshot) "
+        f"VALUES ({p}, {p}, {p}, {p}, {p})",
+        ("damaged", "h:1", 0.0, "running", "{not json"),
+    )
+    ids = [i.instance_id for i in broker.views.dm_broker_statistics()]
+    assert ids == [broker.instance_id]
+    q = overview(broker).queue(pair.tq)
+    assert q is not None and q.messages_enqueued == {"Req": 1}
 
 
 def test_a_silent_process_stops_counting_as_running() -> None:

@@ -213,6 +213,7 @@ class Broker(CatalogStatements, NetworkStatements, PrincipalStatements):
         """This broker object's id in ``views.dm_broker_statistics()``."""
         self._opened_at = clock.now()
         self._publisher = StatisticsPublisher(storage, self.statistics)
+        self._starts: dict[int, tuple[str, int]] = {}  # queue id: (name, activations started)
         self.clock.subscribe(self._on_clock)
 
     # -- life cycle ----------------------------------------------------------------------
@@ -321,8 +322,7 @@ class Broker(CatalogStatements, NetworkStatements, PrincipalStatements):
         if self._closed:
             return
         self.stop()
-        counted = self._context.statistics.counters(self.instance_id)
-        if self._publisher.published_at is not None or counted.commits or counted.rollbacks:
+        if self._publisher.published_at is not None or self._context.statistics.counted():
             self._publish("closed")
         self._closed = True
         self.clock.unsubscribe(self._on_clock)
@@ -399,6 +399,8 @@ class Broker(CatalogStatements, NetworkStatements, PrincipalStatements):
         leading = self._storage.try_lead() and not self._stopping
         if leading != self._leading:
             log.info("broker on %s %s", self.database, "leads" if leading else "no longer leads")
+            if leading:
+                self.timer.take_lead(self.clock.now())
         self._leading = leading
         self.activation.enabled = leading
         return leading
@@ -432,17 +434,23 @@ class Broker(CatalogStatements, NetworkStatements, PrincipalStatements):
         counts = self._context.statistics.counters(self.instance_id)
         queues = dict(counts.queues)
         leading = self._leading
-        for m in self.activation.monitors():  # what this process started, led or not
+        monitors = self.activation.monitors()
+        for m in monitors:  # starts are kept past ACTIVATION (STATUS = OFF) and DROP QUEUE
+            if m.activations:
+                self._starts[m.queue_id] = (m.queue_name, m.activations)
+        for m in monitors:
             if m.activations or leading:
                 queues[m.queue_name] = replace(
                     queues.get(m.queue_name, QueueStatistics()),
-                    activation_starts=m.activations,
                     monitor_state=m.state if leading else None,
                     tasks_waiting=m.tasks_waiting if leading else 0,
                     readers_running=m.running,
                     peak_readers=m.peak_running,
                     last_activated_time=m.last_activated_time,
                 )
+        for name, started in self._starts.values():
+            q = queues.get(name, QueueStatistics())
+            queues[name] = replace(q, activation_starts=q.activation_starts + started)
         for name, _ in self._poison.disabled_events():
             q = queues.get(name, QueueStatistics())
             queues[name] = replace(q, poison_events=q.poison_events + 1)
@@ -467,13 +475,16 @@ class Broker(CatalogStatements, NetworkStatements, PrincipalStatements):
         Raises:
             StorageError: the database failed.
         """
-        self._publisher.publish("running" if self.running else "stopped", fold=self._leading)
+        self._publisher.publish("running" if self.running else "stopped")
 
     def _publish(self, state: str) -> None:
         """Publish from the background thread, stop or close: a failure is logged, not
         raised (the statistics are written again at the next chance)."""
         try:
-            self._publisher.publish(state, fold=self._leading and state == "running")
+            if state == "closed":
+                self._publisher.retire()  # its counters added to 'retired', its row deleted
+            else:
+                self._publisher.publish(state)
         except StorageError as exc:
             log.warning("publishing the broker's statistics failed: %s", exc)
 

@@ -21,7 +21,7 @@ from typing import Protocol
 from .clock import to_datetime
 from .context import BrokerContext
 from .dialogs import STATE_DESC
-from .statistics import InstanceStatistics, QueueStatistics, broker_time, published, total
+from .statistics import InstanceStatistics, QueueStatistics, broker_time, read_published, total
 
 __all__ = ["ConversationGroupOverview", "Operations", "Overview", "QueueOverview", "overview"]
 
@@ -176,7 +176,7 @@ class Operations:
             transmission = conn.transmission_summary()
             rows = conn.list_statistics()
         wall_now = time.time()  # liveness is real time, whatever the brokers' clock
-        instances = [published(r, wall_now) for r in rows]
+        instances = read_published(rows, wall_now)
         totals = total(instances)
         now = broker_time(instances, wall_now)
         if now is None:

@@ -9,15 +9,16 @@ them), how long the commit took and how long each RECEIVE waited (broker-clock s
 histograms). :meth:`~servicebroker.broker.Broker.statistics` adds what its services know (the
 timer's ticks, the queue monitors' states and readers when it leads, the queues poison handling
 turned OFF) and gives an :class:`InstanceStatistics`; the broker writes it to the
-``broker_statistics`` table every (real) second while started, at stop and at close. Counters are
-cumulative for the process; rows of processes that stopped are folded into one ``retired`` row
-by the leader, so totals never go down.
+``broker_statistics`` table every (real) second while started and at stop; at close it adds its
+counters to one ``retired`` row and deletes its own. Counters are cumulative for the broker
+object, so the totals over the rows never go down.
 """
 
 from __future__ import annotations
 
 import bisect
 import json
+import logging
 import os
 import socket
 import threading
@@ -27,23 +28,25 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field, fields, replace
 from typing import Any
 
-from .storage.base import Storage, StorageConnection
+from .errors import StorageError
+from .storage.base import Storage
 from .storage.rows import StatisticsRow
 
 __all__ = [
     "DURATION_BUCKETS",
-    "FOLD_AFTER",
     "PUBLISH_INTERVAL",
     "RETIRED",
     "STALE_AFTER",
     "Histogram",
     "InstanceStatistics",
     "QueueStatistics",
+    "StatisticsFormatError",
     "StatisticsPublisher",
     "StatisticsRecorder",
     "broker_time",
     "process_name",
     "published",
+    "read_published",
     "total",
 ]
 
@@ -74,6 +77,11 @@ RETIRED = "retired"
 """The ``instance_id`` of the row that sums the processes that stopped (or went silent)."""
 
 _FORMAT = 1
+log = logging.getLogger(__name__)
+
+
+class StatisticsFormatError(StorageError):
+    """A ``broker_statistics`` row whose snapshot this version cannot read."""
 
 
 def process_name() -> str:
@@ -255,11 +263,19 @@ class InstanceStatistics:
         """Read what :meth:`to_json` wrote (unknown keys are ignored, missing ones default).
 
         Raises:
-            ValueError: not such JSON.
+            StatisticsFormatError: not such JSON.
         """
-        data = json.loads(text)
+        try:
+            return cls._from_dict(json.loads(text))
+        except (ValueError, KeyError, TypeError, AttributeError) as exc:
+            raise StatisticsFormatError(
+                f"not a broker statistics snapshot ({exc}): {text[:80]!r}"
+            ) from exc
+
+    @classmethod
+    def _from_dict(cls, data: Any) -> InstanceStatistics:
         if not isinstance(data, dict) or "instance_id" not in data:
-            raise ValueError(f"not a broker statistics snapshot: {text[:80]!r}")
+            raise ValueError("no instance_id")
         known = {f.name for f in fields(cls)}
         kwargs: dict[str, Any] = {k: v for k, v in data.items() if k in known}
         for name in ("commit_seconds", "receive_wait_seconds"):
@@ -376,6 +392,18 @@ class StatisticsRecorder:
         with self._lock:
             self._receive_wait = self._receive_wait.observe(seconds)
 
+    def counted(self) -> bool:
+        """Whether anything was counted (a commit, a rollback, a wait, a message)."""
+        with self._lock:
+            return bool(
+                self._commits
+                or self._rollbacks
+                or self._receive_wait.count
+                or self._enqueued
+                or self._sent
+                or self._received
+            )
+
     def counters(self, instance_id: str) -> InstanceStatistics:
         """The counters so far as an :class:`InstanceStatistics` (queues: counters only)."""
         with self._lock:
@@ -403,10 +431,6 @@ STALE_AFTER = 10.0
 """Real seconds after which a ``running`` row that was not published again is read as not
 running (its process was killed): its live figures (monitor state, readers) no longer count."""
 
-FOLD_AFTER = 3600.0
-"""Real seconds after which the leader folds a silent ``running`` or ``stopped`` row into
-:data:`RETIRED` (a killed process never closes its broker)."""
-
 
 def published(row: StatisticsRow, wall_now: float) -> InstanceStatistics:
     """The :class:`InstanceStatistics` of a ``broker_statistics`` row read at ``wall_now`` (real
@@ -414,11 +438,23 @@ def published(row: StatisticsRow, wall_now: float) -> InstanceStatistics:
     :data:`STALE_AFTER` real seconds.
 
     Raises:
-        ValueError: the row's snapshot is not such JSON.
+        StatisticsFormatError: the row's snapshot is not such JSON.
     """
     stats = InstanceStatistics.from_json(row.snapshot)
     running = row.state == "running" and wall_now - row.updated <= STALE_AFTER
     return replace(stats, process=row.process, published=row.updated, is_running=running)
+
+
+def read_published(rows: Iterable[StatisticsRow], wall_now: float) -> list[InstanceStatistics]:
+    """:func:`published` of each row; a row that cannot be read (written by another version,
+    or damaged) is logged and left out, so one bad row never hides the others."""
+    out = []
+    for row in rows:
+        try:
+            out.append(published(row, wall_now))
+        except StatisticsFormatError as exc:
+            log.warning("broker_statistics row %r left out: %s", row.instance_id, exc)
+    return out
 
 
 def broker_time(instances: Iterable[InstanceStatistics], wall_now: float) -> float | None:
@@ -430,8 +466,9 @@ def broker_time(instances: Iterable[InstanceStatistics], wall_now: float) -> flo
 
 
 class StatisticsPublisher:
-    """Writes one broker object's statistics to ``broker_statistics`` and, in the leader, folds
-    the rows of closed (or long silent) brokers into :data:`RETIRED`.
+    """Writes one broker object's statistics to ``broker_statistics``, and at close adds them
+    to :data:`RETIRED` instead (its own row deleted), so the table holds one row per open broker
+    plus one for all that closed.
 
     Args:
         storage: the broker's storage.
@@ -449,10 +486,8 @@ class StatisticsPublisher:
         publication."""
         return self.published_at is None or time.time() - self.published_at >= PUBLISH_INTERVAL
 
-    def publish(self, state: str, *, fold: bool = False) -> None:
-        """Write the snapshot with ``state`` (``running``, ``stopped`` or ``closed``); with
-        ``fold``, also fold closed rows and rows silent for :data:`FOLD_AFTER` into
-        :data:`RETIRED`, in the same write transaction.
+    def publish(self, state: str) -> None:
+        """Write the snapshot with ``state`` (``running`` or ``stopped``).
 
         Raises:
             StorageError: the database failed (nothing written).
@@ -464,26 +499,38 @@ class StatisticsPublisher:
             with self._storage.connection() as conn:
                 conn.begin_write()
                 conn.publish_statistics(row)
-                if fold:
-                    self._fold(conn, wall)
                 conn.commit()
             self.published_at = wall
 
-    @staticmethod
-    def _fold(conn: StorageConnection, wall_now: float) -> None:
-        rows = conn.list_statistics()
-        old = [
-            r
-            for r in rows
-            if r.instance_id != RETIRED
-            and (r.state == "closed" or wall_now - r.updated > FOLD_AFTER)
-        ]
-        if not old:
-            return
-        current = [r for r in rows if r.instance_id == RETIRED]
-        parts = [InstanceStatistics.from_json(r.snapshot) for r in current + old]
-        retired = total(parts, RETIRED).retired()
-        row = StatisticsRow(RETIRED, "", wall_now, "closed", retired.to_json())
-        conn.publish_statistics(row)
-        for r in old:
-            conn.delete_statistics(r.instance_id)
+    def retire(self) -> None:
+        """At close: add the snapshot's counters to :data:`RETIRED` and delete this broker's
+        row, in one write transaction (the ``retired`` row locked: two closing brokers take
+        turns). An unreadable ``retired`` row is replaced, with a warning.
+
+        Raises:
+            StorageError: the database failed (nothing written).
+        """
+        with self._lock:
+            wall = time.time()
+            mine = self._snapshot().retired()
+            with self._storage.connection() as conn:
+                conn.begin_write()
+                conn.ensure_statistics(
+                    StatisticsRow(
+                        RETIRED, "", wall, "closed", InstanceStatistics(RETIRED).to_json()
+                    )
+                )
+                current = conn.statistics_for_update(RETIRED)
+                parts = [mine]
+                if current is not None:
+                    try:
+                        parts.insert(0, InstanceStatistics.from_json(current.snapshot))
+                    except StatisticsFormatError as exc:
+                        log.warning("the unreadable 'retired' statistics are replaced: %s", exc)
+                retired = replace(total(parts, RETIRED), process="", published=wall).retired()
+                conn.publish_statistics(
+                    StatisticsRow(RETIRED, "", wall, "closed", retired.to_json())
+                )
+                conn.delete_statistics(mine.instance_id)
+                conn.commit()
+            self.published_at = wall

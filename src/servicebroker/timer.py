@@ -141,16 +141,26 @@ class BrokerTimer:
         self._counters = threading.Lock()
         self._timers_fired = 0
         self._lifetimes_expired = 0
+        self._not_counted = 0  # ticks due before this broker took the lead: another counted them
 
     def statistics(self) -> TimerStatistics:
-        """A snapshot of the timer's counters."""
+        """A snapshot of the timer's counters: ``ticks`` counts the notifications this broker
+        counted while it led (those another leader counted before it took over are left out,
+        so the published sum over brokers counts each notification once)."""
         with self._counters:
             return TimerStatistics(
-                self.tasks.ticks,
+                self.tasks.ticks - self._not_counted,
                 self.tasks.last_tick_time,
                 self._timers_fired,
                 self._lifetimes_expired,
             )
+
+    def take_lead(self, now: float) -> None:
+        """This broker now leads: the notifications due since it was opened were counted by
+        the leader before it (they still run its periodic tasks once, TICK-1), so its
+        statistics leave them out."""
+        with self._lock, self._counters:
+            self._not_counted += self.tasks.due_ticks(self._start, now)
 
     def run_due(self, now: float) -> None:
         """Fire everything due at ``now``: conversation timers, lifetimes, timer ticks."""

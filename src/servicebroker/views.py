@@ -32,7 +32,7 @@ from .claims import GroupClaim, StreamClaims
 from .clock import to_datetime
 from .context import BrokerContext
 from .dialogs import STATE_DESC
-from .statistics import InstanceStatistics, published
+from .statistics import InstanceStatistics, read_published
 from .storage.sessions import StorageStatistics
 from .supervisor import Supervisor
 from .transport.service import TransportService
@@ -559,4 +559,4 @@ class Views(CatalogViews, PrincipalViews, NetworkViews):
         with self._context.storage.connection() as conn:
             rows = conn.list_statistics()
         wall_now = time.time()  # liveness: real time, whatever the brokers' clock
-        return [published(r, wall_now) for r in rows]
+        return read_published(rows, wall_now)

@@ -630,6 +630,15 @@ class NamedQueryConnection:
         """Every published row, by ``instance_id``."""
         return rows_of(StatisticsRow, self._all("list_statistics"))
 
+    def ensure_statistics(self, row: StatisticsRow) -> None:
+        """Insert ``row`` unless its ``instance_id`` has one (write transaction)."""
+        self._run("ensure_statistics", tuple(row))
+
+    def statistics_for_update(self, instance_id: str) -> StatisticsRow | None:
+        """The row of ``instance_id``, locked to the end of the write transaction, or None."""
+        rows = rows_of(StatisticsRow, self._all("statistics_for_update", (instance_id,)))
+        return rows[0] if rows else None
+
     def delete_statistics(self, instance_id: str) -> None:
         """Remove one published row (write transaction)."""
         self._run("delete_statistics", (instance_id,))

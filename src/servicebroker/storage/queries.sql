@@ -614,6 +614,15 @@ ON CONFLICT (instance_id) DO UPDATE SET process = excluded.process, updated = ex
 SELECT instance_id, process, updated, state, snapshot FROM broker_statistics
 ORDER BY instance_id;
 
+-- name: ensure_statistics
+INSERT INTO broker_statistics (instance_id, process, updated, state, snapshot)
+VALUES (?, ?, ?, ?, ?)
+ON CONFLICT (instance_id) DO NOTHING;
+
+-- name: statistics_for_update
+SELECT instance_id, process, updated, state, snapshot FROM broker_statistics
+WHERE instance_id = ? FOR UPDATE;
+
 -- name: delete_statistics
 DELETE FROM broker_statistics WHERE instance_id = ?;
 

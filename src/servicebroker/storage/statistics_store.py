@@ -27,6 +27,16 @@ class StatisticsStore(Protocol):
         """Every published row, by ``instance_id``."""
         ...
 
+    def ensure_statistics(self, row: StatisticsRow) -> None:
+        """Insert ``row`` unless a row of its ``instance_id`` exists (then nothing), in the
+        write transaction."""
+        ...
+
+    def statistics_for_update(self, instance_id: str) -> StatisticsRow | None:
+        """The row of ``instance_id``, locked until the write transaction ends (two
+        transactions adding to it take turns), or None."""
+        ...
+
     def delete_statistics(self, instance_id: str) -> None:
         """Remove one row (folded into the ``retired`` row), in the write transaction."""
         ...

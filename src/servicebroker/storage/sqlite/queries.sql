@@ -57,3 +57,8 @@ SELECT coalesce((SELECT seq FROM sqlite_sequence WHERE name = 'queue_messages'),
 -- (the write transaction holds SQLite's single write lock: no row lock needed)
 SELECT reader, queues, latest, acknowledged, released, renewed, claim_timeout
 FROM stream_readers WHERE reader = ?;
+
+-- name: statistics_for_update
+-- (the write transaction holds SQLite's single write lock: no row lock needed)
+SELECT instance_id, process, updated, state, snapshot FROM broker_statistics
+WHERE instance_id = ?;

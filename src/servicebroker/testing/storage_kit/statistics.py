@@ -13,8 +13,9 @@ __all__ = ["check_statistics_rows", "check_summaries_and_locked_groups"]
 
 
 def check_statistics_rows(open_storage: StorageOpener) -> None:
-    """publish_statistics / list_statistics / delete_statistics: a row reads back as written
-    from another storage, a second publication replaces it, a deleted one is gone."""
+    """publish_statistics / list_statistics / ensure_statistics / statistics_for_update /
+    delete_statistics: a row reads back as written from another storage, a second publication
+    replaces it, ensure_statistics inserts only a missing row, a deleted one is gone."""
     with kit.Bench(open_storage) as bench:
         conn = bench.connect(bench.storage())
         other = bench.connect(bench.storage())
@@ -28,6 +29,22 @@ def check_statistics_rows(open_storage: StorageOpener) -> None:
         kit.committed(conn, lambda: conn.publish_statistics(second))
         mine = [r for r in other.list_statistics() if r.instance_id == name]
         kit.equal(mine, [second], "a second publish_statistics replaces the row")
+        conn.begin_write()
+        conn.ensure_statistics(first)  # exists: nothing changes
+        kit.equal(conn.statistics_for_update(name), second, "statistics_for_update")
+        conn.commit()
+        kit.equal(
+            [r for r in other.list_statistics() if r.instance_id == name],
+            [second],
+            "ensure_statistics leaves an existing row as it is",
+        )
+        kit.committed(conn, lambda: conn.delete_statistics(name))
+        kit.committed(conn, lambda: conn.ensure_statistics(first))
+        kit.equal(
+            [r for r in other.list_statistics() if r.instance_id == name],
+            [first],
+            "ensure_statistics inserts a missing row",
+        )
         kit.committed(conn, lambda: conn.delete_statistics(name))
         kit.equal(
             [r for r in other.list_statistics() if r.instance_id == name], [], "delete_statistics"
