@@ -483,8 +483,50 @@ def test_the_command_serves_prometheus_metrics_beside_the_pages(broker: Broker, 
     from servicebroker.console.command import console_app
 
     send(broker, pair, [b"a", b"b"])
-    with TestClient(console_app(broker.url, broker=broker)) as c:
+    app = console_app(broker.url, broker=broker)
+    with TestClient(app, base_url="http://127.0.0.1:8000") as c:
         page = c.get("/metrics")
         assert page.status_code == 200
         assert 'servicebroker_queue_messages{queue="tq",state="ready"} 2.0' in page.text
         assert c.get("/").status_code == 200
+
+
+def test_a_loopback_console_serves_loopback_names_only(broker: Broker) -> None:
+    # DNS rebinding: a web page whose name now points at 127.0.0.1 sends its own Host header
+    from servicebroker.console.command import console_app
+
+    with TestClient(console_app(broker.url, broker=broker, host="127.0.0.1")) as c:
+        assert c.get("/", headers={"host": "localhost:8000"}).status_code == 200
+        assert c.get("/metrics", headers={"host": "attacker.example"}).status_code == 400
+        assert c.get("/", headers={"host": "attacker.example"}).status_code == 400
+
+
+def test_a_queue_name_with_a_slash_has_its_page_and_admin_action(
+    broker: Broker, admin: TestClient
+) -> None:
+    broker.create_queue("orders/eu", status=False)
+    page = admin.get("/queues/orders%2Feu")
+    assert page.status_code == 200 and "orders/eu" in page.text
+    sign_in(admin)
+    r = admin.post("/admin/queues/orders%2Feu/enable", headers=csrf(admin), follow_redirects=False)
+    assert r.status_code == 303
+    on = [q.is_receive_enabled for q in overview(broker).queues if q.queue_name == "orders/eu"]
+    assert on == [True]
+
+
+def test_after_sign_in_the_console_never_redirects_off_site(admin: TestClient) -> None:
+    for target in ("/\\evil.example", "//evil.example", "https://evil.example/", "/%0d/x"):
+        r = admin.post(
+            f"/login?next={target}",
+            data={"token": TOKEN},
+            headers=csrf(admin),
+            follow_redirects=False,
+        )
+        assert r.status_code == 303
+        assert r.headers["location"] == "/", (target, r.headers["location"])
+
+
+def test_an_xml_body_with_entities_is_shown_as_text() -> None:
+    bomb = '<!DOCTYPE a [<!ENTITY x "xxxxxxxxxx"><!ENTITY y "&x;&x;&x;">]><a>&y;</a>'
+    shown = preview(bomb.encode(), "X")
+    assert shown.kind == "text" and shown.text == bomb

@@ -137,6 +137,15 @@ class Operations:
         self._context = context
         self._database = database
 
+    def now(self) -> datetime:
+        """The brokers' time now (UTC), as :attr:`Overview.taken_at` reads it, from the
+        published statistics alone (a cheap read for pages that show ages)."""
+        with self._context.storage.connection() as conn:
+            rows = conn.list_statistics()
+        wall_now = time.time()
+        now = broker_time(read_published(rows, wall_now), wall_now)
+        return to_datetime(self._context.clock.now() if now is None else now) or datetime.max
+
     def conversation_groups(self, queue: str | None = None) -> list[ConversationGroupOverview]:
         """The conversation groups holding ready messages (of ``queue`` only, if given), by
         queue then group id, with whether each is locked or claimed.

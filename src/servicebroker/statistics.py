@@ -71,7 +71,8 @@ DURATION_BUCKETS: tuple[float, ...] = (
 """Upper bounds (seconds) of the commit and RECEIVE-wait histograms' buckets (+Inf implied)."""
 
 PUBLISH_INTERVAL = 1.0
-"""Broker-clock seconds between two publications of a started broker's statistics."""
+"""Real seconds between two publications of a started broker's statistics (publishing is
+about processes being seen alive, whatever clock the broker runs on)."""
 
 RETIRED = "retired"
 """The ``instance_id`` of the row that sums the processes that stopped (or went silent)."""

@@ -52,8 +52,16 @@ def _back(request: Request, default: str) -> Response:
     current = urllib.parse.urlsplit(request.headers.get("hx-current-url", ""))
     on_page = current.path + (f"?{current.query}" if current.query else "")
     target = request.query_params.get("next") or on_page or default
-    if not target.startswith("/") or target.startswith("//"):
-        target = default
+    parts = urllib.parse.urlsplit(target)
+    if (
+        not target.startswith("/")
+        or target.startswith("//")
+        or "\\" in target  # browsers read "/\\host" as "//host"
+        or any(ord(c) < 0x20 or ord(c) == 0x7F for c in target)
+        or parts.scheme
+        or parts.netloc
+    ):
+        target = default  # a local path only: no open redirect
     if request.headers.get("hx-request"):
         return Response(status_code=200, headers={"HX-Redirect": target})
     return RedirectResponse(target, status_code=303)
@@ -95,15 +103,19 @@ class AdminActions:
             Route("/login", self.login_form, methods=["GET"]),
             Route("/login", self.login, methods=["POST"]),
             Route("/logout", self.logout, methods=["POST"]),
-            Route("/admin/queues/{name}/enable", self.enable_queue, methods=["POST"]),
+            Route("/admin/queues/{name:path}/enable", self.enable_queue, methods=["POST"]),
             Route("/admin/conversations/{handle}/cleanup", self.end_cleanup, methods=["POST"]),
             Route("/admin/transmission/retry", self.retry_transmission, methods=["POST"]),
         ]
 
     async def login_form(self, request: Request) -> Response:
+        """GET /login: the sign-in page."""
         return self._render(request)
 
     async def login(self, request: Request) -> Response:
+        """POST /login (form field ``token``; the CSRF header as every POST): a right token
+        signs the browser in (a session cookie) and goes back to ``next`` (a local path only);
+        a wrong one is refused with 403 and logged with the client's address."""
         form = await request.form()
         given = str(form.get("token", ""))
         if not secrets.compare_digest(given.encode(), self._token.encode()):
@@ -115,6 +127,7 @@ class AdminActions:
         return _back(request, "/")
 
     async def logout(self, request: Request) -> Response:
+        """POST /logout: forget the session's sign-in."""
         request.session.pop(SESSION_KEY, None)
         flash(request, "ok", "Signed out.")
         return _back(request, "/")

@@ -25,6 +25,7 @@ from starlette.concurrency import run_in_threadpool
 from starlette.exceptions import HTTPException
 from starlette.middleware import Middleware
 from starlette.middleware.sessions import SessionMiddleware
+from starlette.middleware.trustedhost import TrustedHostMiddleware
 from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import BaseRoute, Mount, Route
@@ -50,11 +51,12 @@ def _when(value: datetime | None) -> str:
     return value.astimezone(UTC).strftime("%Y-%m-%d %H:%M:%S") if value else "—"
 
 
-def _age(value: datetime | None) -> str:
-    """How long ago ``value`` was (wall clock), as ``3 s``, ``4 min``, ``2 h``; "" for None."""
+def _age(value: datetime | None, now: datetime | None = None) -> str:
+    """How long before ``now`` (the brokers' time, :attr:`Overview.taken_at`; default the
+    console's clock) ``value`` was, as ``3 s``, ``4 min``, ``2 h``; "" for None."""
     if value is None:
         return ""
-    seconds = max((datetime.now(UTC) - value).total_seconds(), 0.0)
+    seconds = max(((now or datetime.now(UTC)) - value).total_seconds(), 0.0)
     for unit, size in (("d", 86400), ("h", 3600), ("min", 60)):
         if seconds >= size:
             return f"{seconds / size:.0f} {unit}"
@@ -87,6 +89,7 @@ def create_app(
     sample_interval: float = 1.0,
     broker: ConsoleBroker | None = None,
     extra_routes: Callable[[BrokerSource], Sequence[BaseRoute]] | None = None,
+    allowed_hosts: Sequence[str] | None = None,
 ) -> Starlette:
     """The console for the broker database at ``url``.
 
@@ -104,6 +107,9 @@ def create_app(
         extra_routes: more routes, made from the console's :class:`~.source.BrokerSource`
             (whose ``operations`` follow the current broker): e.g.
             ``lambda source: [Route("/metrics", metrics_app(source))]``.
+        allowed_hosts: the ``Host`` headers served (Starlette's ``TrustedHostMiddleware``; a
+            console on loopback serves only loopback names, so a web page whose name was
+            rebound to 127.0.0.1 cannot read it); None serves any.
 
     Raises:
         ValueError: an empty ``admin_token`` or a ``sample_interval`` <= 0.
@@ -219,7 +225,8 @@ def create_app(
             found = pages.conversation_page(source.get(), handle)
             if found is None:
                 raise HTTPException(404, f"no conversation endpoint {handle}")
-            return {"conv": found, "scan": pages.CONVERSATION_SCAN}
+            now = source.get().operations.now()  # ages on the brokers' clock
+            return {"conv": found, "scan": pages.CONVERSATION_SCAN, "now": now}
 
         return await page(request, "conversation.html", build)
 
@@ -227,6 +234,7 @@ def create_app(
         b = source.get()
         rows = b.views.transmission_queue()
         return {
+            "now": b.operations.now(),  # ages on the brokers' clock
             "rows": rows[:500],
             "count": len(rows),
             "routes": b.views.routes(),
@@ -248,8 +256,8 @@ def create_app(
     routes: list[BaseRoute] = [
         Route("/", home),
         Route("/fragments/overview", overview_fragment),
-        Route("/queues/{name}", queue),
-        Route("/fragments/queues/{name}", queue_fragment),
+        Route("/queues/{name:path}", queue),  # a queue name may hold a "/"
+        Route("/fragments/queues/{name:path}", queue_fragment),
         Route("/conversations", conversations),
         Route("/conversations/{handle}", conversation),
         Route("/transmission", transmission),
@@ -259,10 +267,12 @@ def create_app(
     if extra_routes is not None:
         routes.extend(extra_routes(source))
     middleware: list[Middleware] = []
+    if allowed_hosts is not None:
+        middleware.append(Middleware(TrustedHostMiddleware, allowed_hosts=list(allowed_hosts)))
     if admin is not None:
         routes.extend(admin.routes())
         # new keys at each start: sessions end when the console stops
-        middleware = [
+        middleware += [
             Middleware(
                 CSRFMiddleware,
                 secret=secrets.token_urlsafe(32),

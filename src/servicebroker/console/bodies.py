@@ -34,6 +34,8 @@ def _hex(data: bytes) -> str:
 
 
 def _pretty_xml(text: str) -> str | None:
+    if "<!DOCTYPE" in text or "<!ENTITY" in text:
+        return None  # entities could expand without bound (any sender writes bodies): as text
     try:
         pretty = xml.dom.minidom.parseString(text).toprettyxml(indent="  ")
     except Exception:  # expat errors: not well formed (a NONE body need not be)

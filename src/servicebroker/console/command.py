@@ -52,8 +52,16 @@ def read_token(token_file: str | None) -> str | None:
     return os.environ.get(TOKEN_ENV, "").strip() or None
 
 
+LOOPBACK_NAMES = ("localhost", "127.0.0.1", "::1", "[::1]")
+
+
 def console_app(
-    url: str, *, admin_token: str | None = None, https: bool = False, broker: Any = None
+    url: str,
+    *,
+    admin_token: str | None = None,
+    https: bool = False,
+    broker: Any = None,
+    host: str = "127.0.0.1",
 ) -> Any:
     """The console's Starlette app as the command serves it: :func:`.app.create_app` with the
     Prometheus metrics (:func:`servicebroker.metrics.metrics_app`) at ``/metrics``, read from
@@ -61,6 +69,8 @@ def console_app(
 
     Args:
         url, admin_token, https, broker: as :func:`.app.create_app`.
+        host: the address it listens on: on loopback only loopback ``Host`` names are served
+            (DNS rebinding), elsewhere any.
 
     Raises:
         ImportError: the ``console`` extra is not installed.
@@ -76,6 +86,7 @@ def console_app(
         https=https,
         broker=broker,
         extra_routes=lambda source: [Route("/metrics", metrics_app(source))],
+        allowed_hosts=[host, *LOOPBACK_NAMES] if is_loopback(host) else None,
     )
 
 
@@ -126,7 +137,7 @@ def console_command(
     try:
         import uvicorn
 
-        app = console_app(url, admin_token=token, https=tls)
+        app = console_app(url, admin_token=token, https=tls, host=host)
     except ImportError as exc:  # pragma: no cover - depends on the installed extras
         raise click.ClickException(
             f"the console needs the 'console' extra (pip install servicebroker[console]): {exc}"

@@ -20,7 +20,7 @@ from datetime import datetime, timedelta
 from typing import Protocol
 
 from ..claims import GroupClaim
-from ..clock import Clock, to_datetime
+from ..clock import Clock
 from ..operations import Operations, overview
 from ..views import ConversationEndpointRow, TransmissionQueueRow, Views
 from .findings import Finding, finding
@@ -100,7 +100,8 @@ def classify_status(status: str) -> str | None:
 
 
 def check_runtime(broker: _Watched, *, waiting_after: float = WAITING_AFTER) -> list[Finding]:
-    """ssbdiagnose's RUNTIME report on ``broker``'s database, now (broker clock).
+    """ssbdiagnose's RUNTIME report on ``broker``'s database, now (on the brokers' clock, as
+    :attr:`~servicebroker.operations.Overview.taken_at` reads it).
 
     Args:
         broker: the broker to read (it need not be started: what every process publishes and
@@ -114,20 +115,15 @@ def check_runtime(broker: _Watched, *, waiting_after: float = WAITING_AFTER) -> 
     Raises:
         StorageError: the database cannot be read.
     """
+    seen = overview(broker)  # its time is the brokers' (the demo's clock follows 2013)
     return runtime_findings(
-        overview(broker).queues,
+        seen.queues,
         broker.views.transmission_queue(),
         broker.views.conversation_endpoints(),
         broker.views.conversation_group_claims(),
-        now=_now(broker),
+        now=seen.taken_at,
         waiting_after=waiting_after,
     )
-
-
-def _now(broker: _Watched) -> datetime:
-    now = to_datetime(broker.clock.now())
-    assert now is not None
-    return now
 
 
 def runtime_findings(
