@@ -83,10 +83,12 @@ def broker_run(
     batch: int,
     shape: str = "one",
     around: Callable[[], AbstractContextManager[object]] = nullcontext,
+    start: bool = False,
 ) -> float:
     """Seconds to SEND and RECEIVE ``total`` messages; ``around()`` is entered once the
     catalog and dialogs exist, before the clock starts, and left after it stops (an observer
-    such as the web console, benchmarks/console_cost.py)."""
+    such as the web console, benchmarks/console_cost.py); with ``start`` the broker runs its
+    background work meanwhile (the timer, publishing its statistics every second)."""
     broker = Broker.open(path)
     broker.create_queue("iq")
     broker.create_queue("tq")
@@ -118,6 +120,8 @@ def broker_run(
                     got += more
             consumed += got
 
+    if start:
+        broker.start()
     try:
         with around():
             return _timed(produce, consume)
