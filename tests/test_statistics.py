@@ -310,3 +310,24 @@ def test_a_silent_process_stops_counting_as_running() -> None:
     summed = total([stale]).queues["q"]
     assert summed.readers_running == 0 and summed.monitor_state is None
     assert summed.messages_enqueued == {"T": 1}
+
+
+def test_timer_ticks_are_counted_once_across_leaders(url: str, clock: ManualClock) -> None:
+    """TICK-1: a broker that takes the lead does not count again the notifications its
+    predecessor counted; the published sum counts each 5-second notification once."""
+    with Broker.open(url, clock=clock) as a, Broker.open(url, clock=clock) as b:
+        a.start()
+        b.start()
+        try:
+            assert a.is_leader and not b.is_leader
+            clock.advance(10)
+            eventually(lambda: a.timer.statistics().ticks == 2, "the first leader ticks twice")
+            a.stop()
+            eventually(lambda: b.is_leader, "the second broker takes the lead")
+            clock.advance(5)
+            eventually(lambda: b.timer.statistics().ticks == 1, "one tick of its own")
+            a.publish_statistics()
+            b.publish_statistics()
+            assert overview(b).totals.timer_ticks == 3
+        finally:
+            b.stop()
