@@ -128,4 +128,5 @@ def test_schema_is_versioned(url: str, broker: Broker) -> None:
         "0011_principals.sql",
         "0012_closed_conversations.sql",
         "0013_group_claims.sql",
+        "0014_broker_statistics.sql",
     ]
