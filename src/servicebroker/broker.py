@@ -40,6 +40,7 @@ from .permissions import DEFAULT_PRINCIPAL, current_execute_as
 from .poison import PoisonMessageHandling
 from .receive import to_messages
 from .statistics import (
+    PUBLISH_INTERVAL,
     InstanceStatistics,
     QueueStatistics,
     StatisticsPublisher,
@@ -65,6 +66,7 @@ BACKGROUND_POLL = 0.25
 """Real seconds between the background thread's looks at the database for work that other
 processes made due (messages to activate for, timers they set)."""
 TIMER_THREAD = "servicebroker-timer"
+STATISTICS_THREAD = "servicebroker-statistics"
 
 
 def _check_transport(transport: object) -> None:
@@ -213,6 +215,7 @@ class Broker(CatalogStatements, NetworkStatements, PrincipalStatements):
         """This broker object's id in ``views.dm_broker_statistics()``."""
         self._opened_at = clock.now()
         self._publisher = StatisticsPublisher(storage, self.statistics)
+        self._publishing_stop = threading.Event()
         self._starts: dict[int, tuple[str, int]] = {}  # queue id: (name, activations started)
         self.clock.subscribe(self._on_clock)
 
@@ -354,6 +357,8 @@ class Broker(CatalogStatements, NetworkStatements, PrincipalStatements):
         try:
             self._lead()
             self._supervisor.start(TIMER_THREAD, self._background)
+            self._publishing_stop.clear()
+            self._supervisor.start(STATISTICS_THREAD, self._publishing)
         except BaseException:
             self._stopping = True
             self.tasks.stop()
@@ -371,8 +376,10 @@ class Broker(CatalogStatements, NetworkStatements, PrincipalStatements):
         self.transport.stop()
         self._wake()
         was_running = self._running
+        self._publishing_stop.set()
         if self._running:
             self._supervisor.join(TIMER_THREAD, timeout)
+            self._supervisor.join(STATISTICS_THREAD, timeout)
             self._running = False
         if self._leading:
             self._storage.resign()
@@ -414,8 +421,6 @@ class Broker(CatalogStatements, NetworkStatements, PrincipalStatements):
                 self.timer.run_due(now)
                 # commits of other processes wake no one here: look for them (ACT-4a)
                 self.activation.check()
-            if self._publisher.due():
-                self._publish("running")
             wake = self.timer.next_wakeup(now) if self._leading else now + TICK_SECONDS
             real = min(self.clock.max_real_wait(wake - self.clock.now()), BACKGROUND_POLL)
             with self._cond:
@@ -487,6 +492,14 @@ class Broker(CatalogStatements, NetworkStatements, PrincipalStatements):
                 self._publisher.publish(state)
         except StorageError as exc:
             log.warning("publishing the broker's statistics failed: %s", exc)
+
+    def _publishing(self) -> None:
+        """The statistics thread's loop: publish every :data:`PUBLISH_INTERVAL` real seconds
+        while started. A thread of its own, so that a write waiting for SQLite's single writer
+        (a long transaction of the application's) never delays the timer or activation."""
+        while not self._stopping:
+            self._publish("running")
+            self._publishing_stop.wait(PUBLISH_INTERVAL)
 
     def _release_claims(self, now: float) -> None:
         """Each tick: release the batches of stream readers whose claim time-out passed."""

@@ -482,11 +482,6 @@ class StatisticsPublisher:
         self._lock = threading.Lock()
         self.published_at: float | None = None
 
-    def due(self) -> bool:
-        """Whether :data:`PUBLISH_INTERVAL` real seconds have passed since the last
-        publication."""
-        return self.published_at is None or time.time() - self.published_at >= PUBLISH_INTERVAL
-
     def publish(self, state: str) -> None:
         """Write the snapshot with ``state`` (``running`` or ``stopped``).
 
