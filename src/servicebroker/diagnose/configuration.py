@@ -35,9 +35,9 @@ from ..catalog import DBO, CatalogSnapshot, ContractDef, QueueDef, ServiceDef
 from ..clock import Clock
 from ..errors import BrokerError
 from ..permissions import procedure_principal
-from ..transport.routing import choose_route, normalize_broker_instance
+from ..transport.routing import normalize_broker_instance
 from .findings import Finding, finding
-from .remote import inbound_findings, missing_principal, remote_target_findings
+from .remote import inbound_findings, missing_principal, remote_target_findings, route_to
 
 __all__ = [
     "ENCRYPTIONS",
@@ -267,13 +267,7 @@ def _local_target(
         return target
     if snap.service_broker_guid is not None and str(snap.service_broker_guid) == broker_instance:
         return target
-    route = choose_route(
-        snap.routes.values(),
-        service_name=name,
-        broker_instance=broker_instance,
-        local_services=snap.services,
-        now=now,
-    )
+    route = route_to(snap, name, broker_instance, now)
     return target if route is not None and route.is_local else None
 
 
@@ -464,13 +458,7 @@ def _local_target_checks(
                 contract=contract.name,
             )
         )
-    route = choose_route(
-        snap.routes.values(),
-        service_name=target.name,
-        broker_instance=None,
-        local_services=snap.services,
-        now=now,
-    )
+    route = route_to(snap, target.name, None, now)
     if route is not None and not route.is_local:
         out.append(
             finding(

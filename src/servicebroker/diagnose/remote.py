@@ -14,10 +14,24 @@ import time
 
 from ..catalog import DBO, PUBLIC, CatalogSnapshot
 from ..storage.rows import CertificateRow
-from ..transport.routing import choose_route
+from ..transport.routing import RouteChoice, choose_route
 from .findings import Finding, finding
 
 __all__ = ["inbound_findings", "missing_principal", "remote_target_findings"]
+
+
+def route_to(
+    snap: CatalogSnapshot, service: str, broker_instance: str | None, now: float
+) -> RouteChoice | None:
+    """The route messages to ``service`` (at ``broker_instance``, if given) take at ``now``
+    (broker seconds), as the transport chooses it (RTE-1..3), or None."""
+    return choose_route(
+        snap.routes.values(),
+        service_name=service,
+        broker_instance=broker_instance,
+        local_services=snap.services,
+        now=now,
+    )
 
 
 def missing_principal(name: str) -> Finding:
@@ -75,13 +89,7 @@ def remote_target_findings(
                 routes=", ".join(expired),
             )
         )
-    route = choose_route(
-        snap.routes.values(),
-        service_name=name,
-        broker_instance=broker_instance,
-        local_services=snap.services,
-        now=now,
-    )
+    route = route_to(snap, name, broker_instance, now)
     if route is None:
         out.append(
             finding(
