@@ -15,7 +15,7 @@ import threading
 import pytest
 
 from servicebroker import Activation, Broker, ManualClock
-from servicebroker.operations import overview
+from servicebroker.operations import QueueOverview, overview
 from servicebroker.statistics import (
     RETIRED,
     STALE_AFTER,
@@ -40,6 +40,14 @@ def dialogs(broker: Broker, pair: Pair, n: int, message_type: str = "Req") -> li
             tx.send(h, message_type, b"x")
             handles.append(h)
     return handles
+
+
+def published_queue(broker: Broker, reader: Broker, queue: str) -> QueueOverview:
+    """``broker`` publishes its statistics; ``reader`` (another process) reads ``queue``."""
+    broker.publish_statistics()
+    q = overview(reader).queue(queue)
+    assert q is not None, queue
+    return q
 
 
 def test_counts_per_queue_and_type_reach_another_process(
@@ -152,9 +160,7 @@ def test_activation_starts_outlive_activation_off_and_the_lead(
             dialogs(broker, pair, 1)
 
             def starts() -> int:
-                broker.publish_statistics()
-                q = overview(broker).queue(pair.tq)
-                return 0 if q is None else q.activation_starts
+                return published_queue(broker, broker, pair.tq).activation_starts
 
             eventually(lambda: starts() >= 1, "an activation start is published")
             broker.alter_queue(pair.tq, activation=Activation(reader, status=False))
@@ -185,10 +191,7 @@ def test_the_leader_publishes_its_monitors_and_readers(url: str, clock: ManualCl
             with Broker.open(url, clock=clock) as console:
 
                 def readers() -> int:
-                    broker.publish_statistics()
-                    q = overview(console).queue(pair.tq)
-                    assert q is not None
-                    return q.readers_running
+                    return published_queue(broker, console, pair.tq).readers_running
 
                 eventually(lambda: readers() == 1, "the reader is published as running")
                 q = overview(console).queue(pair.tq)
@@ -211,9 +214,7 @@ def test_poison_events_and_a_disabled_queue(broker: Broker, pair: Pair) -> None:
             raise RuntimeError("poison")
     q = overview(broker).queue(pair.tq)
     assert q is not None and not q.is_receive_enabled
-    broker.publish_statistics()
-    q = overview(broker).queue(pair.tq)
-    assert q is not None and q.poison_events == 1
+    assert published_queue(broker, broker, pair.tq).poison_events == 1
 
 
 def test_a_message_waiting_in_the_transmission_queue(

@@ -22,6 +22,7 @@ from .clock import to_datetime
 from .context import BrokerContext
 from .dialogs import STATE_DESC
 from .statistics import InstanceStatistics, QueueStatistics, broker_time, read_published, total
+from .storage.rows import StatisticsRow
 
 __all__ = ["ConversationGroupOverview", "Operations", "Overview", "QueueOverview", "overview"]
 
@@ -142,9 +143,17 @@ class Operations:
         published statistics alone (a cheap read for pages that show ages)."""
         with self._context.storage.connection() as conn:
             rows = conn.list_statistics()
+        return self._published(rows)[1]
+
+    def _published(self, rows: list[StatisticsRow]) -> tuple[list[InstanceStatistics], datetime]:
+        """The published statistics of ``rows`` read now, and the brokers' time: the
+        freshest running broker's reading plus the real time since (liveness is real time,
+        whatever the brokers' clock), else this broker's clock."""
         wall_now = time.time()
-        now = broker_time(read_published(rows, wall_now), wall_now)
-        return to_datetime(self._context.clock.now() if now is None else now) or datetime.max
+        instances = read_published(rows, wall_now)
+        now = broker_time(instances, wall_now)
+        seconds = self._context.clock.now() if now is None else now
+        return instances, to_datetime(seconds) or datetime.max
 
     def conversation_groups(self, queue: str | None = None) -> list[ConversationGroupOverview]:
         """The conversation groups holding ready messages (of ``queue`` only, if given), by
@@ -184,12 +193,8 @@ class Operations:
             states = conn.endpoint_state_counts()
             transmission = conn.transmission_summary()
             rows = conn.list_statistics()
-        wall_now = time.time()  # liveness is real time, whatever the brokers' clock
-        instances = read_published(rows, wall_now)
+        instances, taken_at = self._published(rows)
         totals = total(instances)
-        now = broker_time(instances, wall_now)
-        if now is None:
-            now = context.clock.now()
         retained: Counter[int] = Counter()
         for c in counts:
             if c.status in (0, 3):
@@ -245,7 +250,7 @@ class Operations:
         for t in transmission:
             by_status[t.transmission_status or ""] += t.messages
         return Overview(
-            taken_at=to_datetime(now) or datetime.max,
+            taken_at=taken_at,
             database=self._database,
             queues=queues,
             transmission_count=sum(t.messages for t in transmission),

@@ -343,6 +343,24 @@ def total(
     return out
 
 
+class _Durations:
+    """A histogram being filled (in place: RECEIVE and commit add to it on their hot path);
+    :meth:`frozen` gives the :class:`Histogram`."""
+
+    __slots__ = ("counts", "sum")
+
+    def __init__(self) -> None:
+        self.counts = [0] * (len(DURATION_BUCKETS) + 1)
+        self.sum = 0.0
+
+    def add(self, seconds: float) -> None:
+        self.counts[bisect.bisect_left(DURATION_BUCKETS, seconds)] += 1
+        self.sum += seconds
+
+    def frozen(self) -> Histogram:
+        return Histogram(DURATION_BUCKETS, tuple(self.counts), self.sum)
+
+
 class StatisticsRecorder:
     """The counters one broker process keeps in memory (thread-safe); the transactions, RECEIVE
     and the timer feed it, :meth:`counters` reads it."""
@@ -354,8 +372,8 @@ class StatisticsRecorder:
         self._received: Counter[tuple[str, str]] = Counter()
         self._commits = 0
         self._rollbacks = 0
-        self._commit_seconds = Histogram()
-        self._receive_wait = Histogram()
+        self._commit_seconds = _Durations()
+        self._receive_wait = _Durations()
 
     def committed(
         self,
@@ -368,7 +386,7 @@ class StatisticsRecorder:
         message type name)."""
         with self._lock:
             self._commits += 1
-            self._commit_seconds = self._commit_seconds.observe(seconds)
+            self._commit_seconds.add(seconds)
             if enqueued:
                 self._enqueued.update(enqueued)
             if sent:
@@ -391,7 +409,7 @@ class StatisticsRecorder:
     def waited(self, seconds: float) -> None:
         """A RECEIVE or GET CONVERSATION GROUP waited ``seconds`` (0 when it did not wait)."""
         with self._lock:
-            self._receive_wait = self._receive_wait.observe(seconds)
+            self._receive_wait.add(seconds)
 
     def counted(self) -> bool:
         """Whether anything was counted (a commit, a rollback, a wait, a message)."""
@@ -399,7 +417,7 @@ class StatisticsRecorder:
             return bool(
                 self._commits
                 or self._rollbacks
-                or self._receive_wait.count
+                or any(self._receive_wait.counts)
                 or self._enqueued
                 or self._sent
                 or self._received
@@ -423,8 +441,8 @@ class StatisticsRecorder:
                 queues=queues,
                 commits=self._commits,
                 rollbacks=self._rollbacks,
-                commit_seconds=self._commit_seconds,
-                receive_wait_seconds=self._receive_wait,
+                commit_seconds=self._commit_seconds.frozen(),
+                receive_wait_seconds=self._receive_wait.frozen(),
             )
 
 

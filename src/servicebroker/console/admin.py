@@ -132,18 +132,16 @@ class AdminActions:
         flash(request, "ok", "Signed out.")
         return _back(request, "/")
 
-    def _refused(self, request: Request, action: str, what: str) -> Response | None:
-        if self.is_admin(request):
-            return None
-        log.warning("console: %s %s refused (no token) from %s", action, what, client_of(request))
-        return PlainTextResponse("Forbidden: this action needs the console's admin token.", 403)
-
     async def _act(
         self, request: Request, action: str, what: str, run: Callable[[], str], back: str
     ) -> Response:
-        """Run one action in a worker thread (it waits on the database): log it and flash
-        its outcome (a BrokerError is an error flash)."""
+        """Refuse (403, logged) a request without the admin token; else run the action in a
+        worker thread (it waits on the database), log it and flash its outcome (a BrokerError
+        is an error flash)."""
         client = client_of(request)
+        if not self.is_admin(request):
+            log.warning("console: %s %s refused (no token) from %s", action, what, client)
+            return PlainTextResponse("Forbidden: this action needs the console's admin token.", 403)
         try:
             outcome = await run_in_threadpool(run)
         except BrokerError as exc:
@@ -159,9 +157,6 @@ class AdminActions:
         transmission queue)."""
         name = request.path_params["name"]
         action = "ALTER QUEUE … WITH STATUS = ON"
-        refused = self._refused(request, action, name)
-        if refused is not None:
-            return refused
 
         def run() -> str:
             self._broker().alter_queue(name, status=True)
@@ -174,9 +169,6 @@ class AdminActions:
         side is not told (DLG-4)."""
         text = request.path_params["handle"]
         action = "END CONVERSATION … WITH CLEANUP"
-        refused = self._refused(request, action, text)
-        if refused is not None:
-            return refused
 
         def run() -> str:
             try:
@@ -195,9 +187,6 @@ class AdminActions:
         tick, QUE-3); messages for another instance are the transport's and are left as they
         are."""
         action = "retry the transmission queue"
-        refused = self._refused(request, action, "")
-        if refused is not None:
-            return refused
 
         def run() -> str:
             moved = self._broker().transmission.drain()
