@@ -32,8 +32,8 @@ from rich.console import Console
 from rich.table import Table
 
 from servicebroker import Broker, ManualClock
+from servicebroker.engine.transmission import TransmissionQueue
 from servicebroker.storage import open_storage
-from servicebroker.transmission import TransmissionQueue
 
 SCENARIOS = {"{1,10}": (1, 10), "{9,10}": (9, 10), "1..10": tuple(range(1, 11))}
 POLICIES = (

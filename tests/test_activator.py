@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 from servicebroker import Broker, ManualClock
-from servicebroker.activation.activator import ConfigError, ExternalActivator, load_config
+from servicebroker.activator import ConfigError, ExternalActivator, load_config
 
 from .conftest import Pair
 

@@ -15,7 +15,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from servicebroker import Broker, ManualClock
-from servicebroker.claims import assign_parts
+from servicebroker.engine.claims import assign_parts
 from servicebroker.errors import BrokerError, CatalogError, ConversationError, StreamClaimError
 
 from .conftest import Pair, make_pair

@@ -38,7 +38,7 @@ from servicebroker.console.bodies import preview
 from servicebroker.console.command import is_loopback
 from servicebroker.console.pages import counters
 from servicebroker.console.rates import Sample, chart, depth_chart
-from servicebroker.operations import overview
+from servicebroker.engine.operations import overview
 from servicebroker.testing.ports import free_port
 from servicebroker.transport.certificates import make_self_signed
 

@@ -12,7 +12,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from servicebroker import Activation, Broker, CatalogError
-from servicebroker.catalog.ddl import parse_ddl
+from servicebroker.ddl.parser import parse_ddl
 from servicebroker.views import ServiceQueueRow
 
 from .conftest import make_pair

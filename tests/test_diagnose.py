@@ -20,7 +20,6 @@ import pytest
 from click.testing import CliRunner
 
 from servicebroker import Activation, Broker, ManualClock
-from servicebroker.claims import GroupClaim
 from servicebroker.cli import main
 from servicebroker.diagnose import (
     CODES,
@@ -33,6 +32,7 @@ from servicebroker.diagnose import (
 from servicebroker.diagnose.command import parse_report
 from servicebroker.diagnose.configuration import procedure_problem
 from servicebroker.diagnose.runtime import BEHIND, classify_status
+from servicebroker.engine.claims import GroupClaim
 from servicebroker.transport.certificates import make_self_signed
 from servicebroker.views import TransmissionQueueRow
 

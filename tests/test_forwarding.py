@@ -20,6 +20,7 @@ from collections.abc import Callable
 from typing import cast
 
 from servicebroker import Broker, Transaction, TransportSettings
+from servicebroker.catalog.routing import RouteChooser
 from servicebroker.storage.rows import RouteRow
 from servicebroker.transport import wire
 from servicebroker.transport.forwarding import (
@@ -30,7 +31,6 @@ from servicebroker.transport.forwarding import (
     next_hop,
 )
 from servicebroker.transport.peer import PeerConnection
-from servicebroker.transport.routing import RouteChooser
 from servicebroker.transport.wire import Ack, Fragment, MessageHeader, Refusal
 
 from .conftest import Opener

@@ -35,10 +35,10 @@ from servicebroker import (
     ManualClock,
 )
 from servicebroker.cli import main
+from servicebroker.engine.operations import Overview, QueueOverview, overview
+from servicebroker.engine.statistics import RETIRED, Histogram, InstanceStatistics
 from servicebroker.metrics import BrokerCollector, metrics_app
 from servicebroker.metrics.collector import MetricsApp, histogram_family
-from servicebroker.operations import Overview, QueueOverview, overview
-from servicebroker.statistics import RETIRED, Histogram, InstanceStatistics
 from servicebroker.testing.ports import free_port
 
 from .conftest import Pair, need_spark

@@ -14,6 +14,7 @@ from cryptography import x509
 from cryptography.hazmat.primitives import serialization
 
 from servicebroker import Broker, CatalogError
+from servicebroker.catalog.routing import choose_route
 from servicebroker.clock import ManualClock
 from servicebroker.errors import CertificateError
 from servicebroker.transport.certificates import (
@@ -22,7 +23,6 @@ from servicebroker.transport.certificates import (
     make_self_signed,
     make_signed,
 )
-from servicebroker.transport.routing import choose_route
 
 I1 = "D8D4D268-00A3-4C62-8F91-634B89C1E315"
 

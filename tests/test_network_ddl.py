@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from servicebroker import Broker, CatalogError, ManualClock
-from servicebroker.catalog.ddl import parse_ddl
+from servicebroker.ddl.parser import parse_ddl
 from servicebroker.transport.certificates import make_self_signed
 
 

@@ -10,7 +10,7 @@ import pytest
 from servicebroker import Broker, ConversationError
 from servicebroker.activation import notifications as event_notifications
 from servicebroker.catalog import EventNotificationDef
-from servicebroker.context import BrokerContext
+from servicebroker.engine.context import BrokerContext
 
 from .conftest import Pair
 from .test_activation import NOTIFY, add_activator_service, notifications, send

@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 
 from servicebroker import Broker, CatalogError
-from servicebroker.priorities import BrokerPriority, priority_level
+from servicebroker.catalog.priorities import BrokerPriority, priority_level
 
 C, L, R = "//c", "//local", "//remote"
 

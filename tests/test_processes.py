@@ -159,7 +159,7 @@ def test_a_waiting_receive_wakes_when_another_process_commits(
     # only every 30 s)
     on_postgres = url.startswith("postgresql://")
     if on_postgres:
-        monkeypatch.setattr("servicebroker.waiting.WAIT_SAFETY", 30.0)
+        monkeypatch.setattr("servicebroker.engine.waiting.WAIT_SAFETY", 30.0)
     with Broker.open(url, poll_interval=30.0 if on_postgres else 0.01) as waiting:
         p = ctx.Process(
             target=proc_workers.send_one_later, args=(url, pair.initiator, pair.target, 0.5)
@@ -190,7 +190,7 @@ def test_a_receive_waiting_for_a_group_wakes_when_another_process_lets_it_go(
     # waiting statement looks again on its own only every 30 s)
     on_postgres = url.startswith("postgresql://")
     if on_postgres:
-        monkeypatch.setattr("servicebroker.waiting.WAIT_SAFETY", 30.0)
+        monkeypatch.setattr("servicebroker.engine.waiting.WAIT_SAFETY", 30.0)
     send_groups(broker, pair, 1)
     (message,) = broker.peek(pair.tq)
     ready = ctx.Event()
@@ -220,7 +220,7 @@ def test_a_lost_listening_session_is_opened_again(
     from .conftest import drop_url, make_pair, new_url
 
     url = new_url("postgres", tmp_path)
-    monkeypatch.setattr("servicebroker.waiting.WAIT_SAFETY", 30.0)
+    monkeypatch.setattr("servicebroker.engine.waiting.WAIT_SAFETY", 30.0)
     try:
         with Broker.open(url, poll_interval=0.2) as waiting:
             pair = make_pair(waiting)

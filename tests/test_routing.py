@@ -5,15 +5,15 @@ from __future__ import annotations
 
 import pytest
 
-from servicebroker.errors import CatalogError, TransportError
-from servicebroker.storage.rows import RouteRow
-from servicebroker.transport.routing import (
+from servicebroker.catalog.routing import (
     RouteChoice,
     choose_route,
     format_tcp_address,
     parse_tcp_address,
     service_address,
 )
+from servicebroker.errors import CatalogError, TransportError
+from servicebroker.storage.rows import RouteRow
 
 SVC = "//x/Target"
 I1 = "d8d4d268-00a3-4c62-8f91-634b89c1e315"

@@ -27,7 +27,7 @@ from uuid import UUID
 import pytest
 
 from servicebroker import END_DIALOG, Broker, ManualClock
-from servicebroker.activation.activator import ExternalActivator, _start_time, load_config
+from servicebroker.activator import ExternalActivator, _start_time, load_config
 from servicebroker.catalog import EVENT_NOTIFICATION
 
 from .conftest import Pair, need_spark

@@ -1,6 +1,6 @@
 """What operators read from another process (issue 15): the statistics every broker publishes
-(servicebroker.statistics) and the read model built on them and on storage
-(servicebroker.operations), on SQLite and PostgreSQL.
+(servicebroker.engine.statistics) and the read model built on them and on storage
+(servicebroker.engine.operations), on SQLite and PostgreSQL.
 
 Microsoft's counterparts: the "SQL Server, Broker Statistics" and "Broker Activation"
 performance objects (docs/relational-databases/performance-monitor/sql-server-broker-statistics-
@@ -15,8 +15,8 @@ import threading
 import pytest
 
 from servicebroker import Activation, Broker, ManualClock
-from servicebroker.operations import QueueOverview, overview
-from servicebroker.statistics import (
+from servicebroker.engine.operations import QueueOverview, overview
+from servicebroker.engine.statistics import (
     RETIRED,
     STALE_AFTER,
     Histogram,

@@ -14,7 +14,7 @@ from servicebroker import (
     ManualClock,
     parse_error_body,
 )
-from servicebroker.timer import PeriodicTasks
+from servicebroker.engine.timer import PeriodicTasks
 
 from .conftest import Pair
 

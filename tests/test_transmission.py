@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 
 from servicebroker import Broker, BrokerError, CatalogError, ManualClock
-from servicebroker.priorities import transmission_level, transmission_order
+from servicebroker.catalog.priorities import transmission_level, transmission_order
 
 LEVELS = (1, 5, 10)
 

@@ -9,8 +9,8 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 
 from servicebroker import Broker
-from servicebroker.delivery import SERVICE_DROPPED, Applier
 from servicebroker.dialogs import ERROR, error_body, parse_error_body
+from servicebroker.engine.delivery import SERVICE_DROPPED, Applier
 from servicebroker.transport.arrival import ArrivalSecurity, Verdict, take_arrival
 from servicebroker.transport.dialog_protection import KeyRing
 from servicebroker.transport.wire import MessageHeader

@@ -10,8 +10,10 @@ from __future__ import annotations
 
 from .broker import ActivationContext, Broker
 from .catalog import Activation
+from .catalog.routing import RouteChoice
 from .clock import Clock, ManualClock, SystemClock
 from .dialogs import DIALOG_TIMER, END_DIALOG, ERROR, parse_error_body
+from .engine.transaction import Transaction
 from .errors import (
     BrokerError,
     CatalogError,
@@ -35,8 +37,6 @@ from .errors import (
     TransportError,
 )
 from .messages import Message
-from .transaction import Transaction
-from .transport.routing import RouteChoice
 from .transport.settings import TransportSettings
 
 __all__ = [

@@ -1,12 +1,12 @@
 """The Broker: one database opened as a Service Broker instance — the facade users hold.
 
-It builds the broker's parts on one :class:`~servicebroker.context.BrokerContext` (storage,
+It builds the broker's parts on one :class:`~servicebroker.engine.context.BrokerContext` (storage,
 clock, catalog cache, wait loop, settings), wires the background services — the timer
 (:mod:`.timer`), the transmission queue (:mod:`.transmission`), activation
 (:mod:`.activation`), poison-message handling (:mod:`.poison`) — and runs them under a
 :class:`~servicebroker.supervisor.Supervisor` between :meth:`Broker.start` and
 :meth:`Broker.stop`. Everything a user does goes through :meth:`Broker.transaction`, the catalog
-methods (inherited from :class:`~servicebroker.catalog.statements.CatalogStatements`), or
+methods (inherited from :class:`~servicebroker.ddl.statements.CatalogStatements`), or
 :attr:`Broker.views`.
 """
 
@@ -19,27 +19,24 @@ from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from typing import Any, TypeVar
 
-from . import priorities
+from .activation.events import Reactions
 from .activation.monitor import EMPTY_RECEIVE_WINDOW
+from .activation.poison import PoisonMessageHandling
 from .activation.service import ActivationService
 from .activation.tasks import TaskHandlers
 from .arguments import MAX_TOP, check_int, check_top
-from .catalog import CatalogCache
-from .catalog.network import NetworkStatements
-from .catalog.principals import PrincipalStatements
-from .catalog.statements import CatalogStatements
-from .claims import StreamClaims
+from .catalog import CatalogCache, priorities
 from .clock import Clock, SystemClock, check_seconds
-from .context import BrokerContext
-from .delivery import Applier
-from .errors import BrokerError, StorageError
-from .events import Reactions
-from .messages import Message
-from .operations import Operations
-from .permissions import DEFAULT_PRINCIPAL, current_execute_as
-from .poison import PoisonMessageHandling
-from .receive import to_messages
-from .statistics import (
+from .ddl.network import NetworkStatements
+from .ddl.principals import PrincipalStatements
+from .ddl.statements import CatalogStatements
+from .engine.claims import StreamClaims
+from .engine.context import BrokerContext
+from .engine.delivery import Applier
+from .engine.operations import Operations
+from .engine.permissions import DEFAULT_PRINCIPAL, current_execute_as
+from .engine.receive import to_messages
+from .engine.statistics import (
     PUBLISH_INTERVAL,
     InstanceStatistics,
     QueueStatistics,
@@ -47,16 +44,18 @@ from .statistics import (
     StatisticsRecorder,
     process_name,
 )
+from .engine.timer import TICK_SECONDS, BrokerTimer
+from .engine.transaction import Transaction
+from .engine.transmission import TransmissionService
+from .engine.waiting import Notifier, Waiting
+from .errors import BrokerError, StorageError
+from .messages import Message
 from .storage import open_storage
 from .storage.base import Storage
 from .supervisor import Supervisor
-from .timer import TICK_SECONDS, BrokerTimer
-from .transaction import Transaction
-from .transmission import TransmissionService
 from .transport.service import TransportService
 from .transport.settings import TransportSettings
 from .views import Views
-from .waiting import Notifier, Waiting
 
 __all__ = ["ActivationContext", "Broker"]
 

@@ -24,7 +24,7 @@ import click
 from rich.console import Console
 from rich.table import Table
 
-from .activation.activator import ExternalActivator, load_config
+from .activator import ExternalActivator, load_config
 from .broker import Broker
 from .command_options import DEFAULT_URL, url_option
 from .console.command import console_command
@@ -497,7 +497,7 @@ def serve(url_arg: str | None, url: str) -> None:
 def activator(config: str, url: str | None, timeout: float, once: bool) -> None:
     """The external activator (ACT-8): launch the command configured for a queue on each
     QUEUE_ACTIVATION event notification, between min and max instances per queue, until
-    interrupted (Ctrl-C or SIGTERM). CONFIG.toml is described in servicebroker.activation.activator.
+    interrupted (Ctrl-C or SIGTERM). CONFIG.toml is described in servicebroker.activator.
 
     The notifications come from a started broker ('servicebroker serve' or your application);
     the activator only RECEIVEs them. Exits 1 with a message naming the file and key when the

@@ -15,7 +15,7 @@ from datetime import datetime
 from .activation.service import ActivationService
 from .activation.tasks import TaskHandlers
 from .catalog import EVENT_NOTIFICATION_SERVICE, POST_EVENT_NOTIFICATION, CatalogSnapshot
-from .catalog.network_views import ForwardedMessageViewRow, NetworkViews, forwarded_messages
+from .catalog.network_views import NetworkViews
 from .catalog.principal_views import PrincipalViews
 from .catalog.views import (
     CatalogViews,
@@ -28,13 +28,14 @@ from .catalog.views import (
     ServiceQueueUsageRow,
     ServiceRow,
 )
-from .claims import GroupClaim, StreamClaims
 from .clock import to_datetime
-from .context import BrokerContext
 from .dialogs import STATE_DESC
-from .statistics import InstanceStatistics, read_published
+from .engine.claims import GroupClaim, StreamClaims
+from .engine.context import BrokerContext
+from .engine.statistics import InstanceStatistics, read_published
 from .storage.sessions import StorageStatistics
 from .supervisor import Supervisor
+from .transport.forwarding import ForwardedMessageViewRow, forwarded_messages
 from .transport.service import TransportService
 
 __all__ = [

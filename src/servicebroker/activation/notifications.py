@@ -32,10 +32,10 @@ from ..catalog import (
     EventNotificationDef,
     QueueDef,
 )
-from ..context import BrokerContext
 from ..dialogs import State
+from ..engine.context import BrokerContext
+from ..engine.transaction import Transaction
 from ..errors import BrokerError
-from ..transaction import Transaction
 
 __all__ = ["event_instance", "raise_event"]
 

@@ -16,9 +16,9 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from ..catalog import CatalogSnapshot, Procedure, QueueDef, resolve_procedure
-from ..context import BrokerContext
+from ..engine.context import BrokerContext
+from ..engine.permissions import execute_as, procedure_principal
 from ..errors import BrokerError, CatalogError
-from ..permissions import execute_as, procedure_principal
 from .monitor import (
     EMPTY_RECEIVE_WINDOW,
     ActivatedTask,

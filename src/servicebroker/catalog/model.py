@@ -17,7 +17,6 @@ from ..arguments import short_repr
 from ..dialogs import DIALOG_TIMER, END_DIALOG, ERROR
 from ..errors import BrokerError, CatalogError
 from ..messages import VALIDATIONS
-from ..priorities import DEFAULT_LEVEL, BrokerPriority, priority_level
 from ..storage.rows import (
     CatalogRows,
     CertificateRow,
@@ -28,6 +27,7 @@ from ..storage.rows import (
     RouteRow,
     ServiceBrokerEndpointRow,
 )
+from .priorities import DEFAULT_LEVEL, BrokerPriority, priority_level
 
 __all__ = [
     "DBO",

@@ -7,23 +7,18 @@ filled in by :mod:`.principal_views`, which knows the database principals.
 
 from __future__ import annotations
 
-import uuid
-from collections.abc import Iterable
 from dataclasses import dataclass
 from datetime import datetime
 
 from ..clock import to_datetime
-from ..transport.forwarding import HeldFragment
 from .model import CatalogSnapshot
 
 __all__ = [
     "CertificateViewRow",
-    "ForwardedMessageViewRow",
     "NetworkViews",
     "RouteViewRow",
     "ServiceBrokerEndpointViewRow",
     "certificates",
-    "forwarded_messages",
     "routes",
     "service_broker_endpoints",
 ]
@@ -99,55 +94,6 @@ class CertificateViewRow:
     thumbprint: bytes
     thumbprint_hex: str
     private_key_file: str | None
-
-
-@dataclass(frozen=True)
-class ForwardedMessageViewRow:
-    """A row of ``sys.dm_broker_forwarded_messages`` (FWD-2): one fragment this broker holds to
-    forward. ``is_initiator`` is True when the message comes from the initiator;
-    ``adjacent_broker_address`` the next hop it goes to (``TCP://host:port``);
-    ``time_to_live`` the seconds it had left when it arrived (None: no limit but TICK-4b's
-    60 s) and ``time_consumed`` the seconds it has been held — seconds as floats here, int in
-    SQL Server.
-    https://learn.microsoft.com/en-us/sql/relational-databases/system-dynamic-management-views/
-    sys-dm-broker-forwarded-messages-transact-sql"""
-
-    conversation_id: uuid.UUID
-    is_initiator: bool
-    to_service_name: str
-    to_broker_instance: str | None
-    from_service_name: str
-    from_broker_instance: str
-    adjacent_broker_address: str
-    message_sequence_number: int
-    message_fragment_number: int
-    hops_remaining: int
-    time_to_live: float | None
-    time_consumed: float
-    message_id: uuid.UUID
-
-
-def forwarded_messages(held: Iterable[HeldFragment], now: float) -> list[ForwardedMessageViewRow]:
-    """``sys.dm_broker_forwarded_messages`` of the fragments ``held`` (as the forwarder gives
-    them) at ``now`` (broker-clock seconds)."""
-    return [
-        ForwardedMessageViewRow(
-            uuid.UUID(bytes=f.header.conversation_id),
-            f.header.is_initiator,
-            f.header.to_service,
-            None if f.header.to_broker_instance is None else str(f.header.to_broker_instance),
-            f.header.from_service,
-            str(f.header.from_broker_instance),
-            f.address,
-            f.header.sequence,
-            f.index,
-            f.header.hops_remaining,
-            f.header.time_to_live,
-            max(0.0, now - f.received),
-            uuid.UUID(bytes=f.header.message_id),
-        )
-        for f in held
-    ]
 
 
 _STATES = {"STARTED": 0, "STOPPED": 1, "DISABLED": 2}

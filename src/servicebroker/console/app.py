@@ -34,8 +34,8 @@ from starlette.templating import Jinja2Templates
 from starlette_csrf.middleware import CSRFMiddleware
 
 from ..broker import Broker
+from ..engine.operations import overview
 from ..errors import BrokerError, CatalogError
-from ..operations import overview
 from . import pages
 from .admin import AdminActions
 from .rates import RateSampler, chart, depth_chart

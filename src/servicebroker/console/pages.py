@@ -9,9 +9,9 @@ from collections import Counter
 from collections.abc import Mapping
 from dataclasses import dataclass
 
+from ..engine.operations import ConversationGroupOverview, Overview, QueueOverview, overview
 from ..errors import CatalogError
 from ..messages import Message
-from ..operations import ConversationGroupOverview, Overview, QueueOverview, overview
 from ..views import ConversationEndpointRow, TransmissionQueueRow
 from .bodies import BodyPreview, preview
 from .rates import Sample

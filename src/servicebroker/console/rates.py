@@ -1,7 +1,7 @@
 """Messages per second over the last minutes: a ring buffer of the database's message counters,
 sampled every second by a thread of the console, and the chart drawn from it as inline SVG.
 
-The counters are :func:`servicebroker.operations.overview`'s (every broker process's published
+The counters are :func:`servicebroker.engine.operations.overview`'s (every broker process's published
 figures, summed): messages put on queues (enqueued), SENT and RECEIVEd, in total and per queue.
 A rate is the difference of two samples over the seconds between them, taken at least
 :data:`WINDOW` seconds apart: brokers publish their counters every second, on their own beat, so

@@ -17,12 +17,12 @@ import urllib.parse
 from collections.abc import Callable
 from typing import Protocol
 
+from ..engine.operations import Operations
+from ..engine.transaction import Transaction
+from ..engine.transmission import TransmissionService
 from ..errors import StorageError
 from ..messages import Message
-from ..operations import Operations
 from ..storage import sqlite_path
-from ..transaction import Transaction
-from ..transmission import TransmissionService
 from ..views import Views
 
 __all__ = ["BrokerSource", "ConsoleBroker", "DatabaseMissing"]

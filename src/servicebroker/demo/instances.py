@@ -20,10 +20,10 @@ from typing import Any
 from ..broker import Broker
 from ..catalog import Activation
 from ..clock import ManualClock
+from ..engine.timer import TICK_SECONDS
 from ..errors import BrokerError
 from ..storage import sqlite_path
 from ..storage.queries import portable_sql
-from ..timer import TICK_SECONDS
 from ..transport.certificates import make_self_signed
 from ..transport.settings import TransportSettings
 from .flights import service_name

@@ -19,9 +19,9 @@ from collections.abc import Sequence
 import click
 
 from ..broker import Broker
+from ..catalog.routing import normalize_broker_instance
 from ..command_options import existing_database, url_option
 from ..errors import BrokerError
-from ..transport.routing import normalize_broker_instance
 from .configuration import ENCRYPTIONS, check_configuration
 from .findings import CODES, SEVERITIES, Finding, has_problems, sort_findings
 from .runtime import WAITING_AFTER, check_runtime

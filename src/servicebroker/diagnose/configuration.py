@@ -32,10 +32,10 @@ from typing import Protocol
 from ..activation.service import ActivationService
 from ..arguments import short_repr
 from ..catalog import DBO, CatalogSnapshot, ContractDef, QueueDef, ServiceDef
+from ..catalog.routing import normalize_broker_instance
 from ..clock import Clock
+from ..engine.permissions import procedure_principal
 from ..errors import BrokerError
-from ..permissions import procedure_principal
-from ..transport.routing import normalize_broker_instance
 from .findings import Finding, finding
 from .remote import inbound_findings, missing_principal, remote_target_findings, route_to
 

@@ -13,8 +13,8 @@ from __future__ import annotations
 import time
 
 from ..catalog import DBO, PUBLIC, CatalogSnapshot
+from ..catalog.routing import RouteChoice, choose_route
 from ..storage.rows import CertificateRow
-from ..transport.routing import RouteChoice, choose_route
 from .findings import Finding, finding
 
 __all__ = ["inbound_findings", "missing_principal", "remote_target_findings"]

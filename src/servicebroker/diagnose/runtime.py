@@ -8,7 +8,7 @@ past their time-out that nobody released.
 
 :func:`runtime_findings` is pure: the queues' figures, the transmission queue, the conversation
 endpoints, the stream claims and ``now`` in; findings out. :func:`check_runtime` reads them from
-a broker: the queues from :func:`servicebroker.operations.overview` (every process's monitors).
+a broker: the queues from :func:`servicebroker.engine.operations.overview` (every process's monitors).
 """
 
 from __future__ import annotations
@@ -19,9 +19,9 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Protocol
 
-from ..claims import GroupClaim
 from ..clock import Clock
-from ..operations import Operations, overview
+from ..engine.claims import GroupClaim
+from ..engine.operations import Operations, overview
 from ..views import ConversationEndpointRow, TransmissionQueueRow, Views
 from .findings import Finding, finding
 
@@ -55,7 +55,7 @@ _QUEUE_OFF = re.compile(r"queue (['\"])(?P<name>.*)\1 is disabled", re.IGNORECAS
 
 
 class QueueFigures(Protocol):
-    """What RUNTIME reads of a queue (:class:`servicebroker.operations.QueueOverview` has it)."""
+    """What RUNTIME reads of a queue (:class:`servicebroker.engine.operations.QueueOverview` has it)."""
 
     @property
     def queue_name(self) -> str: ...
@@ -101,7 +101,7 @@ def classify_status(status: str) -> str | None:
 
 def check_runtime(broker: _Watched, *, waiting_after: float = WAITING_AFTER) -> list[Finding]:
     """ssbdiagnose's RUNTIME report on ``broker``'s database, now (on the brokers' clock, as
-    :attr:`~servicebroker.operations.Overview.taken_at` reads it).
+    :attr:`~servicebroker.engine.operations.Overview.taken_at` reads it).
 
     Args:
         broker: the broker to read (it need not be started: what every process publishes and

@@ -1,5 +1,5 @@
 """Prometheus metrics of a broker database: :class:`~.collector.BrokerCollector` (one
-:func:`servicebroker.operations.overview` per scrape) and :func:`~.collector.metrics_app`, the
+:func:`servicebroker.engine.operations.overview` per scrape) and :func:`~.collector.metrics_app`, the
 ASGI app that serves them (``servicebroker metrics --port N``, or ``/metrics`` of the web
 console); :mod:`.command` is the click command. Every metric is described in
 ``docs/metrics.md``.

@@ -1,10 +1,10 @@
 """The broker's figures as Prometheus metrics: a custom ``prometheus_client`` collector that
-builds every metric family from ONE :func:`servicebroker.operations.overview` per scrape.
+builds every metric family from ONE :func:`servicebroker.engine.operations.overview` per scrape.
 
 The collector keeps no counters of its own. The gauges are read from storage at the scrape
 (messages by state, groups, the transmission queue, the conversation endpoints); every
 ``_total`` and both histograms are the sums of what each broker process publishes to the
-database (:mod:`servicebroker.statistics`: messages enqueued, SENT and RECEIVEd per queue and
+database (:mod:`servicebroker.engine.statistics`: messages enqueued, SENT and RECEIVEd per queue and
 message type, activation starts, poison events, timer ticks, conversation timers fired, lifetimes
 expired, commits, rollbacks, commit and RECEIVE-wait durations). So any number of scrapers, in
 any process, see the same values, and a scrape takes no lock and writes nothing.
@@ -35,12 +35,12 @@ from starlette.concurrency import run_in_threadpool
 from starlette.requests import Request
 from starlette.responses import PlainTextResponse, Response
 
+from ..engine.statistics import RETIRED
 from ..errors import BrokerError
-from ..statistics import RETIRED
 
 if TYPE_CHECKING:
-    from ..operations import Operations, Overview, QueueOverview
-    from ..statistics import Histogram
+    from ..engine.operations import Operations, Overview, QueueOverview
+    from ..engine.statistics import Histogram
 
 __all__ = [
     "MESSAGE_STATES",
@@ -81,7 +81,7 @@ def _gauge(name: str, doc: str, labels: list[str] | None = None) -> GaugeMetricF
 
 
 def histogram_family(name: str, doc: str, histogram: Histogram) -> HistogramMetricFamily:
-    """A Prometheus histogram family from a broker :class:`~servicebroker.statistics.Histogram`.
+    """A Prometheus histogram family from a broker :class:`~servicebroker.engine.statistics.Histogram`.
 
     Args:
         name: the family's name without the prefix, e.g. ``commit_duration_seconds``.
@@ -95,7 +95,7 @@ def histogram_family(name: str, doc: str, histogram: Histogram) -> HistogramMetr
 
     Raises:
         BrokerError: ``counts`` does not have ``len(bounds) + 1`` entries (statistics that
-            were not written by :mod:`servicebroker.statistics`).
+            were not written by :mod:`servicebroker.engine.statistics`).
     """
     if len(histogram.counts) != len(histogram.bounds) + 1:
         raise BrokerError(
@@ -115,13 +115,13 @@ def histogram_family(name: str, doc: str, histogram: Histogram) -> HistogramMetr
 class BrokerCollector(Collector):
     """A ``prometheus_client`` collector of one broker database's figures.
 
-    Each :meth:`collect` takes one :func:`servicebroker.operations.overview` of ``broker`` and
+    Each :meth:`collect` takes one :func:`servicebroker.engine.operations.overview` of ``broker`` and
     turns it into metric families; nothing is cached between scrapes.
 
     Args:
         broker: an open :class:`~servicebroker.Broker` (it need not be started: the collector
             only reads; a metrics process opens its own).
-        source: what takes the overview (default :func:`servicebroker.operations.overview`);
+        source: what takes the overview (default :func:`servicebroker.engine.operations.overview`);
             given in tests to feed a fixed overview.
     """
 
@@ -140,7 +140,7 @@ class BrokerCollector(Collector):
         """
         source = self._source
         if source is None:
-            from ..operations import overview
+            from ..engine.operations import overview
 
             source = overview
         yield from families(source(self._broker))

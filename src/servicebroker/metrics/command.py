@@ -3,7 +3,7 @@ Prometheus metrics alone (``http://HOST:N/metrics``), in a process of its own.
 
 The command opens the database without starting a broker (it runs no timer, monitor or
 activation and takes no part in leadership) and serves :func:`~.collector.metrics_app` with
-uvicorn; every scrape reads one :func:`servicebroker.operations.overview`. It never creates a
+uvicorn; every scrape reads one :func:`servicebroker.engine.operations.overview`. It never creates a
 database: an SQLite file that does not exist is an error, so a scraper started before the broker
 does not leave an empty database behind (nor hold a file the broker then recreates).
 """

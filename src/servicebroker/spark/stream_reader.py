@@ -5,7 +5,7 @@ exactly once and in conversation order, with conversation-group claims (issue 14
 
     spark.readStream.format("servicebroker").option("url", url).option("queue", "q").load()
 
-Each micro-batch is a *batch* of the broker's :class:`~servicebroker.claims.StreamClaims`: when
+Each micro-batch is a *batch* of the broker's :class:`~servicebroker.engine.claims.StreamClaims`: when
 Spark asks for the latest offset, the reader acknowledges what Spark finished and plans the next
 batch — it claims whole conversation groups that no transaction holds, copies their messages
 and splits them into parts, each group whole in one part. An offset is
@@ -46,7 +46,7 @@ from pyspark.sql.streaming.datasource import (
     SupportsTriggerAvailableNow,
 )
 
-from ..claims import CLAIM_TIMEOUT
+from ..engine.claims import CLAIM_TIMEOUT
 from .options import (
     SparkOptionError,
     clock_at,

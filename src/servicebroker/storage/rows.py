@@ -109,7 +109,7 @@ class StatisticsRow(NamedTuple):
     """One broker object's published statistics (table ``broker_statistics``): ``updated`` the
     real time of publication (seconds since the epoch: liveness is real time, whatever the
     broker's clock); ``state`` ``running``, ``stopped`` (may start again) or ``closed``;
-    ``snapshot`` the JSON of a :class:`servicebroker.statistics.InstanceStatistics`."""
+    ``snapshot`` the JSON of a :class:`servicebroker.engine.statistics.InstanceStatistics`."""
 
     instance_id: str
     process: str

@@ -1,5 +1,5 @@
-"""The storage contract's part for what operators see (issue 15, :mod:`servicebroker.statistics`,
-:mod:`servicebroker.operations`): the table ``broker_statistics`` (SQLite migration 0014,
+"""The storage contract's part for what operators see (issue 15, :mod:`servicebroker.engine.statistics`,
+:mod:`servicebroker.engine.operations`): the table ``broker_statistics`` (SQLite migration 0014,
 PostgreSQL 0011) and the read-only summaries the web console, the Prometheus exporter and
 ``servicebroker diagnose`` poll. None of the reads takes a lock a broker waits on.
 :class:`~servicebroker.storage.base.StorageConnection` includes it; the shared named queries

@@ -3,7 +3,7 @@ inside one write transaction of the receiving broker: the dialog protocol's stor
 
 :func:`take_arrival` decides a complete message's fate against the receiving endpoint as it
 stands in the commit, and puts it on its queue through the commit's
-:class:`~servicebroker.delivery.Applier` — creating the target endpoint on a dialog's first
+:class:`~servicebroker.engine.delivery.Applier` — creating the target endpoint on a dialog's first
 message (PRI-3), checking the contract, the message type, SENT BY and the validation *at the
 target*, with this database's own priorities (PRI-7). Its :class:`Outcome` tells the transport
 what to answer once the commit is durable: an acknowledgement (delivered, or a duplicate, NET-2),
@@ -27,7 +27,6 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 
 from ..catalog import PUBLIC
-from ..delivery import CONTRACT_REFUSED_CODE, Applier
 from ..dialogs import (
     END_DIALOG,
     ERROR,
@@ -38,6 +37,7 @@ from ..dialogs import (
     on_arrival,
     parse_error_body,
 )
+from ..engine.delivery import CONTRACT_REFUSED_CODE, Applier
 from ..errors import ConversationError, DialogSecurityError, MessageValidationError
 from ..messages import Outgoing, new_id, validate_body
 from ..storage.rows import EndpointRow

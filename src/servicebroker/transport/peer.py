@@ -20,6 +20,7 @@ import threading
 import uuid
 from collections.abc import Callable
 
+from ..catalog.routing import parse_tcp_address
 from ..clock import Clock
 from ..errors import TransportError
 from .adjacent import (
@@ -32,7 +33,6 @@ from .adjacent import (
     PeerHello,
 )
 from .audit import AuditBrokerLogin, LoginFailure, audit_login, handshake_status
-from .routing import parse_tcp_address
 from .settings import TransportSettings
 from .tls import EndpointSecurity, check_cipher, handshake_failure, peer_thumbprint
 from .wire import Ack

@@ -23,9 +23,9 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 
 from ..catalog import CatalogSnapshot
-from ..priorities import transmission_order
+from ..catalog.priorities import transmission_order
+from ..catalog.routing import RouteChooser
 from ..storage.rows import TransportMark, TransportRow
-from .routing import RouteChooser
 from .wire import MessageHeader
 
 __all__ = [
@@ -150,7 +150,7 @@ def plan_offers(
             beyond it waits (one message always goes to an empty window, however large).
         catalog: the routes, services and HONOR_BROKER_PRIORITY setting.
         now: broker-clock seconds (route expiry, aging).
-        aging_interval: see :func:`~servicebroker.priorities.transmission_order`.
+        aging_interval: see :func:`~servicebroker.catalog.priorities.transmission_order`.
     """
     by_id = {r.transmission_id: r for r in rows}
     order = transmission_order(

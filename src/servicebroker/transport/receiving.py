@@ -23,9 +23,10 @@ from dataclasses import dataclass, field
 from functools import partial
 
 from ..catalog import CatalogSnapshot
-from ..context import BrokerContext
-from ..delivery import Applier
+from ..catalog.routing import RouteChooser
 from ..dialogs import ERROR, error_body
+from ..engine.context import BrokerContext
+from ..engine.delivery import Applier
 from ..errors import DialogSecurityError
 from .adjacent import (
     AckReceived,
@@ -43,7 +44,6 @@ from .inbound import Completed, Inbound
 from .outbound import Outbound
 from .peer import PeerConnection
 from .pending import MessageKey, PendingRows
-from .routing import RouteChooser
 from .sealing import Sealer
 from .settings import TransportSettings
 from .wire import Ack, Fragment, MessageHeader, Refusal

@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from typing import Generic, TypeVar
 
 from ..catalog import CatalogSnapshot
-from ..delivery import Applier
+from ..engine.delivery import Applier
 from ..errors import DialogSecurityError
 from ..storage.base import Storage
 from ..storage.rows import EndpointRow

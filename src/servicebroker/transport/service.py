@@ -26,7 +26,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from functools import partial
 
-from ..context import BrokerContext
+from ..catalog.routing import format_tcp_address
+from ..engine.context import BrokerContext
 from ..errors import TransportError
 from .audit import LoginFailure
 from .destinations import Destinations
@@ -35,7 +36,6 @@ from .outbound import Outbound
 from .peer import PeerConnection, accept, connect
 from .pending import MessageKey, header_of, key_of, plan_offers, stale_offers
 from .receiving import ReceivingSide, send_fragment
-from .routing import format_tcp_address
 from .settings import TransportSettings
 from .tls import EndpointSecurity, security_from_catalog
 
@@ -264,7 +264,7 @@ class TransportService(ReceivingSide):
 
     def forget_closed(self, now: float) -> None:
         """TICK-4: forget closed dialogs with other instances remembered for half an hour
-        (:data:`~servicebroker.delivery.CLOSED_REMEMBERED`; NET-2, SEC-2)."""
+        (:data:`~servicebroker.engine.delivery.CLOSED_REMEMBERED`; NET-2, SEC-2)."""
         with self._context.storage.connection() as db:
             db.begin_write()
             db.forget_closed_conversations(now)

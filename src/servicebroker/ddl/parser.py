@@ -27,7 +27,7 @@ from ..errors import CatalogError
 __all__ = ["DdlStatement", "parse_ddl"]
 
 _PARSER = Lark(
-    resources.files(__package__).joinpath("ddl.lark").read_text(encoding="utf-8"),
+    resources.files(__package__).joinpath("grammar.lark").read_text(encoding="utf-8"),
     parser="lalr",
     propagate_positions=True,
 )

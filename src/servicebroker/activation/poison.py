@@ -8,8 +8,8 @@ from __future__ import annotations
 import logging
 import threading
 
-from .activation.notifications import raise_event
-from .context import BrokerContext
+from ..engine.context import BrokerContext
+from .notifications import raise_event
 
 __all__ = ["POISON_ROLLBACKS", "PoisonMessageHandling"]
 

@@ -28,9 +28,9 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field, fields, replace
 from typing import Any
 
-from .errors import StorageError
-from .storage.base import Storage
-from .storage.rows import StatisticsRow
+from ..errors import StorageError
+from ..storage.base import Storage
+from ..storage.rows import StatisticsRow
 
 __all__ = [
     "DURATION_BUCKETS",

@@ -13,10 +13,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from ..catalog.model import DBO, PUBLIC, SERVICE_STRING_LIMIT, CatalogSnapshot, check_name
 from ..errors import CatalogError
 from ..storage.base import StorageConnection
 from ..transport.certificates import CertificateInfo
-from .model import DBO, PUBLIC, SERVICE_STRING_LIMIT, CatalogSnapshot, check_name
 from .network_changes import create_certificate, grant_connect
 
 __all__ = [

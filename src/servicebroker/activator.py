@@ -40,11 +40,11 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import NamedTuple
 
-from ..broker import Broker
-from ..catalog import EVENT_NOTIFICATION
-from ..dialogs import END_DIALOG, ERROR
-from ..errors import BrokerError
-from ..storage.failures import DATABASE_FAILURES
+from .broker import Broker
+from .catalog import EVENT_NOTIFICATION
+from .dialogs import END_DIALOG, ERROR
+from .errors import BrokerError
+from .storage.failures import DATABASE_FAILURES
 
 __all__ = [
     "ActivatorConfig",

@@ -34,15 +34,15 @@ from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 
-from .arguments import check_int
-from .catalog import CatalogSnapshot, QueueDef
-from .clock import check_seconds, to_datetime
+from ..arguments import check_int
+from ..catalog import CatalogSnapshot, QueueDef
+from ..clock import check_seconds, to_datetime
+from ..errors import BrokerError, StreamClaimError
+from ..messages import Message, fast_uuid
+from ..storage.base import StorageConnection
+from ..storage.rows import GroupClaimRow, MessageRow, StreamReaderRow
 from .context import BrokerContext
-from .errors import BrokerError, StreamClaimError
-from .messages import Message, fast_uuid
 from .receive import to_messages
-from .storage.base import StorageConnection
-from .storage.rows import GroupClaimRow, MessageRow, StreamReaderRow
 
 __all__ = [
     "CLAIM_TIMEOUT",

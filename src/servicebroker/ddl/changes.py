@@ -3,7 +3,7 @@ NOTIFICATION and BROKER PRIORITY — each a function of an open write transactio
 the catalog snapshot it checks against. They validate, raise :class:`CatalogError` naming the
 object at fault, and write through the storage's named catalog statements; the caller bumps the
 catalog version and commits. DROP SERVICE and DROP CONTRACT end the conversations that use the
-object in the same transaction, through :class:`~servicebroker.delivery.Applier` (the path END
+object in the same transaction, through :class:`~servicebroker.engine.delivery.Applier` (the path END
 CONVERSATION and a passed LIFETIME take).
 """
 
@@ -12,12 +12,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping, Sequence
 
 from ..arguments import check_flag
-from ..delivery import CONTRACT_DROPPED, SERVICE_DROPPED, Applier
-from ..errors import CatalogError
-from ..messages import VALIDATIONS
-from ..priorities import ANY
-from ..storage.base import StorageConnection
-from .model import (
+from ..catalog.model import (
     EVENT_NOTIFICATION_SERVICE,
     EVENT_TYPES,
     NAME_LIMIT,
@@ -29,6 +24,11 @@ from .model import (
     QueueDef,
     check_name,
 )
+from ..catalog.priorities import ANY
+from ..engine.delivery import CONTRACT_DROPPED, SERVICE_DROPPED, Applier
+from ..errors import CatalogError
+from ..messages import VALIDATIONS
+from ..storage.base import StorageConnection
 
 
 def create_message_type(

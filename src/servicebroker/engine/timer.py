@@ -16,15 +16,9 @@ import threading
 from collections.abc import Callable
 from dataclasses import dataclass
 
+from ..dialogs import DIALOG_TIMER, LIFETIME_EXPIRED_CODE, LIFETIME_EXPIRED_TEXT, State, is_ended
 from .context import BrokerContext
 from .delivery import Applier
-from .dialogs import (
-    DIALOG_TIMER,
-    LIFETIME_EXPIRED_CODE,
-    LIFETIME_EXPIRED_TEXT,
-    State,
-    is_ended,
-)
 
 __all__ = [
     "TICK_SECONDS",

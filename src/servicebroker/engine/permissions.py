@@ -14,9 +14,9 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from contextvars import ContextVar
 
-from .catalog.model import DBO, CatalogSnapshot
-from .errors import CatalogError, PermissionDeniedError
-from .storage.rows import EndpointRow, PrincipalRow
+from ..catalog.model import DBO, CatalogSnapshot
+from ..errors import CatalogError, PermissionDeniedError
+from ..storage.rows import EndpointRow, PrincipalRow
 
 __all__ = [
     "DEFAULT_PRINCIPAL",

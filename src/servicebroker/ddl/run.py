@@ -15,9 +15,9 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any, Protocol
 
+from ..catalog.model import Activation, CatalogSnapshot, QueueDef
 from ..errors import CatalogError
-from .ddl import DdlStatement
-from .model import Activation, CatalogSnapshot, QueueDef
+from .parser import DdlStatement
 
 __all__ = ["DdlTarget", "run_ddl"]
 

@@ -13,7 +13,7 @@ Two parts:
 - :class:`TransmissionService` is the broker-level shell: one write transaction per batch, run
   when a queue turns ON or a service is created, and on every timer tick (a periodic task).
 
-The local destination is :class:`servicebroker.delivery.Applier`; the network transport will be
+The local destination is :class:`servicebroker.engine.delivery.Applier`; the network transport will be
 a second implementation of :class:`Destination`.
 """
 
@@ -24,14 +24,14 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, Protocol
 
-from .catalog import CatalogCache, CatalogSnapshot
-from .clock import Clock
-from .dialogs import Arrival
-from .messages import Outgoing
-from .priorities import AGING_INTERVAL, transmission_order
+from ..catalog import CatalogCache, CatalogSnapshot
+from ..catalog.priorities import AGING_INTERVAL, transmission_order
+from ..clock import Clock
+from ..dialogs import Arrival
+from ..messages import Outgoing
+from ..storage.base import Storage, StorageConnection
+from ..storage.rows import EndpointRow, TransmissionRow
 from .statistics import StatisticsRecorder
-from .storage.base import Storage, StorageConnection
-from .storage.rows import EndpointRow, TransmissionRow
 
 __all__ = [
     "Committer",
@@ -155,7 +155,7 @@ class TransmissionQueue:
     ) -> list[TransmissionRow]:
         """The rows that leave next, in order (PRI-14, PRI-16, PRI-18): the first ``limit`` are
         exact (each level's oldest ``limit`` rows are read through an index and merged by
-        :func:`~servicebroker.priorities.transmission_order`); later ones are candidates only."""
+        :func:`~servicebroker.catalog.priorities.transmission_order`); later ones are candidates only."""
         candidates = {row.transmission_id: row for row in self.conn.transmission_pending(limit)}
         order = transmission_order(
             ((tid, row.priority, row.enqueue_time) for tid, row in candidates.items()),
@@ -217,7 +217,7 @@ class TransmissionQueue:
 class Committer(Destination, Protocol):
     """One commit's delivery work as :class:`TransmissionService` drives it: a
     :class:`Destination` with its transmission queue, what it woke, and a final write (the
-    local side is :class:`servicebroker.delivery.Applier`)."""
+    local side is :class:`servicebroker.engine.delivery.Applier`)."""
 
     transmission: TransmissionQueue
     woken_queues: set[int]
@@ -248,7 +248,7 @@ class TransmissionService:
         catalog: its catalog cache.
         clock: its clock.
         committer: makes one commit's delivery work from (connection, catalog, now) —
-            :class:`servicebroker.delivery.Applier`.
+            :class:`servicebroker.engine.delivery.Applier`.
         committed: called after each commit with (queues that got messages, queues where a
             message arrived on an empty queue), to wake waiters and monitors (ACT-4a).
         aging_interval: PRI-18's seconds per level, None for strict priority.

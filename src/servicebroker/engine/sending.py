@@ -5,9 +5,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from .catalog import SYSTEM_MESSAGE_TYPES, CatalogSnapshot, MessageTypeDef
-from .errors import MessageValidationError
-from .messages import coerce_body, validate_body
+from ..catalog import SYSTEM_MESSAGE_TYPES, CatalogSnapshot, MessageTypeDef
+from ..errors import MessageValidationError
+from ..messages import coerce_body, validate_body
 
 __all__ = ["handle_names", "sendable"]
 

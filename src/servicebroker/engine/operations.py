@@ -18,11 +18,11 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Protocol
 
-from .clock import to_datetime
+from ..clock import to_datetime
+from ..dialogs import STATE_DESC
+from ..storage.rows import StatisticsRow
 from .context import BrokerContext
-from .dialogs import STATE_DESC
 from .statistics import InstanceStatistics, QueueStatistics, broker_time, read_published, total
-from .storage.rows import StatisticsRow
 
 __all__ = ["ConversationGroupOverview", "Operations", "Overview", "QueueOverview", "overview"]
 
@@ -108,7 +108,7 @@ class Overview:
         transmission_by_status: messages by ``transmission_status`` ("" before a first try).
         dialogs_by_state: conversation endpoints by ``state_desc`` (``CONVERSING``, …).
         instances: what each broker object published (``views.dm_broker_statistics()``).
-        totals: their sum (:func:`servicebroker.statistics.total`).
+        totals: their sum (:func:`servicebroker.engine.statistics.total`).
     """
 
     taken_at: datetime

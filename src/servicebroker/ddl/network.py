@@ -2,9 +2,9 @@
 CREATE / ALTER / DROP ENDPOINT … FOR SERVICE_BROKER, CREATE / DROP LOGIN … FROM CERTIFICATE,
 GRANT CONNECT ON ENDPOINT and CREATE / ALTER / DROP ROUTE. :class:`NetworkStatements` is a base
 of :class:`~servicebroker.Broker` (beside
-:class:`~servicebroker.catalog.statements.CatalogStatements`): each method reads and checks
+:class:`~servicebroker.ddl.statements.CatalogStatements`): each method reads and checks
 what lies outside the database (certificate and key files), then runs its
-:mod:`~servicebroker.catalog.network_changes` function in a catalog transaction. The transport
+:mod:`~servicebroker.ddl.network_changes` function in a catalog transaction. The transport
 reads the result from the catalog snapshot (``routes``, ``service_broker_endpoint``,
 ``certificates``, ``logins``, ``endpoint_grants``), without a query of its own.
 """
@@ -16,15 +16,15 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
 
+from ..catalog.cache import CatalogCache
+from ..catalog.routing import DEFAULT_PORT
 from ..transport.certificates import (
     check_key_matches,
     load_certificate_file,
     load_private_key_file,
 )
-from ..transport.routing import DEFAULT_PORT
 from . import network_changes as nc
 from . import principal_changes
-from .cache import CatalogCache
 
 if TYPE_CHECKING:
     from ..clock import Clock

@@ -1,9 +1,9 @@
 """Database principals and permissions as the Broker's methods: CREATE / DROP USER, CREATE /
 DROP REMOTE SERVICE BINDING, GRANT / REVOKE (SEND ON SERVICE, RECEIVE ON QUEUE, CONNECT ON
 ENDPOINT). :class:`PrincipalStatements` is a base of :class:`~servicebroker.Broker` (beside
-:class:`~servicebroker.catalog.statements.CatalogStatements` and
-:class:`~servicebroker.catalog.network.NetworkStatements`): each method runs its
-:mod:`~servicebroker.catalog.principal_changes` function in a catalog transaction. The engine
+:class:`~servicebroker.ddl.statements.CatalogStatements` and
+:class:`~servicebroker.ddl.network.NetworkStatements`): each method runs its
+:mod:`~servicebroker.ddl.principal_changes` function in a catalog transaction. The engine
 reads the result from the catalog snapshot (``principals``, ``grants``,
 ``remote_service_bindings``, ``has_permission``, ``binding_for``).
 
@@ -15,8 +15,8 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any, TypeVar
 
+from ..catalog.cache import CatalogCache
 from . import principal_changes as pc
-from .cache import CatalogCache
 
 __all__ = ["PrincipalStatements"]
 

@@ -10,17 +10,17 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Protocol
 
-from .catalog import CatalogCache
-from .clock import Clock
+from ..catalog import CatalogCache
+from ..clock import Clock
+from ..storage.base import Storage
 from .statistics import StatisticsRecorder
-from .storage.base import Storage
 from .waiting import Waiting
 
 __all__ = ["BrokerContext", "BrokerEvents"]
 
 
 class BrokerEvents(Protocol):
-    """What the broker does after a transaction's statements (see :mod:`servicebroker.events`)."""
+    """What the broker does after a transaction's statements (see :mod:`servicebroker.activation.events`)."""
 
     def committed(
         self,

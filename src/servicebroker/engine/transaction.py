@@ -17,21 +17,21 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import replace
 from typing import Any, Concatenate, ParamSpec, TypeVar
 
-from . import arguments
-from .appsql import check_application_sql, driver_refusals
-from .arguments import MAX_INT, check_broker_instance, check_end_arguments, message_tuples
-from .catalog import SERVICE_STRING_LIMIT, CatalogSnapshot, MessageTypeDef, check_name
-from .clock import check_seconds
+from .. import arguments
+from ..appsql import check_application_sql, driver_refusals
+from ..arguments import MAX_INT, check_broker_instance, check_end_arguments, message_tuples
+from ..catalog import SERVICE_STRING_LIMIT, CatalogSnapshot, MessageTypeDef, check_name
+from ..clock import check_seconds
+from ..dialogs import INITIATOR_START, EndMode, State, after_local_end, after_send, is_ended
+from ..errors import ConversationError, MessageValidationError, StorageError, TransactionError
+from ..messages import Message, Outgoing, fast_uuid, new_id
+from ..storage.failures import DATABASE_FAILURES
+from ..storage.rows import EndpointRow
 from .context import BrokerContext
 from .delivery import Applier, check_begun_dialogs
-from .dialogs import INITIATOR_START, EndMode, State, after_local_end, after_send, is_ended
-from .errors import ConversationError, MessageValidationError, StorageError, TransactionError
-from .messages import Message, Outgoing, fast_uuid, new_id
 from .permissions import DEFAULT_PRINCIPAL, check_send
 from .receive import Receiving, to_handle
 from .sending import sendable
-from .storage.failures import DATABASE_FAILURES
-from .storage.rows import EndpointRow
 from .waiting import LOCKS
 
 __all__ = ["Transaction"]

@@ -1,6 +1,6 @@
 """Conversation priorities (PRI-1..18), pure: the level an endpoint gets when it is created, and
 the order messages leave the transmission queue. (The CREATE / ALTER / DROP BROKER PRIORITY
-statements are catalog statements: :mod:`servicebroker.catalog.changes`.)
+statements are catalog statements: :mod:`servicebroker.ddl.changes`.)
 
 :func:`priority_level` is the pure PRI-6 precedence: the first of eight patterns that a priority
 matches wins — (contract, local, remote), (contract, local, ANY), (contract, ANY, remote),
@@ -25,7 +25,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
-from .storage.rows import BrokerPriorityRow
+from ..storage.rows import BrokerPriorityRow
 
 __all__ = [
     "AGING_INTERVAL",

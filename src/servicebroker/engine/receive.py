@@ -17,16 +17,16 @@ import uuid
 from collections import Counter
 from collections.abc import Callable
 
-from .arguments import check_top, check_wait
-from .catalog import CatalogSnapshot, QueueDef, ServiceDef
-from .clock import to_datetime
+from ..arguments import check_top, check_wait
+from ..catalog import CatalogSnapshot, QueueDef, ServiceDef
+from ..clock import to_datetime
+from ..dialogs import State
+from ..errors import ConversationError, LockTimeoutError, QueueDisabledError
+from ..messages import Message, fast_uuid
+from ..storage.base import StorageConnection
+from ..storage.rows import EndpointRow, MessageRow, PrincipalRow
 from .context import BrokerContext
-from .dialogs import State
-from .errors import ConversationError, LockTimeoutError, QueueDisabledError
-from .messages import Message, fast_uuid
 from .permissions import DEFAULT_PRINCIPAL, acting_principal, check_receive
-from .storage.base import StorageConnection
-from .storage.rows import EndpointRow, MessageRow, PrincipalRow
 
 __all__ = ["Receiving", "to_handle", "to_messages"]
 

@@ -18,8 +18,8 @@ import threading
 from collections.abc import Callable, Iterable
 from typing import TypeVar
 
-from .clock import Clock
-from .storage.base import QueueActivityStore
+from ..clock import Clock
+from ..storage.base import QueueActivityStore
 
 __all__ = ["LOCKS", "WAIT_SAFETY", "Notifier", "Waiting"]
 

@@ -1,7 +1,7 @@
 """The catalog statements as the Broker's methods: CREATE / ALTER / DROP MESSAGE TYPE, CONTRACT,
 QUEUE, SERVICE, EVENT NOTIFICATION and BROKER PRIORITY, ALTER DATABASE, and ``execute_ddl`` for
 their T-SQL form. :class:`CatalogStatements` is the base of :class:`~servicebroker.Broker`: each
-method runs its :mod:`~servicebroker.catalog.changes` function in a catalog transaction, then the
+method runs its :mod:`~servicebroker.ddl.changes` function in a catalog transaction, then the
 reaction the committed statement calls for (deliver held messages, reset a queue's activity,
 check activation).
 """
@@ -13,11 +13,11 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, TypeVar, cast
 
 from ..activation.monitor import Trigger
+from ..catalog.cache import CatalogCache
+from ..catalog.model import Activation, CatalogSnapshot, check_name
 from ..errors import CatalogError, StorageError
 from . import changes
-from .cache import CatalogCache
 from .database import alter_database, check_database_options
-from .model import Activation, CatalogSnapshot, check_name
 
 if TYPE_CHECKING:
     from ..activation.service import ActivationService
@@ -214,7 +214,7 @@ class CatalogStatements:
         drop_contracts: Sequence[str] = (),
     ) -> None:
         """ALTER SERVICE ``name`` [ON QUEUE ``queue``] [(ADD CONTRACT …, DROP CONTRACT …)]: see
-        :func:`~servicebroker.catalog.changes.alter_service` (a service with open conversations
+        :func:`~servicebroker.ddl.changes.alter_service` (a service with open conversations
         is not moved to another queue here). Raises :class:`CatalogError`."""
         self._change(changes.alter_service, name, queue, add_contracts, drop_contracts)
         self._after_commit(f"ALTER SERVICE {name}", self._drain_transmission)
@@ -401,8 +401,8 @@ class CatalogStatements:
                 line and column; nothing ran), or a statement the catalog refuses (named, with
                 its line and column; the statements before it have run).
         """
-        from .ddl import parse_ddl
-        from .ddl_run import DdlTarget, run_ddl
+        from .parser import parse_ddl
+        from .run import DdlTarget, run_ddl
 
         # the Broker has the transport's statements too (NetworkStatements, its other base)
         return run_ddl(cast("DdlTarget", self), parse_ddl(text))

@@ -17,8 +17,9 @@ import uuid
 from collections import Counter
 from collections.abc import Iterable
 
-from .catalog import DBO, CatalogSnapshot
-from .dialogs import (
+from ..catalog import DBO, CatalogSnapshot
+from ..catalog.routing import LOCAL, RouteChooser
+from ..dialogs import (
     DIALOG_TIMER,
     END_DIALOG,
     ERROR,
@@ -36,12 +37,11 @@ from .dialogs import (
     on_lifetime_expired,
     receive_rank,
 )
-from .errors import ConversationError
-from .messages import Outgoing, new_id
-from .storage.base import StorageConnection
-from .storage.rows import EndpointRow, QueueInsert
+from ..errors import ConversationError
+from ..messages import Outgoing, new_id
+from ..storage.base import StorageConnection
+from ..storage.rows import EndpointRow, QueueInsert
 from .transmission import TransmissionQueue
-from .transport.routing import LOCAL, RouteChooser
 
 __all__ = ["CLOSED_REMEMBERED", "Applier", "check_begun_dialogs"]
 
@@ -421,7 +421,7 @@ class Applier:
         Returns None when done, else why it cannot be delivered yet (the target service does
         not exist, or its queue is OFF: QUE-3) — the caller holds it in the transmission
         queue. A message whose dialog now goes to another instance (a route created since)
-        moves to the transport's rows. (:class:`~servicebroker.transmission.Destination`.)"""
+        moves to the transport's rows. (:class:`~servicebroker.engine.transmission.Destination`.)"""
         if self._to_transport(sender, out, arrival):
             return None
         return self._deliver_here(sender, out, arrival)

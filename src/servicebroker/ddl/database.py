@@ -1,7 +1,7 @@
 """ALTER DATABASE … SET <service_broker_option> (alter-database-transact-sql-set-options.md) as
 one catalog statement: HONOR_BROKER_PRIORITY ON | OFF, NEW_BROKER (every conversation removed
 without a message, a new ``service_broker_guid``) and ERROR_BROKER_CONVERSATIONS (every open
-endpoint ended with an Error, through :class:`~servicebroker.delivery.Applier` as DROP CONTRACT
+endpoint ended with an Error, through :class:`~servicebroker.engine.delivery.Applier` as DROP CONTRACT
 does). ENABLE_BROKER is checked by the caller (a broker is always enabled).
 """
 
@@ -10,11 +10,11 @@ from __future__ import annotations
 import uuid
 
 from ..arguments import check_flag
-from ..delivery import BROKER_CONVERSATIONS_ERRORED, Applier
+from ..catalog.model import CatalogSnapshot
 from ..dialogs import State
+from ..engine.delivery import BROKER_CONVERSATIONS_ERRORED, Applier
 from ..errors import CatalogError
 from ..storage.base import StorageConnection
-from .model import CatalogSnapshot
 
 __all__ = ["alter_database", "check_database_options"]
 
@@ -61,7 +61,7 @@ def alter_database(
       notifications' dialogs go; queues, services and the rest of the catalog stay.
     - ERROR_BROKER_CONVERSATIONS: "ends all conversations in the database with an error"; the
       ``service_broker_guid`` is kept. Each endpoint not yet ended by an error or closed
-      (SO, SI, CO, DI) gets one Error (:data:`~servicebroker.delivery.BROKER_CONVERSATIONS_ERRORED`)
+      (SO, SI, CO, DI) gets one Error (:data:`~servicebroker.engine.delivery.BROKER_CONVERSATIONS_ERRORED`)
       first on its own queue and goes to ER, its unsent messages dropped, as DROP CONTRACT
       does (:meth:`Applier.fail`: nothing is sent to the far side, so neither side gets an
       EndDialog or a second Error); an endpoint this side had ended (DO) closes, and a

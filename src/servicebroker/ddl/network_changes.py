@@ -13,18 +13,18 @@ import uuid
 from collections.abc import Mapping
 from dataclasses import dataclass, fields, replace
 
-from ..errors import CatalogError
-from ..storage.base import StorageConnection
-from ..transport.certificates import CertificateInfo
-from ..transport.routing import (
+from ..catalog.model import SERVICE_STRING_LIMIT, CatalogSnapshot, check_name
+from ..catalog.routing import (
     LOCAL,
     TRANSPORT,
     format_tcp_address,
     normalize_broker_instance,
     parse_tcp_address,
 )
+from ..errors import CatalogError
+from ..storage.base import StorageConnection
+from ..transport.certificates import CertificateInfo
 from ..transport.wire import ENCRYPTION_SETTINGS
-from .model import SERVICE_STRING_LIMIT, CatalogSnapshot, check_name
 
 __all__ = [
     "ALGORITHMS",
@@ -68,7 +68,7 @@ def create_certificate(
 ) -> None:
     """CREATE CERTIFICATE ``name`` [AUTHORIZATION user] FROM FILE … [WITH PRIVATE KEY (FILE =
     …)], the files read and checked by the caller
-    (:class:`~servicebroker.catalog.network.NetworkStatements`); ``owner`` the principal_id of
+    (:class:`~servicebroker.ddl.network.NetworkStatements`); ``owner`` the principal_id of
     the AUTHORIZATION user (None: dbo).
 
     Raises:

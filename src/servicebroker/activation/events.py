@@ -7,13 +7,13 @@ from __future__ import annotations
 
 import logging
 
-from .activation.monitor import Trigger
-from .activation.service import ActivationService
-from .clock import Clock
-from .errors import StorageError
+from ..clock import Clock
+from ..engine.waiting import LOCKS, Notifier
+from ..errors import StorageError
+from ..storage.base import QueueActivityStore
+from .monitor import Trigger
 from .poison import PoisonMessageHandling
-from .storage.base import QueueActivityStore
-from .waiting import LOCKS, Notifier
+from .service import ActivationService
 
 __all__ = ["Reactions"]
 
