@@ -359,3 +359,28 @@ def test_connect_on_endpoint(broker: Broker, tmp_path: Path) -> None:
     assert broker.catalog.endpoint_grants == frozenset()
     with pytest.raises(CatalogError, match="login 'alice' does not exist"):
         broker.revoke("CONNECT", on="ENDPOINT::ep", to="alice")
+
+
+def test_a_grant_or_revoke_is_honoured_by_the_next_transaction_of_another_broker(
+    url: str, clock: ManualClock, pair: Pair, broker: Broker
+) -> None:
+    """SEC-4 across brokers on one database: a REVOKE (or GRANT) committed by one broker is
+    honoured by every transaction another broker begins after it, whatever that broker's poll
+    interval (revoke-service-broker-permissions-transact-sql.md: the permission is gone once
+    the REVOKE commits)."""
+    broker.create_user("alice")
+    broker.grant("SEND", on=f"SERVICE::{pair.target}", to="alice")
+    handle = begin(broker, pair, "alice")
+    other = Broker.open(url, clock=clock, principal="alice", poll_interval=3600.0)
+    try:
+        with other.transaction() as tx:  # the other broker has read the catalog
+            tx.send(handle, "Req", b"granted")
+        broker.revoke("SEND", on=f"SERVICE::{pair.target}", to="alice")
+        with other.transaction() as tx, pytest.raises(PermissionDeniedError):
+            tx.send(handle, "Req", b"revoked")
+        broker.grant("SEND", on=f"SERVICE::{pair.target}", to="alice")
+        with other.transaction() as tx:
+            tx.send(handle, "Req", b"granted again")
+    finally:
+        other.close()
+    assert [m.message_body for m in broker.peek(pair.tq)] == [b"granted", b"granted again"]

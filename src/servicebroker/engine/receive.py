@@ -155,7 +155,9 @@ class Receiving:
     ) -> None:
         self.context = context
         self.conn = conn
-        self.catalog: CatalogSnapshot = context.catalog.snapshot(conn)
+        # a transaction sees every catalog change committed before it began, by any process
+        # (a REVOKE honoured at once): the stored version is read at its start
+        self.catalog: CatalogSnapshot = context.catalog.snapshot(conn, fresh=True)
         self.principal: PrincipalRow = acting_principal(self.catalog, principal)
         self.received: dict[int, list[int]] = {}
         self.received_types: Counter[tuple[str, str]] = Counter()
