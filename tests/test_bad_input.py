@@ -27,7 +27,7 @@ from click.testing import CliRunner
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from servicebroker import Activation, Broker, ManualClock
+from servicebroker import Activation, Broker, ClockError, ManualClock, parse_error_body
 from servicebroker.appsql import check_application_sql
 from servicebroker.cli import main
 from servicebroker.errors import (
@@ -883,3 +883,53 @@ def test_parameters_the_driver_refuses_leave_the_transaction_going(
         tx.execute(f"INSERT INTO app_rows (x) VALUES ({mark})", [7])
     assert broker.execute("SELECT x FROM app_rows") == [(7,)]
     assert broker.peek(pair.tq) == []  # the RECEIVE committed with the row
+
+
+@pytest.mark.parametrize(
+    "call",
+    [
+        lambda: ManualClock(start="x"),  # type: ignore[arg-type]
+        lambda: ManualClock(start=None),  # type: ignore[arg-type]
+        lambda: ManualClock(start=math.nan),
+        lambda: ManualClock().advance(-1),
+        lambda: ManualClock().advance(math.nan),
+        lambda: ManualClock().advance(math.inf),
+        lambda: ManualClock().advance("1"),  # type: ignore[arg-type]
+        lambda: ManualClock(100.0).set(99.0),
+        lambda: ManualClock(100.0).set(math.nan),
+    ],
+    ids=[
+        "start-text",
+        "start-none",
+        "start-nan",
+        "back",
+        "nan",
+        "inf",
+        "text",
+        "set-back",
+        "set-nan",
+    ],
+)
+def test_a_manual_clock_refuses_bad_times_with_a_clock_error(call: Callable[[], object]) -> None:
+    """The clear-error rule for the manual clock: a ClockError of the hierarchy (a ValueError
+    too), naming the clock and the value."""
+    with pytest.raises(ClockError, match="ManualClock") as refused:
+        call()
+    assert isinstance(refused.value, BrokerError) and isinstance(refused.value, ValueError)
+
+
+@pytest.mark.parametrize("body", [None, 5, "text", ["x"]])
+def test_parse_error_body_refuses_what_is_not_bytes(body: object) -> None:
+    """SYS-1: parse_error_body of anything but bytes is a ConversationError, not a TypeError."""
+    with pytest.raises(ConversationError, match="not a Service Broker Error message body"):
+        parse_error_body(body)  # type: ignore[arg-type]
+
+
+def test_alter_database_needs_an_option(broker: Broker) -> None:
+    """ALTER DATABASE … SET with no option is refused (alter-database-transact-sql-set-options.md:
+    SET takes at least one option); ``honor_broker_priority=None`` alone is no option."""
+    for kwargs in ({}, {"honor_broker_priority": None}, {"new_broker": False}):
+        with pytest.raises(CatalogError, match="ALTER DATABASE … SET needs an option"):
+            broker.alter_database(**kwargs)  # type: ignore[arg-type]
+    broker.alter_database(enable_broker=True)  # ENABLE_BROKER alone is an option: nothing to do
+    assert broker.views.databases()[0].is_honor_broker_priority_on is False

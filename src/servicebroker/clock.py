@@ -12,7 +12,7 @@ from collections.abc import Callable
 from datetime import UTC, datetime
 from typing import Protocol
 
-from .errors import BrokerError
+from .errors import BrokerError, ClockError
 
 __all__ = ["Clock", "ManualClock", "SystemClock", "check_seconds", "to_datetime"]
 
@@ -87,7 +87,7 @@ class ManualClock:
     """
 
     def __init__(self, start: float = 1_700_000_000.0) -> None:
-        self._now = float(start)
+        self._now = _finite_seconds(start, "ManualClock start")
         self._lock = threading.Lock()
         self._listeners: list[Listener] = []
 
@@ -98,20 +98,29 @@ class ManualClock:
     def advance(self, seconds: float) -> float:
         """Move the clock forward by ``seconds`` (>= 0) and notify listeners.
 
-        Returns the new time. Raises ``ValueError`` for a negative or non-finite amount.
+        Returns the new time.
+
+        Raises:
+            ClockError: ``seconds`` is not a number, or negative, NaN or infinite.
         """
-        if not seconds >= 0 or seconds == float("inf"):
-            raise ValueError(
+        seconds = _finite_seconds(seconds, "ManualClock.advance")
+        if seconds < 0:
+            raise ClockError(
                 f"ManualClock.advance needs a finite number of seconds >= 0, got {seconds!r}"
             )
         return self.set(self._now + seconds)
 
     def set(self, when: float) -> float:
-        """Move the clock to ``when`` (seconds since the epoch; never backwards) and notify."""
+        """Move the clock to ``when`` (seconds since the epoch; never backwards) and notify.
+
+        Raises:
+            ClockError: ``when`` is not a finite number, or before the clock's time.
+        """
+        when = _finite_seconds(when, "ManualClock.set")
         with self._lock:
             if when < self._now:
-                raise ValueError(f"ManualClock cannot go back from {self._now} to {when}")
-            self._now = float(when)
+                raise ClockError(f"ManualClock cannot go back from {self._now!r} to {when!r}")
+            self._now = when
             listeners = list(self._listeners)
         for listener in listeners:
             listener(self._now)
@@ -132,6 +141,15 @@ class ManualClock:
         """Manual time does not pass by itself: a waiter sleeps until woken (bounded by the
         storage's poll interval for changes made by other processes)."""
         return float("inf")
+
+
+def _finite_seconds(value: object, what: str) -> float:
+    """``value`` as a finite float (``bool`` refused), or :class:`ClockError` naming ``what``."""
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        raise ClockError(f"{what} needs a finite number of seconds, got {value!r}")
+    if not math.isfinite(value):
+        raise ClockError(f"{what} needs a finite number of seconds, got {value!r}")
+    return float(value)
 
 
 def check_seconds(

@@ -238,8 +238,12 @@ def parse_error_body(body: bytes) -> tuple[int, str]:
     """``(code, description)`` from an Error message body (SYS-1).
 
     Raises:
-        ConversationError: the body is not a Service Broker Error document.
+        ConversationError: the body is not a Service Broker Error document (or not bytes).
     """
+    if not isinstance(body, bytes | bytearray | memoryview):
+        raise ConversationError(
+            f"not a Service Broker Error message body: expected bytes, got {type(body).__name__}"
+        )
     try:
         root = ET.fromstring(body)
         ns = {"sb": ERROR_NAMESPACE}

@@ -12,6 +12,7 @@ __all__ = [
     "BrokerError",
     "CatalogError",
     "CertificateError",
+    "ClockError",
     "ConversationError",
     "DatabaseUnavailableError",
     "DeadlockError",
@@ -96,6 +97,12 @@ class StreamClaimError(BrokerError):
     """A stream reader cannot go on with its claims: its unacknowledged batch was released
     after its claim time-out (others may have received those messages), or the offset it
     resumes from is older than what it acknowledged (a checkpoint from another run)."""
+
+
+class ClockError(BrokerError, ValueError):
+    """A :class:`~servicebroker.clock.ManualClock` given a start that is not a finite number of
+    seconds, a move by a negative, NaN or infinite amount, or a time before its own (a
+    ``ValueError`` too)."""
 
 
 class TransactionError(BrokerError):

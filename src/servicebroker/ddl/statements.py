@@ -351,8 +351,9 @@ class CatalogStatements:
         a waiting RECEIVE keeps waiting.
 
         Raises:
-            CatalogError: a value that is not a bool; ``enable_broker=False`` (DISABLE_BROKER
-                is not supported); NEW_BROKER with ERROR_BROKER_CONVERSATIONS.
+            CatalogError: no option given (every one None or False); a value that is not a
+                bool; ``enable_broker=False`` (DISABLE_BROKER is not supported); NEW_BROKER
+                with ERROR_BROKER_CONVERSATIONS.
             StorageError: the database failed, or stayed locked beyond the busy time-out.
         """
         if enable_broker is not None and enable_broker is not True:
@@ -365,8 +366,18 @@ class CatalogStatements:
             new_broker=new_broker,
             error_broker_conversations=error_broker_conversations,
         )
+        if (
+            honor_broker_priority is None
+            and enable_broker is None
+            and not new_broker
+            and not error_broker_conversations
+        ):
+            raise CatalogError(
+                "ALTER DATABASE … SET needs an option: honor_broker_priority=True or False, "
+                "enable_broker=True, new_broker=True or error_broker_conversations=True"
+            )
         if honor_broker_priority is None and not new_broker and not error_broker_conversations:
-            return
+            return  # ENABLE_BROKER alone: a broker is always enabled
         try:
             woken = self._change(
                 alter_database,
