@@ -47,14 +47,6 @@ Query = Callable[[str, Sequence[Any]], list[tuple[Any, ...]]]
 """Runs one statement with positional parameters and returns its rows (``[]`` when it has
 none)."""
 
-_CREATE = (
-    "CREATE TABLE IF NOT EXISTS schema_migrations (version INTEGER PRIMARY KEY, name TEXT NOT NULL)"
-)
-_RECORDED = "SELECT version, name FROM schema_migrations"
-_RECORD = "INSERT INTO schema_migrations (version, name) VALUES (?, ?)"
-_FORGET = "DELETE FROM schema_migrations WHERE version = ?"
-_NEWEST = "SELECT max(version) FROM schema_migrations"
-
 
 @dataclass(frozen=True, slots=True)
 class Migration:
@@ -127,6 +119,16 @@ def known_migrations(package: str) -> list[Migration]:
             )
         steps[migration.step] = migration
     return stream
+
+
+# the statements on the table of records, in ``?`` placeholders (converted by portable_sql)
+_CREATE = (
+    "CREATE TABLE IF NOT EXISTS schema_migrations (version INTEGER PRIMARY KEY, name TEXT NOT NULL)"
+)
+_RECORDED = "SELECT version, name FROM schema_migrations"
+_RECORD = "INSERT INTO schema_migrations (version, name) VALUES (?, ?)"
+_FORGET = "DELETE FROM schema_migrations WHERE version = ?"
+_NEWEST = "SELECT max(version) FROM schema_migrations"
 
 
 def migrate(
