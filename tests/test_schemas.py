@@ -1,7 +1,7 @@
 """The SQLite and PostgreSQL schemas have the same tables and columns (names, in order: the
 types differ by dialect), so every shared named query and the storage contract mean the same on
-both. A difference is mended by a new numbered migration of the backend that is wrong, never by
-editing an applied one."""
+both. A difference is mended by a new numbered migration of the one stream (shared, or the
+backend's own where the dialects differ), never by editing an applied one."""
 
 from __future__ import annotations
 
@@ -92,3 +92,17 @@ def test_migrations_are_numbered_once() -> None:
     for backend in ("sqlite", "postgres"):
         versions = [m.version for m in known_migrations(f"servicebroker.storage.{backend}")]
         assert versions == list(range(1, len(versions) + 1)), backend
+
+
+def test_every_backend_follows_one_stream() -> None:
+    # one number and one name per step on every backend; written once where the dialects agree
+    from servicebroker.storage.migrations import known_migrations
+
+    streams = {
+        backend: known_migrations(f"servicebroker.storage.{backend}")
+        for backend in ("sqlite", "postgres")
+    }
+    names = {b: [(m.version, m.name) for m in s] for b, s in streams.items()}
+    assert names["sqlite"] == names["postgres"]
+    shared = {b: [m.name for m in s if m.shared] for b, s in streams.items()}
+    assert shared["sqlite"] == shared["postgres"] and shared["sqlite"]

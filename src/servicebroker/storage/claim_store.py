@@ -1,6 +1,6 @@
 """The storage contract's part for stream readers and their conversation-group claims (issue
 14, :mod:`servicebroker.engine.claims`): tables ``stream_readers``, ``conversation_group_claims``,
-``claimed_messages`` (SQLite migration 0013, PostgreSQL 0010; the same migration's
+``claimed_messages`` (migration 0013_group_claims; the same migration's
 ``stream_commits`` is written by the Spark sink as application SQL inside its transaction).
 :class:`~servicebroker.storage.base.StorageConnection` includes it; every backend gives it
 through the shared named queries (:mod:`.named`)."""

@@ -522,7 +522,7 @@ DELETE FROM closed_conversations WHERE forget_after <= ? AND NOT EXISTS (
       AND t.is_initiator = closed_conversations.is_initiator
 );
 
--- Stream readers and their conversation-group claims (issue 14, migration 0013 / 0010).
+-- Stream readers and their conversation-group claims (issue 14, migration 0013).
 
 -- name: stream_reader
 SELECT reader, queues, latest, acknowledged, released, renewed, claim_timeout

@@ -53,7 +53,7 @@ class MessageRow(NamedTuple):
     ``status``: 1 ready, 0 retained after RECEIVE, 3 retained sent message; ``queuing_order``:
     the row's number, increasing in commit order; ``validation``: the message type's validation
     when sent; ``message_enqueue_time``: broker-clock seconds at which it entered the queue (None
-    for a message queued before schema version 8 on SQLite, 5 on PostgreSQL)."""
+    for a message queued before migration 0007_conversation_sequences)."""
 
     status: int
     priority: int

@@ -1,6 +1,6 @@
 """The storage contract's part for what operators see (issue 15, :mod:`servicebroker.engine.statistics`,
-:mod:`servicebroker.engine.operations`): the table ``broker_statistics`` (SQLite migration 0014,
-PostgreSQL 0011) and the read-only summaries the web console, the Prometheus exporter and
+:mod:`servicebroker.engine.operations`): the table ``broker_statistics`` (migration 0014) and
+the read-only summaries the web console, the Prometheus exporter and
 ``servicebroker diagnose`` poll. None of the reads takes a lock a broker waits on.
 :class:`~servicebroker.storage.base.StorageConnection` includes it; the shared named queries
 (:mod:`.named`) give all but :meth:`StatisticsStore.locked_groups`, which each backend answers

@@ -1,0 +1,3 @@
+-- No-op on PostgreSQL: its 0001_initial.sql already creates what SQLite adds in this step (the
+-- per-group index queue_groups, kept there by a PL/pgSQL trigger).
+-- Recorded all the same, so both backends list the same migrations.

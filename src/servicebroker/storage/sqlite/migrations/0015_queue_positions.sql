@@ -1,0 +1,3 @@
+-- No-op on SQLite: PostgreSQL's per-queue commit order for parallel commits. SQLite's single
+-- writer commits one transaction at a time, so its queuing_order is commit order already.
+-- Recorded, so both backends list the same migrations.
