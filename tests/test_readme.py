@@ -9,6 +9,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 ROOT = Path(__file__).resolve().parent.parent
 
 
@@ -34,16 +36,65 @@ def run_first_script(heading: str, folder: Path) -> subprocess.CompletedProcess[
     return done
 
 
-def test_tour_runs(tmp_path: Path) -> None:
+def python_blocks() -> list[str]:
+    """Every ```python block of the README, in order."""
     text = (ROOT / "README.md").read_text(encoding="utf-8")
-    tour = re.findall(r"```python\n(.*?)```", text, re.S)[0]
+    return re.findall(r"```python\n(.*?)```", text, re.S)
+
+
+def run_blocks(blocks: list[str], folder: Path) -> dict[str, object]:
+    """Run ``blocks`` one after the other in ``folder``, in one namespace, as a reader pasting
+    them into one Python session would; returns the namespace."""
+    namespace: dict[str, object] = {}
     cwd = os.getcwd()
-    os.chdir(tmp_path)
+    os.chdir(folder)
     try:
-        exec(compile(tour, "README.md", "exec"), {})
+        for block in blocks:
+            exec(compile(block, "README.md", "exec"), namespace)
     finally:
         os.chdir(cwd)
+    return namespace
+
+
+def test_tour_runs(tmp_path: Path) -> None:
+    run_blocks(python_blocks()[:1], tmp_path)
     assert (tmp_path / "orders.db").exists()
+
+
+@pytest.mark.spark
+@pytest.mark.slow
+def test_every_python_block_runs_as_written(tmp_path: Path) -> None:
+    """The tour, then Spark's batch write and its streaming answer, pasted into one Python
+    process started in an empty folder (Spark's workers resolve ``sqlite:///orders.db`` from
+    the folder the session started in, as a reader's would): the orders reach the shop, each
+    is answered with a receipt and its dialog ended."""
+    from .conftest import need_spark
+
+    need_spark()
+    blocks = python_blocks()
+    assert len(blocks) == 3, "a new Python block in the README: run it here"
+    check = """
+from servicebroker import END_DIALOG, Broker
+spark.stop()
+b = Broker.open("orders.db")
+got = b.peek("client_q")
+b.close()
+print(sorted(m.message_body.decode() for m in got if m.message_type_name == "//shop/Receipt"))
+print(sum(m.message_type_name == END_DIALOG for m in got))
+"""
+    (tmp_path / "readme.py").write_text("\n".join([*blocks, check]), encoding="utf-8")
+    done = subprocess.run(
+        [sys.executable, "readme.py"],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr[-3000:]
+    receipts, ended = done.stdout.splitlines()[-2:]
+    assert receipts == str(['{"sku": "A-1"}', '{"sku": "B-7"}', '{"sku": "C-3"}'])
+    assert ended == "2"  # alice's dialog and bob's
 
 
 def test_the_command_line_example_runs(tmp_path: Path) -> None:
