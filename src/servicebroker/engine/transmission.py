@@ -13,8 +13,11 @@ Two parts:
 - :class:`TransmissionService` is the broker-level shell: one write transaction per batch, run
   when a queue turns ON or a service is created, and on every timer tick (a periodic task).
 
-The local destination is :class:`servicebroker.engine.delivery.Applier`; the network transport will be
-a second implementation of :class:`Destination`.
+:class:`Destination` has one implementation, the commit's delivery
+(:class:`servicebroker.engine.delivery.Applier`): it puts a leaving message on a queue of this
+database, or — when the conversation's route (:mod:`servicebroker.catalog.routing`) names
+another instance — marks it as the transport's, a row the transport's transmitter reads
+(:mod:`servicebroker.transport.pending`); the transport implements no :class:`Destination`.
 """
 
 from __future__ import annotations
