@@ -5,6 +5,7 @@ private (underscore) attributes."""
 from __future__ import annotations
 
 import ast
+import re
 from pathlib import Path
 
 import servicebroker
@@ -239,3 +240,32 @@ def test_no_module_reaches_700_lines() -> None:
         if (n := len(path.read_text(encoding="utf-8").splitlines())) >= 700
     }
     assert not long, f"modules of 700 lines or more: {long}"
+
+
+def documented_modules() -> list[str]:
+    """The module paths (relative to the package) the table of docs/architecture.md lists."""
+    doc = (PACKAGE.parent.parent / "docs" / "architecture.md").read_text(encoding="utf-8")
+    table = doc[doc.index("## Every module") :]
+    return re.findall(r"^\| `([^`]+\.py)` \|", table, re.M)
+
+
+def test_the_architecture_doc_lists_every_module_once() -> None:
+    listed = documented_modules()
+    actual = {p.relative_to(PACKAGE).as_posix() for p in _modules().values()}
+    assert sorted(m for m in set(listed) if listed.count(m) > 1) == []
+    assert sorted(actual - set(listed)) == [], "modules missing from docs/architecture.md"
+    assert sorted(set(listed) - actual) == [], "docs/architecture.md lists modules that are gone"
+
+
+def test_the_architecture_doc_lists_each_module_under_its_layer() -> None:
+    doc = (PACKAGE.parent.parent / "docs" / "architecture.md").read_text(encoding="utf-8")
+    table = doc[doc.index("## Every module") :]
+    layer = {f"### {name}": units for name, units in LAYERS}
+    units: set[str] = set()
+    for line in table.splitlines():
+        if line.startswith("### "):
+            units = layer[line]
+        elif m := re.match(r"^\| `([^`]+\.py)` \|", line):
+            path = m.group(1)
+            unit = "" if path == "__init__.py" else path.split("/")[0].removesuffix(".py")
+            assert unit in units, f"{path} is listed under the wrong layer"

@@ -1,15 +1,14 @@
-"""The catalog: what exists in a broker database — message types, contracts, queues, services,
-event notifications, broker priorities and the HONOR_BROKER_PRIORITY option; the transport's
-certificates, endpoint, logins and routes; database principals, their permissions and remote
-service bindings.
+"""The catalog as the engine reads it: what exists in a broker database — message types,
+contracts, queues, services, event notifications, broker priorities and the
+HONOR_BROKER_PRIORITY option; the transport's certificates, endpoint, logins and routes;
+database principals, their permissions and remote service bindings.
 
 - :mod:`.model`: the definitions as frozen records and the :class:`CatalogSnapshot`;
-- :mod:`.changes`: the CREATE / ALTER / DROP statements;
 - :mod:`.cache`: the per-broker snapshot cache and the transaction every change runs in;
-- :mod:`.ddl`: the Service Broker DDL in its T-SQL form, parsed into statement records;
-- :mod:`.ddl_run`: those records run against the broker's catalog methods;
-- :mod:`.principals`, :mod:`.principal_changes`, :mod:`.principal_views`: users, remote service
-  bindings, GRANT / REVOKE and their views (SEC-3, SEC-4).
+- :mod:`.routing` (RTE-1..3) and :mod:`.priorities` (PRI-1..18): pure rules over the catalog;
+- :mod:`.views`, :mod:`.network_views`, :mod:`.principal_views`: the catalog views as rows.
+
+The statements that change the catalog are :mod:`servicebroker.ddl`, above the engine.
 """
 
 from __future__ import annotations

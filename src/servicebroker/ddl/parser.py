@@ -1,5 +1,5 @@
-"""The Service Broker DDL in its T-SQL form, parsed (lark, grammar in ``ddl.lark``) into
-statement records that :mod:`.ddl_run` runs against the broker (docs/ddl.md).
+"""The Service Broker DDL in its T-SQL form, parsed (lark, grammar in ``grammar.lark``) into
+statement records that :mod:`.run` runs against the broker (docs/ddl.md).
 
 The statements: CREATE / ALTER / DROP MESSAGE TYPE, CREATE / DROP CONTRACT, CREATE / ALTER /
 DROP QUEUE, CREATE / ALTER / DROP SERVICE, CREATE / DROP EVENT NOTIFICATION, CREATE / ALTER /

@@ -1,4 +1,4 @@
-"""Run parsed Service Broker DDL (:mod:`.ddl`) against a broker: each statement record becomes
+"""Run parsed Service Broker DDL (:mod:`.parser`) against a broker: each statement record becomes
 the Broker method of the same name (docs/ddl.md).
 
 Statements run one after another, each in its own catalog transaction, as SQL Server runs a
