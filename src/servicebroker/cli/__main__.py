@@ -1,0 +1,5 @@
+"""``python -m servicebroker.cli``: the command line."""
+
+from . import main
+
+main()
