@@ -8,7 +8,7 @@
 The words are case-insensitive; at least one of FROM SERVICE and TO SERVICE; ON CONTRACT
 defaults to ``DEFAULT`` and ENCRYPTION to ON, as in ssbdiagnose. Exit status: 0 when nothing but
 infos was found, 1 when an error or a warning was, 2 for a usage error (click's, naming what was
-expected, or a database that cannot be read). Registered on the ``servicebroker`` group by ``cli.py``.
+expected, or a database that cannot be read). Registered on the ``servicebroker`` group by :mod:`servicebroker.cli`.
 """
 
 from __future__ import annotations
