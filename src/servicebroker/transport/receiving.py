@@ -32,6 +32,7 @@ from ..catalog import CatalogSnapshot
 from ..dialogs import ERROR, error_body
 from ..engine.delivery import CLOSED_REMEMBERED, Applier
 from ..errors import DialogSecurityError
+from ..storage.base import StorageConnection
 from .adjacent import (
     AckReceived,
     ConnectionClosed,
@@ -303,15 +304,19 @@ class ReceivingSide:
                     if later is not None:
                         work.append((conn, later))
             applier.finish()
+            errored = {  # this broker's dialog sides an Error ended
+                (item.header.conversation_id, not item.header.is_initiator)
+                for _, item, outcome in answers
+                if outcome.verdict is Verdict.DELIVERED and item.header.message_type == ERROR
+            }
+            if errored:  # before the commit: once the Error can be received, none goes again
+                self._withdraw_ended(errored, db)
             db.commit()
         self._state.context.statistics.delivered(applier.tally()[0])
         self._committed(applier.woken_queues, frozenset(applier.arrived_on_empty))
-        errored: set[tuple[bytes, bool]] = set()  # this broker's dialog sides an Error ended
         for conn, item, outcome in answers:
             h = item.header
             verdict = outcome.verdict
-            if verdict is Verdict.DELIVERED and h.message_type == ERROR:
-                errored.add((h.conversation_id, not h.is_initiator))
             if verdict in (Verdict.DELIVERED, Verdict.DUPLICATE):
                 self._state.counters.received += verdict is Verdict.DELIVERED
                 self._state.counters.duplicates += verdict is Verdict.DUPLICATE
@@ -335,21 +340,20 @@ class ReceivingSide:
                 errors.append((conn, h, error_body(*outcome.error), outcome.key))
         for conn, h, body, key in errors:
             self._error_back(conn, h, body, key, applier.catalog)
-        if errored:
-            self._withdraw_ended(errored)
 
-    def _withdraw_ended(self, sides: set[tuple[bytes, bool]]) -> None:
+    def _withdraw_ended(self, sides: set[tuple[bytes, bool]], db: StorageConnection) -> None:
         """An Error ended these dialog sides of this broker (conversation_id, is_initiator):
         withdraw from the transmitter what it holds in memory of their messages whose rows
         the Error deleted from the transmission queue, so that none is sent again (NET-2:
         nothing of a dialog goes after its Error). A row read before and offered after is
-        kept out too (:meth:`TransportState.forget`)."""
+        kept out too (:meth:`TransportState.forget`). ``db`` is the write transaction that
+        took the Error, not committed yet (its deletions are what it reads); should it roll
+        back, TICK-3b's full read offers the rows again."""
         state = self._state
         with state.lock:
             ids = {k: state.pending.id_of(k) for k in state.offered if (k[0], k[1]) in sides}
         known = [i for i in ids.values() if i is not None]
-        with state.context.storage.connection() as db:
-            there = db.transmission_remote_ids(min(known), max(known)) if known else set()
+        there = db.transmission_remote_ids(min(known), max(known)) if known else set()
         with state.lock:
             for key, tid in ids.items():
                 address = state.offered.get(key)

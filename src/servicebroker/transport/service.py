@@ -332,6 +332,10 @@ class TransportService:
             ).start()
 
     def _accept(self, raw: socket.socket, address: str) -> None:
+        # SEC-1: the grants and ENCRYPTION as they are now, not as the transmitter's last pass
+        # read them (a GRANT CONNECT made a moment ago admits this peer)
+        with self._context.storage.connection() as db:
+            self._transmitter.refresh_security(self._context.catalog.snapshot(db))
         security, instance = self._state.security, self._state.instance
         if security is None or instance is None:
             raw.close()

@@ -79,6 +79,7 @@ class Transmitter:
     ) -> None:
         self._state = state
         self._on_events = on_events
+        self._refreshing = threading.Lock()  # one reading of the security at a time
 
     def run(self) -> None:
         """The transmitter thread's loop, until the transport stops: offer what is new, write
@@ -172,6 +173,10 @@ class Transmitter:
         whose peer certificate is no longer granted (REVOKE CONNECT, DROP CERTIFICATE, DROP
         LOGIN). Contexts that cannot be made (an unreadable private key) are logged and the
         old ones kept; the connections are still checked against the grants."""
+        with self._refreshing:  # a second caller waits for the contexts the first makes
+            self._refresh_security(catalog)
+
+    def _refresh_security(self, catalog: CatalogSnapshot) -> None:
         state = self._state
         with state.lock:
             current = state.security
