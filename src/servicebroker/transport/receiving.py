@@ -294,7 +294,10 @@ class ReceivingSide:
                 h = item.header
                 with self._state.lock:
                     refused = self._refused.answer(h)
-                outcome = refused or take_arrival(applier, h, item.body, security)
+                if refused is not None:  # NET-2: the Error again, never its queue
+                    outcome = refused
+                else:
+                    outcome = take_arrival(applier, h, item.body, security)
                 answers.append((conn, item, outcome))
                 if outcome.verdict is Verdict.DELIVERED:
                     with self._state.lock:
@@ -441,9 +444,8 @@ class ReceivingSide:
             take_acknowledgements(applier, ((c, i, n, peer) for (c, i, n), peer in done))
             applier.finish()
             db.commit()
-        with (
-            self._state.lock
-        ):  # forgotten only once deleted: a fill meanwhile must not offer it again
+        # forgotten only once deleted: a fill meanwhile must not offer it again
+        with self._state.lock:
             for key, _ in done:
                 self._state.forget(key)
             self._state.counters.acknowledged += len(done)
