@@ -28,7 +28,7 @@ from dataclasses import dataclass
 
 from ..catalog.routing import format_tcp_address
 from ..engine.context import BrokerContext
-from ..errors import TransportError
+from ..errors import StorageError, TransportError
 from .destinations import Destinations
 from .forwarding import Forwarder, ForwardingStatistics, HeldFragment
 from .peer import PeerConnection, accept
@@ -334,8 +334,11 @@ class TransportService:
     def _accept(self, raw: socket.socket, address: str) -> None:
         # SEC-1: the grants and ENCRYPTION as they are now, not as the transmitter's last pass
         # read them (a GRANT CONNECT made a moment ago admits this peer)
-        with self._context.storage.connection() as db:
-            self._transmitter.refresh_security(self._context.catalog.snapshot(db))
+        try:
+            with self._context.storage.connection() as db:
+                self._transmitter.refresh_security(self._context.catalog.snapshot(db))
+        except StorageError as exc:  # the grants as the transmitter last read them
+            log.warning("transport: the endpoint's security was not read again: %s", exc)
         security, instance = self._state.security, self._state.instance
         if security is None or instance is None:
             raw.close()
