@@ -34,7 +34,7 @@ from pathlib import Path
 from typing import Any
 
 from servicebroker import Broker
-from servicebroker.transport import receiving as transport_service
+from servicebroker.transport import receiving as transport_receiving
 from servicebroker.transport.arrival import Outcome, Verdict
 from servicebroker.transport.settings import TransportSettings
 
@@ -99,7 +99,7 @@ def arm_kill_points(die: Path) -> None:
     ``before`` (right before the arrival's commit) or ``after`` (right after the commit,
     before the acknowledgement is queued); ``die`` is deleted first."""
     armed: list[str] = []
-    take_arrival = transport_service.take_arrival
+    take_arrival = transport_receiving.take_arrival
 
     def arriving(applier: Any, header: Any, body: bytes, security: Any) -> Outcome:
         outcome = take_arrival(applier, header, body, security)
@@ -109,22 +109,22 @@ def arm_kill_points(die: Path) -> None:
             armed.append(point)
         return outcome
 
-    class Applier(transport_service.Applier):
+    class Applier(transport_receiving.Applier):
         def finish(self) -> None:
             super().finish()
             if armed == ["before"]:
                 os.kill(os.getpid(), signal.SIGKILL)  # the arrival's transaction is open
 
-    ack_back = transport_service.ReceivingSide._ack_back
+    ack_back = transport_receiving.ReceivingSide._ack_back
 
     def acking(self: Any, conn: Any, ack: Any) -> None:
         if armed == ["after"]:
             os.kill(os.getpid(), signal.SIGKILL)  # committed; the ack is not queued yet
         ack_back(self, conn, ack)
 
-    transport_service.take_arrival = arriving
-    transport_service.Applier = Applier
-    transport_service.ReceivingSide._ack_back = acking
+    transport_receiving.take_arrival = arriving
+    transport_receiving.Applier = Applier
+    transport_receiving.ReceivingSide._ack_back = acking
 
 
 def main(argv: list[str]) -> None:

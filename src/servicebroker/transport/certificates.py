@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from cryptography import x509
+from cryptography.exceptions import InvalidSignature
 from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.hazmat.primitives.asymmetric import ec, rsa
 from cryptography.hazmat.primitives.asymmetric.types import (
@@ -27,6 +28,7 @@ from ..errors import CertificateError
 __all__ = [
     "CertificateInfo",
     "check_key_matches",
+    "granted_by",
     "load_certificate",
     "load_certificate_file",
     "load_private_key_file",
@@ -62,6 +64,34 @@ def thumbprint(der: bytes) -> str:
     """A certificate's thumbprint as sys.certificates gives it: the SHA-1 of its DER encoding
     (``der``, bytes), lower-case hex (40 characters). SEC-1 compares peers by it."""
     return hashlib.sha1(der).hexdigest()
+
+
+def granted_by(der: bytes, granted: tuple[str, ...]) -> bool:
+    """Whether the certificate ``der`` (DER bytes, as a peer presented it) is still trusted by
+    the ``granted`` certificates (PEM): one of them, or directly signed by one of them (a
+    granted CA, as ``VERIFY_X509_PARTIAL_CHAIN`` admits it; SEC-1). A granted PEM that does
+    not parse trusts nothing."""
+    try:
+        peer = x509.load_der_x509_certificate(der)
+    except ValueError:
+        return False
+    if thumbprint(der) in {_thumbprint_of(pem) for pem in granted}:
+        return True
+    for pem in granted:
+        try:
+            peer.verify_directly_issued_by(x509.load_pem_x509_certificate(pem.encode()))
+        except (ValueError, TypeError, InvalidSignature):
+            continue
+        return True
+    return False
+
+
+def _thumbprint_of(pem: str) -> str | None:
+    try:
+        cert = x509.load_pem_x509_certificate(pem.encode())
+    except ValueError:
+        return None
+    return thumbprint(cert.public_bytes(serialization.Encoding.DER))
 
 
 def load_certificate(pem: str | bytes, *, source: str = "certificate") -> CertificateInfo:

@@ -56,6 +56,8 @@ class PeerConnection:
         clock: the broker clock (``now`` of every event).
         peer_certificate: the SHA-1 thumbprint of the certificate the peer presented.
         received: events the handshake read behind its last one (taken first by :meth:`read`).
+        peer_certificate_der: the certificate the peer presented (DER bytes), so that a
+            REVOKE CONNECT can tell whether it is still trusted (SEC-1).
     """
 
     def __init__(
@@ -66,8 +68,10 @@ class PeerConnection:
         clock: Clock,
         peer_certificate: str | None,
         received: list[Event] | None = None,
+        peer_certificate_der: bytes | None = None,
     ) -> None:
         self.sock = sock
+        self.peer_certificate_der = peer_certificate_der
         self._received = received or []
         self.adjacent = adjacent
         self.address = address
@@ -291,7 +295,7 @@ def connect(
             raise _closed_failure(verdict, adjacent, address)
         sock.settimeout(None)
         audit_login(log, AuditBrokerLogin.LOGIN_SUCCESS, address, _how(hello.encrypt), accept=False)
-        return PeerConnection(sock, adjacent, address, clock, _thumbprint(sock), behind)
+        return PeerConnection(sock, adjacent, address, clock, _thumbprint(sock), behind, _der(sock))
     except (OSError, TransportError) as exc:
         _close(sock, raw)
         failure = _as_failure(exc, address)
@@ -349,7 +353,9 @@ def accept(
         audit_login(
             log, AuditBrokerLogin.LOGIN_SUCCESS, peer_address, _how(hello.encrypt), accept=True
         )
-        return PeerConnection(sock, adjacent, peer_address, clock, _thumbprint(sock))
+        return PeerConnection(
+            sock, adjacent, peer_address, clock, _thumbprint(sock), None, _der(sock)
+        )
     except (OSError, TransportError) as exc:
         failure = _as_failure(exc, peer_address)
         audit_login(log, failure.subclass, peer_address, str(failure), accept=True)
@@ -426,3 +432,7 @@ def _secure(
 
 def _thumbprint(sock: socket.socket) -> str | None:
     return peer_thumbprint(sock) if isinstance(sock, ssl.SSLSocket) else None
+
+
+def _der(sock: socket.socket) -> bytes | None:
+    return sock.getpeercert(binary_form=True) if isinstance(sock, ssl.SSLSocket) else None

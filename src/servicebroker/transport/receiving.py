@@ -1,91 +1,60 @@
 """The receiving side of a broker's transport (NET-2, NET-3, NET-7, FWD-1..3, RTE-4): what the
 connections bring — fragments, acknowledgements, refusals — and what is done with them.
 
-A reader thread hands a connection's events to :meth:`ReceivingSide._on_events`. Each fragment
+A reader thread hands a connection's events to :meth:`ReceivingSide.on_events`. Each fragment
 is first placed (:func:`~.forwarding.next_hop`): for this broker it goes to the message
-dispatcher (:class:`~.inbound.Inbound`), whose complete messages the dispatcher thread commits to
-their queues in one write transaction per batch and acknowledges only after the commit (NET-3);
-for a service elsewhere it is forwarded (:class:`~.forwarding.Forwarder`, when the endpoint has
-MESSAGE_FORWARDING) or refused (FWD-1, error 9792). Acknowledgements delete the acknowledged
-rows and pin the dialog to the instance that made them (RTE-4) — or, for a conversation side
-this broker forwards, go back the way its fragments came, as refusals do. The transmitter
-(:class:`~.service.TransportService`) shares the state kept here.
+dispatcher (:class:`~.inbound.Inbound`), whose complete messages the dispatcher thread
+(:meth:`ReceivingSide.dispatch`) commits to their queues in one write transaction per batch and
+acknowledges only after the commit (NET-3); for a service elsewhere it is forwarded
+(:class:`~.forwarding.Forwarder`, when the endpoint has MESSAGE_FORWARDING) or refused (FWD-1,
+error 9792). Acknowledgements delete the acknowledged rows and pin the dialog to the instance
+that made them (RTE-4) — or, for a conversation side this broker forwards, go back the way its
+fragments came, as refusals do.
+
+An Error ends a dialog for good at both ends. A message this side answers with an Error is
+remembered (:class:`RefusedDialogs`): a later copy of it, or a later message of that dialog
+side, is answered with the same Error and never enqueued — also once the cause is gone (a
+GRANT SEND made since). An Error that arrives here for one of this broker's dialogs withdraws
+what the transmitter still holds of it in memory whose rows the Error deleted (no resend after
+the Error). The state is the transport's :class:`~.state.TransportState`, shared with the
+transmitter (:mod:`.transmitter`) by composition.
 """
 
 from __future__ import annotations
 
 import dataclasses
 import logging
-import threading
 import uuid
 from collections.abc import Callable
-from dataclasses import dataclass, field
 from functools import partial
 
 from ..catalog import CatalogSnapshot
-from ..catalog.routing import RouteChooser
 from ..dialogs import ERROR, error_body
-from ..engine.context import BrokerContext
-from ..engine.delivery import Applier
+from ..engine.delivery import CLOSED_REMEMBERED, Applier
 from ..errors import DialogSecurityError
+from ..storage.base import StorageConnection
 from .adjacent import (
     AckReceived,
-    AdjacentConnection,
     ConnectionClosed,
     Event,
     FragmentReceived,
     RefusalReceived,
 )
 from .arrival import ArrivalSecurity, Outcome, Verdict, take_acknowledgements, take_arrival
-from .destinations import Destinations
-from .dialog_protection import DialogKey, KeyRing, protect_outgoing
-from .forwarding import Forwarder, Source, next_hop
-from .inbound import Completed, Inbound
-from .outbound import Outbound
+from .dialog_protection import DialogKey, protect_outgoing
+from .forwarding import Source, next_hop
+from .inbound import Completed
 from .peer import PeerConnection
-from .pending import MessageKey, PendingRows
-from .sealing import Sealer
-from .settings import TransportSettings
+from .pending import MessageKey
+from .state import TransportState
+from .transmitter import send_fragment, send_refusal
 from .wire import Ack, Fragment, MessageHeader, Refusal
 
-__all__ = [
-    "ReceivingSide",
-    "TransportCounters",
-    "TransportState",
-    "in_sequence",
-    "send_fragment",
-    "send_refusal",
-]
+__all__ = ["ReceivingSide", "RefusedDialogs", "in_sequence"]
 
 log = logging.getLogger("servicebroker.transport.service")
 
-
-@dataclass
-class TransportCounters:
-    """The transport's counters (see :class:`~.service.TransportStatistics`)."""
-
-    received: int = 0
-    duplicates: int = 0
-    refused: int = 0
-    rejected: int = 0
-    acknowledged: int = 0
-    accepted: int = 0
-    refused_logins: int = 0
-    failures: int = 0
-
-
-@dataclass
-class TransportState:
-    """What the threads share, under the transport's lock: the Outbound of each address, the
-    messages offered (key → address) and their targets, the connections made and accepted,
-    the statuses written (NET-7)."""
-
-    outbound: dict[str, Outbound] = field(default_factory=dict)
-    offered: dict[MessageKey, str] = field(default_factory=dict)  # key -> address
-    targets: dict[MessageKey, tuple[str, str | None]] = field(default_factory=dict)
-    outgoing: dict[str, PeerConnection] = field(default_factory=dict)
-    accepted: list[PeerConnection] = field(default_factory=list)
-    statuses: dict[MessageKey, str] = field(default_factory=dict)
+_REFUSED_KEPT = 100_000  # dialog sides remembered as refused with an Error, at most
 
 
 def in_sequence(
@@ -109,78 +78,104 @@ def in_sequence(
     return out
 
 
+class RefusedDialogs:
+    """The dialog sides this broker answered with an Error (NET-2, SEC-4; SQL Server: once a
+    dialog errored at the target, its later messages are answered with an Error, never
+    delivered). Kept in memory for
+    :data:`~servicebroker.engine.delivery.CLOSED_REMEMBERED` seconds of the broker clock (the
+    sender, which has the Error, stops sending), at most 100,000 sides (the oldest go first).
+    Not thread-safe: the dispatcher thread alone uses it."""
+
+    def __init__(self) -> None:
+        self._sides: dict[tuple[bytes, bool], tuple[int, Outcome, float]] = {}
+
+    def record(self, header: MessageHeader, outcome: Outcome, now: float) -> None:
+        """Remember that the message ``header`` (sequenced) was answered with ``outcome`` (an
+        Error verdict) at ``now`` (broker-clock seconds); the first Error of a side stays."""
+        side = (header.conversation_id, header.is_initiator)
+        if side in self._sides or header.sequence < 0:
+            return
+        if len(self._sides) >= _REFUSED_KEPT:
+            del self._sides[next(iter(self._sides))]
+        self._sides[side] = (header.sequence, outcome, now + CLOSED_REMEMBERED)
+
+    def answer(self, header: MessageHeader) -> Outcome | None:
+        """The Error to answer ``header`` with: its side's recorded one when ``header`` is a
+        copy of the refused message or a later message of that side; else None (take it)."""
+        kept = self._sides.get((header.conversation_id, header.is_initiator))
+        if kept is None or header.sequence < kept[0]:
+            return None
+        return kept[1]
+
+    def forget(self, now: float) -> int:
+        """Forget the sides remembered until ``now`` or earlier; returns how many."""
+        old = [side for side, (_, _, until) in self._sides.items() if until <= now]
+        for side in old:
+            del self._sides[side]
+        return len(old)
+
+    def __len__(self) -> int:
+        return len(self._sides)
+
+
 class ReceivingSide:
-    """The state a broker's transport shares between its threads, and its receiving side (see
-    the module); :class:`~.service.TransportService` adds the life cycle and the transmitter.
+    """The receiving side of a broker's transport (see the module).
 
     Args:
-        context: the broker's shared parts (storage, clock, catalog).
+        state: the transport's shared state.
         committed: called after a commit that put messages on queues, with (queues that got
             messages, queues where a message arrived on an empty queue).
-        settings: the transport's settings (:class:`TransportSettings`).
     """
 
     def __init__(
         self,
-        context: BrokerContext,
+        state: TransportState,
         committed: Callable[[set[int], frozenset[int]], None],
-        settings: TransportSettings | None = None,
     ) -> None:
-        self._context = context
+        self._state = state
         self._committed = committed
-        self.settings = settings or TransportSettings()
-        self._lock = threading.RLock()
-        self._cond = threading.Condition(self._lock)
-        self._state = TransportState()
-        self._inbound = Inbound(self.settings)
-        self._destinations = Destinations(self.settings)
-        self._counters = TransportCounters()
-        self._instance: uuid.UUID | None = None
-        self._stopping = False
-        self._pending = PendingRows()
-        self._full_windows: set[str] = set()  # addresses whose window left rows unoffered
-        self._acked_since_read: set[MessageKey] = set()
         self._inbox: list[tuple[PeerConnection, Completed]] = []
         self._ackbox: list[tuple[PeerConnection, Ack]] = []
-        self._forwarder = Forwarder()
-        self._sealer = Sealer(context.storage, KeyRing())  # dialog security (SEC-2)
-        self._routing: tuple[CatalogSnapshot, RouteChooser] | None = None
+        self._refused = RefusedDialogs()
 
-    def _learn_catalog(self, catalog: CatalogSnapshot, now: float) -> None:
-        """The catalog as the transmitter last read it (each pass): the routes and services
-        fragments are placed by, and MESSAGE_FORWARD_SIZE. Call under the lock."""
-        chooser = RouteChooser(catalog.routes.values(), local_services=catalog.services, now=now)
-        self._routing = (catalog, chooser)
-        endpoint = catalog.service_broker_endpoint
-        if endpoint is not None:
-            self._forwarder.set_limit(endpoint.message_forward_size)
+    def forget_refused(self, now: float) -> int:
+        """Forget the dialog sides refused with an Error more than half an hour (broker clock)
+        before ``now`` (:class:`RefusedDialogs`); returns how many."""
+        with self._state.lock:
+            return self._refused.forget(now)
 
     def _place(
         self, conn: PeerConnection, fragment: Fragment, now: float
     ) -> tuple[bool, Refusal | None]:
         """Whether ``fragment`` is for this broker (True), else forward it (FWD-1..3) or
         refuse it: (False, the refusal to send back, or None). Call under the lock."""
-        if self._routing is None or self._instance is None:
+        if self._state.routing is None or self._state.instance is None:
             return True, None
-        catalog, chooser = self._routing
+        catalog, chooser = self._state.routing
         h = fragment.header
         hop = next_hop(
-            h, instance=self._instance, local_services=catalog.services, routes=chooser, now=now
+            h,
+            instance=self._state.instance,
+            local_services=catalog.services,
+            routes=chooser,
+            now=now,
         )
         if hop.is_local:
             return True, None
         endpoint = catalog.service_broker_endpoint
         if endpoint is None or not endpoint.message_forwarding:
             name = endpoint.name if endpoint is not None else "?"
-            refusal = self._forwarder.disabled(h, name, self._instance)
+            refusal = self._state.forwarder.disabled(h, name, self._state.instance)
             log.warning("transport: %s", refusal.status)
             return False, refusal
         if hop.address is None:
-            refusal = self._forwarder.no_route(h, self._instance)
+            refusal = self._state.forwarder.no_route(h, self._state.instance)
             log.warning("transport: %s", refusal.status)
             return False, refusal
         source = Source(conn.peer_instance, conn.address)
-        discard = self._forwarder.receive(fragment, source=source, address=hop.address, now=now)
+        discard = self._state.forwarder.receive(
+            fragment, source=source, address=hop.address, now=now
+        )
         if discard is not None:
             log.info(
                 "forwarder dropped fragment %d of message %s for %r: %s (FWD-2/3)",
@@ -190,27 +185,23 @@ class ReceivingSide:
                 discard.value,
             )
         else:
-            self._destinations.add(hop.address)
+            self._state.destinations.add(hop.address)
         return False, None
 
-    def _connection_to(self, source: Source) -> PeerConnection | None:
-        """An open connection to the adjacent broker ``source`` (made, else accepted), or
-        None. Call under the lock."""
-        for conn in [*self._state.outgoing.values(), *self._state.accepted]:
-            if conn.open and conn.peer_instance == source.instance:
-                return conn
-        return None
-
     # -- events from a connection ------------------------------------------------------
-    def _on_events(self, conn: PeerConnection, events: list[Event]) -> None:
-        now = self._context.clock.now()
+    def on_events(self, conn: PeerConnection, events: list[Event]) -> None:
+        """Take ``events`` a reader thread read from ``conn``: fragments placed (for here, to
+        forward, or refused, FWD-1), complete messages and acknowledgements handed to the
+        dispatcher, refusals recorded as statuses (NET-7) or passed back (FWD-2), a closed
+        connection torn down (:meth:`closed`)."""
+        now = self._state.context.clock.now()
         completed: list[Completed] = []
         acks: list[Ack] = []
         refusals: list[Refusal] = []
         answers: list[tuple[PeerConnection, Refusal]] = []
         closed: str | None = None
-        with self._lock:
-            by = self._instance
+        with self._state.lock:
+            by = self._state.instance
             for event in events:
                 if isinstance(event, FragmentReceived):
                     here, refusal = self._place(conn, event.fragment, now)
@@ -218,7 +209,7 @@ class ReceivingSide:
                         answers.append((conn, refusal))
                     if not here:
                         continue
-                    for item in self._inbound.on_fragment(event.fragment, now):
+                    for item in self._state.inbound.on_fragment(event.fragment, now):
                         if isinstance(item, Completed):
                             completed.append(item)
                         elif isinstance(item, Ack):
@@ -234,9 +225,9 @@ class ReceivingSide:
                     source = (
                         None
                         if key in self._state.offered
-                        else self._forwarder.relay_refusal(refusal, now)
+                        else self._state.forwarder.relay_refusal(refusal, now)
                     )
-                    back = None if source is None else self._connection_to(source)
+                    back = None if source is None else self._state.connection_to(source.instance)
                     if back is not None:
                         answers.append((back, refusal))
                     elif source is None:
@@ -245,13 +236,13 @@ class ReceivingSide:
                     closed = event.status
             self._inbox.extend((conn, c) for c in completed)
             self._ackbox.extend((conn, a) for a in acks)
-            self._cond.notify_all()
+            self._state.cond.notify_all()
         for to, refusal in answers:
             to.send(partial(send_refusal, refusal))
         if refusals:
             self._take_refusals(refusals, now)
         if closed is not None:
-            self._closed(conn, closed, now)
+            self.closed(conn, closed, now)
 
     def _relay_ack(self, ack: Ack, now: float) -> bool:
         """Pass ``ack`` back towards the sender when its conversation side is one this broker
@@ -260,23 +251,23 @@ class ReceivingSide:
         Call under the lock."""
         if (ack.conversation_id, ack.is_initiator, ack.sequence) in self._state.offered:
             return False
-        source = self._forwarder.relay_ack(ack, now)
+        source = self._state.forwarder.relay_ack(ack, now)
         if source is None:
             return False
-        back = self._connection_to(source)
+        back = self._state.connection_to(source.instance)
         if back is not None:
             back.queue_ack(ack)
         return True
 
-    def _dispatch(self) -> None:
+    def dispatch(self) -> None:
         """The message dispatcher's loop: commit what the connections brought — complete
         messages, acknowledgements — in one write transaction each per pass (group commit:
         whatever arrives during a commit goes into the next)."""
-        clock = self._context.clock
-        while not self._stopping:
-            with self._lock:
-                while not self._inbox and not self._ackbox and not self._stopping:
-                    self._cond.wait(0.5)
+        clock = self._state.context.clock
+        while not self._state.stopping:
+            with self._state.lock:
+                while not self._inbox and not self._ackbox and not self._state.stopping:
+                    self._state.cond.wait(0.5)
                 inbox, self._inbox = self._inbox, []
                 ackbox, self._ackbox = self._ackbox, []
             if inbox:
@@ -284,65 +275,100 @@ class ReceivingSide:
             if ackbox:
                 self._take_acks(ackbox, clock.now())
             if inbox or ackbox:
-                with self._lock:
-                    self._cond.notify_all()
+                with self._state.lock:
+                    self._state.cond.notify_all()
 
     def _take_messages(self, inbox: list[tuple[PeerConnection, Completed]], now: float) -> None:
         """Commit complete messages (and the held ones they release) in one write
         transaction, then answer each (NET-2, NET-3, NET-7)."""
-        storage = self._context.storage
+        storage = self._state.context.storage
         answers: list[tuple[PeerConnection, Completed, Outcome]] = []
         errors: list[tuple[PeerConnection, MessageHeader, bytes, DialogKey | None]] = []
         with storage.connection() as db:
             db.begin_write()
-            applier = Applier(db, self._context.catalog.snapshot(db), now)
-            security = ArrivalSecurity(self._sealer.keys, self._sealer.wall_now())
+            applier = Applier(db, self._state.context.catalog.snapshot(db), now)
+            security = ArrivalSecurity(self._state.sealer.keys, self._state.sealer.wall_now())
             work = list(reversed(inbox))
             while work:
                 conn, item = work.pop()
                 h = item.header
-                outcome = take_arrival(applier, h, item.body, security)
+                with self._state.lock:
+                    refused = self._refused.answer(h)
+                if refused is not None:  # NET-2: the Error again, never its queue
+                    outcome = refused
+                else:
+                    outcome = take_arrival(applier, h, item.body, security)
                 answers.append((conn, item, outcome))
                 if outcome.verdict is Verdict.DELIVERED:
-                    with self._lock:
-                        later = self._inbound.release(
+                    with self._state.lock:
+                        later = self._state.inbound.release(
                             h.conversation_id, h.is_initiator, h.sequence + 1
                         )
                     if later is not None:
                         work.append((conn, later))
             applier.finish()
+            errored = {  # this broker's dialog sides an Error ended
+                (item.header.conversation_id, not item.header.is_initiator)
+                for _, item, outcome in answers
+                if outcome.verdict is Verdict.DELIVERED and item.header.message_type == ERROR
+            }
+            if errored:  # before the commit: once the Error can be received, none goes again
+                self._withdraw_ended(errored, db)
             db.commit()
-        self._context.statistics.delivered(applier.tally()[0])
+        self._state.context.statistics.delivered(applier.tally()[0])
         self._committed(applier.woken_queues, frozenset(applier.arrived_on_empty))
         for conn, item, outcome in answers:
             h = item.header
             verdict = outcome.verdict
             if verdict in (Verdict.DELIVERED, Verdict.DUPLICATE):
-                self._counters.received += verdict is Verdict.DELIVERED
-                self._counters.duplicates += verdict is Verdict.DUPLICATE
-                by = self._instance
+                self._state.counters.received += verdict is Verdict.DELIVERED
+                self._state.counters.duplicates += verdict is Verdict.DUPLICATE
+                by = self._state.instance
                 self._ack_back(conn, Ack(h.conversation_id, h.is_initiator, h.sequence, None, by))
             elif verdict is Verdict.LATER:
-                with self._lock:
-                    self._inbound.hold(item, now)
+                with self._state.lock:
+                    self._state.inbound.hold(item, now)
             elif verdict is Verdict.REFUSED:
-                self._counters.refused += 1
+                self._state.counters.refused += 1
                 if outcome.rejected:
-                    self._counters.rejected += 1
+                    self._state.counters.rejected += 1
                     log.warning("transport: dialog security refused a message: %s", outcome.status)
                 refusal = Refusal(h.conversation_id, h.is_initiator, h.sequence, outcome.status)
                 conn.send(partial(send_refusal, refusal))
             else:
-                self._counters.refused += 1
+                self._state.counters.refused += 1
                 assert outcome.error is not None
+                with self._state.lock:  # its later copies get this Error, never a queue
+                    self._refused.record(h, outcome, now)
                 errors.append((conn, h, error_body(*outcome.error), outcome.key))
         for conn, h, body, key in errors:
             self._error_back(conn, h, body, key, applier.catalog)
 
+    def _withdraw_ended(self, sides: set[tuple[bytes, bool]], db: StorageConnection) -> None:
+        """An Error ended these dialog sides of this broker (conversation_id, is_initiator):
+        withdraw from the transmitter what it holds in memory of their messages whose rows
+        the Error deleted from the transmission queue, so that none is sent again (NET-2:
+        nothing of a dialog goes after its Error). A row read before and offered after is
+        kept out too (:meth:`TransportState.forget`). ``db`` is the write transaction that
+        took the Error, not committed yet (its deletions are what it reads); should it roll
+        back, TICK-3b's full read offers the rows again."""
+        state = self._state
+        with state.lock:
+            ids = {k: state.pending.id_of(k) for k in state.offered if (k[0], k[1]) in sides}
+        known = [i for i in ids.values() if i is not None]
+        there = db.transmission_remote_ids(min(known), max(known)) if known else set()
+        with state.lock:
+            for key, tid in ids.items():
+                address = state.offered.get(key)
+                if address is None or (tid is not None and tid in there):
+                    continue
+                state.outbound[address].withdraw(key)
+                state.forget(key)
+
     def _ack_back(self, conn: PeerConnection, ack: Ack) -> None:
         """Queue an acknowledgement to ride on the next fragment to the peer (NET-3): on the
         connection this broker sends to it on, else the one the message came on."""
-        with self._lock:
+        with self._state.lock:
             target = conn
             peer = conn.peer_instance
             for out in self._state.outgoing.values():
@@ -362,7 +388,7 @@ class ReceivingSide:
         """Send the sender the broker's Error for its dialog (unsequenced, NET-2), sealed with
         the dialog's session key when it is secured (SEC-2), by the certificates of
         ``catalog`` (the snapshot the commit that made the Error read)."""
-        assert self._instance is not None
+        assert self._state.instance is not None
         header = MessageHeader(
             conversation_id=h.conversation_id,
             is_initiator=not h.is_initiator,
@@ -373,7 +399,7 @@ class ReceivingSide:
             contract=h.contract,
             message_type=ERROR,
             validation="X",
-            from_broker_instance=self._instance,
+            from_broker_instance=self._state.instance,
             to_broker_instance=h.from_broker_instance,
             priority=h.priority,
             lifetime=h.lifetime,
@@ -383,7 +409,12 @@ class ReceivingSide:
         if key is not None:
             try:
                 header, body = protect_outgoing(
-                    header, body, key, catalog, self._sealer.keys, self._sealer.wall_now()
+                    header,
+                    body,
+                    key,
+                    catalog,
+                    self._state.sealer.keys,
+                    self._state.sealer.wall_now(),
                 )
             except DialogSecurityError as exc:  # never in clear: the sender's retry asks again
                 log.warning("transport: the Error for a secured dialog is not sent: %s", exc)
@@ -393,7 +424,7 @@ class ReceivingSide:
 
     def _take_acks(self, ackbox: list[tuple[PeerConnection, Ack]], now: float) -> None:
         done: list[tuple[MessageKey, uuid.UUID]] = []
-        with self._lock:
+        with self._state.lock:
             for conn, ack in ackbox:
                 # RTE-4: the instance that made the ack (through a forwarder), else the peer
                 peer = ack.by or conn.peer_instance or uuid.UUID(int=0)
@@ -406,30 +437,27 @@ class ReceivingSide:
                     done.append((key, peer))  # acknowledged again after a restart: delete it
         if not done:
             return
-        storage = self._context.storage
+        storage = self._state.context.storage
         with storage.connection() as db:
             db.begin_write()
-            applier = Applier(db, self._context.catalog.snapshot(db), now)
+            applier = Applier(db, self._state.context.catalog.snapshot(db), now)
             take_acknowledgements(applier, ((c, i, n, peer) for (c, i, n), peer in done))
             applier.finish()
             db.commit()
-        with self._lock:  # forgotten only once deleted: a fill meanwhile must not offer it again
+        # forgotten only once deleted: a fill meanwhile must not offer it again
+        with self._state.lock:
             for key, _ in done:
-                self._state.offered.pop(key, None)
-                self._state.targets.pop(key, None)
-                self._state.statuses.pop(key, None)
-                self._acked_since_read.add(key)
-                self._pending.gone(key)
-            self._counters.acknowledged += len(done)
+                self._state.forget(key)
+            self._state.counters.acknowledged += len(done)
             # read everything again once half a full window is acknowledged
-            half = self.settings.window_bytes // 2
-            if any(self._state.outbound[a].pending_bytes < half for a in self._full_windows):
-                self._full_windows = set()
-                self._pending.read_all()
+            half = self._state.settings.window_bytes // 2
+            if any(self._state.outbound[a].pending_bytes < half for a in self._state.full_windows):
+                self._state.full_windows = set()
+                self._state.pending.read_all()
 
     def _take_refusals(self, refusals: list[Refusal], now: float) -> None:
         updates = []
-        with self._lock:
+        with self._state.lock:
             for refusal in refusals:
                 key = (refusal.conversation_id, refusal.is_initiator, refusal.sequence)
                 address = self._state.offered.get(key)
@@ -437,39 +465,19 @@ class ReceivingSide:
                 if outbound is not None:
                     outbound.on_refusal(refusal, now)
                 updates.append((key, refusal.status))
-        self._set_statuses(updates)
+        self._state.set_statuses(updates)
 
-    def _set_statuses(self, updates: list[tuple[MessageKey, str]]) -> None:
-        """Record why messages wait (NET-7), writing only changes."""
-        with self._lock:
-            changed = [(k, s) for k, s in updates if self._state.statuses.get(k) != s]
-            for k, s in changed:
-                self._state.statuses[k] = s
-        if not changed:
-            return
-        with self._context.storage.connection() as db:
-            db.begin_write()
-            db.set_transmission_message_statuses(changed)
-            db.commit()
-
-    def _closed(self, conn: PeerConnection, status: str, now: float) -> None:
-        with self._lock:
+    def closed(self, conn: PeerConnection, status: str, now: float) -> None:
+        """``conn`` closed saying ``status`` at ``now`` (broker-clock seconds): unlist it; for a
+        connection this broker made, what was on the wire goes again (NET-5) once the address
+        is no longer suppressed (TICK-3a)."""
+        with self._state.lock:
             if self._state.outgoing.get(conn.address) is conn:
                 del self._state.outgoing[conn.address]
                 outbound = self._state.outbound.get(conn.address)
                 if outbound is not None:
                     outbound.on_disconnect(now)
-                self._destinations.on_disconnected(conn.address, now)
+                self._state.destinations.on_disconnected(conn.address, now)
             if conn in self._state.accepted:
                 self._state.accepted.remove(conn)
         log.info("transport: connection with %s closed: %s", conn.address, status)
-
-
-def send_fragment(fragment: Fragment, adjacent: AdjacentConnection, now: float) -> bytes:
-    """The MESSAGE frame of ``fragment`` on ``adjacent`` (for :meth:`PeerConnection.send`)."""
-    return adjacent.send_fragment(fragment, now)
-
-
-def send_refusal(refusal: Refusal, adjacent: AdjacentConnection, now: float) -> bytes:
-    """The REFUSAL frame of ``refusal`` on ``adjacent`` (for :meth:`PeerConnection.send`)."""
-    return adjacent.send_refusal(refusal, now)

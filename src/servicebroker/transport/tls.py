@@ -41,8 +41,10 @@ __all__ = [
     "INTEGRITY_ONLY_CIPHERS",
     "EndpointSecurity",
     "check_cipher",
+    "granted_certificates",
     "handshake_failure",
     "peer_thumbprint",
+    "same_identity",
     "security_from_catalog",
 ]
 
@@ -71,6 +73,10 @@ class EndpointSecurity:
         server: the context of accepted connections (client certificate required).
         client: the context of connections this endpoint makes (server certificate verified).
         encryption: the endpoint's ENCRYPTION (DISABLED, SUPPORTED, REQUIRED).
+        certificate_pem: the endpoint's own certificate (PEM).
+        private_key_file: the file its private key was read from.
+        granted: the certificates (PEM) trusted: those of the logins granted CONNECT on the
+            endpoint (:func:`granted_certificates`).
 
     Both contexts offer the cipher suites of ``encryption`` (:data:`CIPHERS`).
     """
@@ -78,6 +84,37 @@ class EndpointSecurity:
     server: ssl.SSLContext
     client: ssl.SSLContext
     encryption: str
+    certificate_pem: str = ""
+    private_key_file: str = ""
+    granted: tuple[str, ...] = ()
+
+
+def granted_certificates(catalog: CatalogSnapshot) -> tuple[str, ...]:
+    """The certificates (PEM, sorted) of the logins granted CONNECT on this broker's endpoint:
+    exactly what its TLS contexts trust (SEC-1); a dropped certificate, a dropped login or a
+    REVOKE CONNECT leaves this list."""
+    pems = set()
+    for login in catalog.logins.values():
+        if login.login_id in catalog.endpoint_grants:
+            peer = catalog.certificates_by_id.get(login.certificate_id)
+            if peer is not None:
+                pems.add(peer.certificate_pem)
+    return tuple(sorted(pems))
+
+
+def same_identity(security: EndpointSecurity, catalog: CatalogSnapshot) -> bool:
+    """Whether ``catalog``'s endpoint still has ``security``'s ENCRYPTION, certificate and
+    private key file (the connections made with it stand); False when the endpoint is gone."""
+    endpoint = catalog.service_broker_endpoint
+    if endpoint is None:
+        return False
+    cert = catalog.certificates_by_id.get(endpoint.certificate_id)
+    return (
+        cert is not None
+        and endpoint.encryption == security.encryption
+        and cert.certificate_pem == security.certificate_pem
+        and cert.private_key_file == security.private_key_file
+    )
 
 
 def security_from_catalog(catalog: CatalogSnapshot) -> EndpointSecurity:
@@ -97,12 +134,7 @@ def security_from_catalog(catalog: CatalogSnapshot) -> EndpointSecurity:
             f"endpoint {endpoint.name!r}: its certificate has no private key (CREATE "
             f"CERTIFICATE … WITH PRIVATE KEY (FILE = …))"
         )
-    granted_pems = []
-    for login in catalog.logins.values():
-        if login.login_id in catalog.endpoint_grants:
-            peer = catalog.certificates_by_id.get(login.certificate_id)
-            if peer is not None:
-                granted_pems.append(peer.certificate_pem)
+    granted_pems = granted_certificates(catalog)
     contexts = []
     for purpose in (ssl.PROTOCOL_TLS_SERVER, ssl.PROTOCOL_TLS_CLIENT):
         ctx = ssl.SSLContext(purpose)
@@ -118,7 +150,14 @@ def security_from_catalog(catalog: CatalogSnapshot) -> EndpointSecurity:
         if granted_pems:
             ctx.load_verify_locations(cadata="\n".join(granted_pems))
         contexts.append(ctx)
-    return EndpointSecurity(contexts[0], contexts[1], endpoint.encryption)
+    return EndpointSecurity(
+        contexts[0],
+        contexts[1],
+        endpoint.encryption,
+        cert.certificate_pem,
+        cert.private_key_file,
+        granted_pems,
+    )
 
 
 def _load_chain(ctx: ssl.SSLContext, pem: str, key_file: str, endpoint: str) -> None:
