@@ -286,7 +286,7 @@ class ReceivingSide:
         errors: list[tuple[PeerConnection, MessageHeader, bytes, DialogKey | None]] = []
         with storage.connection() as db:
             db.begin_write()
-            applier = Applier(db, self._state.context.catalog.snapshot(db), now)
+            applier = Applier(db, self._state.context.catalog.snapshot(db, fresh=True), now)
             security = ArrivalSecurity(self._state.sealer.keys, self._state.sealer.wall_now())
             work = list(reversed(inbox))
             while work:

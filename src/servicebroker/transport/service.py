@@ -336,7 +336,7 @@ class TransportService:
         # read them (a GRANT CONNECT made a moment ago admits this peer)
         try:
             with self._context.storage.connection() as db:
-                self._transmitter.refresh_security(self._context.catalog.snapshot(db))
+                self._transmitter.refresh_security(self._context.catalog.snapshot(db, fresh=True))
         except StorageError as exc:  # the grants as the transmitter last read them
             log.warning("transport: the endpoint's security was not read again: %s", exc)
         security, instance = self._state.security, self._state.instance
