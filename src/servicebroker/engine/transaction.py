@@ -3,7 +3,8 @@ own SQL (``tx.execute``), committed or rolled back together.
 
 Statements lock the conversation group they touch until the transaction ends (DLG-9) and check
 their arguments and the endpoint's state at once, raising a :class:`BrokerError`. Their effects
-are recorded and written at commit in one storage transaction (see :mod:`.delivery`), so an
+are recorded (:mod:`.recorded`) and written at commit in one storage transaction (see
+:mod:`.commit`), so an
 open transaction never holds SQLite's single write lock unless the application wrote through
 ``tx.execute``.
 """
@@ -27,10 +28,19 @@ from ..errors import ConversationError, MessageValidationError, StorageError, Tr
 from ..messages import Message, Outgoing, fast_uuid, new_id
 from ..storage.failures import DATABASE_FAILURES
 from ..storage.rows import EndpointRow
+from .commit import write_commit
 from .context import BrokerContext
-from .delivery import Applier, check_begun_dialogs
 from .permissions import DEFAULT_PRINCIPAL, check_send
 from .receive import Receiving, to_handle
+from .recorded import (
+    BeginDialogOp,
+    EndConversationOp,
+    MoveOp,
+    NotificationDialogOp,
+    RecordedOp,
+    SendOp,
+    TimerOp,
+)
 from .sending import sendable
 from .waiting import LOCKS
 
@@ -86,8 +96,7 @@ class Transaction:
         self._new_groups: dict[bytes, int] = {}
         # the application's SQL is read as its database reads it (SQLite's placeholder is "?")
         self._postgres = context.storage.paramstyle != "qmark"
-        self._ops: list[tuple[Any, ...]] = []
-        self._catalog_changed = False
+        self._ops: list[RecordedOp] = []
         self._failure: StorageError | None = None
         try:
             # the receiving side shares the working copies (plain data: no reference back
@@ -283,7 +292,7 @@ class Transaction:
             ),
         )
         self._endpoints[handle.bytes] = row
-        self._ops.append(("begin", handle.bytes, replace(row)))
+        self._ops.append(BeginDialogOp(handle.bytes, replace(row)))
         return handle
 
     @statement
@@ -371,7 +380,7 @@ class Transaction:
         seq = row.send_sequence
         row.send_sequence = seq + 1
         out = Outgoing(mt.message_type_id, mt.name, mt.validation_code, data, new_id(), seq)
-        self._ops.append(("send", row.conversation_handle, out))
+        self._ops.append(SendOp(row.conversation_handle, out))
 
     def _endpoints_for(self, handles: list[Any], statement: str) -> list[EndpointRow]:
         """:meth:`_endpoint` of each handle; those the transaction has not used yet are read
@@ -441,7 +450,7 @@ class Transaction:
         new_state, _ = after_local_end(row.state, mode, to_handle(handle))
         row.state = new_state
         row.dialog_timer = None
-        self._ops.append(("end", row.conversation_handle, mode, error, description))
+        self._ops.append(EndConversationOp(row.conversation_handle, mode, error, description))
 
     @statement
     def begin_conversation_timer(self, handle: uuid.UUID | str, timeout: float) -> None:
@@ -460,7 +469,7 @@ class Transaction:
                 f"BEGIN CONVERSATION TIMER: conversation {to_handle(handle)} has ended (state {row.state})"
             )
         row.dialog_timer = self._clock.now() + seconds
-        self._ops.append(("timer", row.conversation_handle, row.dialog_timer))
+        self._ops.append(TimerOp(row.conversation_handle, row.dialog_timer))
 
     @statement
     def move_conversation(
@@ -487,7 +496,7 @@ class Transaction:
         self._receiving.lock_to_move(row.conversation_group_id, target, row.queue_id)
         row.conversation_group_id = target
         self._receiving.group_moved_into(target)
-        self._ops.append(("move", row.conversation_handle, target))
+        self._ops.append(MoveOp(row.conversation_handle, target))
 
     @statement
     def receive(
@@ -575,42 +584,30 @@ class Transaction:
                 error's ``outcome`` says which (docs/reliability.md).
         """
         self._check_active()
-        conn = self._conn
-        applier: Applier | None = None
         receiving = self._receiving
         started = self._clock.now()
+        written = None
         try:
-            if self._ops or receiving.received or conn.in_write:
-                conn.begin_write()
-                applier = Applier(conn, self._receiving.catalog, started)
-                # locks in the one order every commit takes them (the storage contract): the
-                # endpoints, the queues it may put messages on, then the groups
-                applier.prefetch(
-                    row.conversation_id for row in self._endpoints.values() if row.endpoint_id
+            if self._ops or receiving.received or self._conn.in_write:
+                written = write_commit(
+                    self._context,
+                    self._conn,
+                    receiving,
+                    self._endpoints.values(),
+                    self._locked_group_of,
+                    self._ops,
+                    started,
                 )
-                applier.lock_queues(op[2] for op in self._ops if op[0] == "begin")
-                for queue_id, orders in receiving.received.items():
-                    q = self._receiving.catalog.queues_by_id.get(queue_id)
-                    if conn.finish_received(orders, retain=bool(q and q.retention)) < len(orders):
-                        where = q.name if q else queue_id
-                        raise ConversationError(
-                            f"messages this transaction received from queue {where!r} were "
-                            f"removed meanwhile (DROP SERVICE, DROP QUEUE or ALTER DATABASE … "
-                            f"SET NEW_BROKER); the transaction is rolled back"
-                        )
-                    conn.reset_rollbacks(queue_id)
-                self._apply(applier)
-                applier.finish()
-                conn.commit(applier.woken_queues | receiving.locked_queues | {LOCKS})
         except BaseException as exc:
             self._end(rolled_back=True, failed=isinstance(exc, DATABASE_FAILURES))
             raise
         self._end(rolled_back=False)
-        if self._catalog_changed:
-            self._context.catalog.invalidate()
-        if applier is None:
+        if written is None:
             self._context.events.committed(set(), receiving.locked_queues)
             return
+        if written.catalog_changed:
+            self._context.catalog.invalidate()
+        applier = written.applier
         enqueued, sent = applier.tally()
         elapsed = self._clock.now() - started
         self._context.statistics.committed(elapsed, enqueued, sent, receiving.received_types)
@@ -618,36 +615,6 @@ class Transaction:
         self._context.events.committed(
             applier.woken_queues, receiving.locked_queues, arrived_on_empty
         )
-
-    def _apply(self, applier: Applier) -> None:
-        for row in self._endpoints.values():
-            if row.endpoint_id:  # existing endpoints: still there, in the group locked?
-                applier.endpoint(
-                    row.conversation_handle,
-                    self._locked_group_of[row.conversation_handle],
-                    must_exist=True,
-                )
-        begun = [op[2] for op in self._ops if op[0] == "begin"]
-        if begun:  # a DROP SERVICE / CONTRACT committed meanwhile refuses the dialogs begun
-            current = self._context.catalog.snapshot(self._conn)
-            if current.version != self._receiving.catalog.version:
-                check_begun_dialogs(current, begun)
-        for op in self._ops:
-            kind, handle = op[0], op[1]
-            if kind == "send":
-                applier.send(handle, op[2])
-            elif kind == "begin":
-                applier.insert_endpoint(replace(op[2]))
-            elif kind == "end":
-                applier.end(handle, op[2], op[3], op[4])
-            elif kind == "timer":
-                applier.set_timer(handle, op[2])
-            elif kind == "move":
-                applier.move(handle, op[2])
-            elif kind == "notification_dialog":
-                self._conn.catalog_write("set_event_notification_conversation", (handle, op[2]))
-                self._conn.bump_catalog_version()
-                self._catalog_changed = True
 
     def rollback(self) -> None:
         """Undo everything: received messages return to their queues (RCV-3), group locks are
@@ -694,4 +661,4 @@ class Transaction:
     def remember_notification_dialog(self, event_notification_id: int, handle: uuid.UUID) -> None:
         """Record, with this commit, the dialog an event notification now travels on (EVT-1):
         the next notification of that registration reuses it while it is open."""
-        self._ops.append(("notification_dialog", handle.bytes, event_notification_id))
+        self._ops.append(NotificationDialogOp(handle.bytes, event_notification_id))
