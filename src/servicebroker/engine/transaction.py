@@ -12,7 +12,6 @@ open transaction never holds SQLite's single write lock unless the application w
 from __future__ import annotations
 
 import functools
-import logging
 import uuid
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import replace
@@ -42,11 +41,9 @@ from .recorded import (
     TimerOp,
 )
 from .sending import sendable
-from .waiting import LOCKS
 
 __all__ = ["Transaction"]
 
-log = logging.getLogger(__name__)
 P = ParamSpec("P")
 R = TypeVar("R")
 
@@ -89,6 +86,7 @@ class Transaction:
     def __init__(self, context: BrokerContext, principal: str = DEFAULT_PRINCIPAL) -> None:
         self._context = context
         self._clock = context.clock
+        context.transactions.reap()  # the sessions of transactions lost before go back first
         self._conn = context.storage.connect()
         self._endpoints: dict[bytes, EndpointRow] = {}
         self._by_handle: dict[object, EndpointRow] = {}
@@ -107,14 +105,16 @@ class Transaction:
         except BaseException:
             context.storage.release(self._conn)  # the catalog could not be read
             raise
-        self._active = True
+        # a transaction the application loses (neither committed nor rolled back) rolls back
+        # when it is collected; the broker's close rolls back those still open
+        self._ending = context.transactions.track(self, context, self._conn, self._receiving)
 
     # -- context manager -----------------------------------------------------------------
     def __enter__(self) -> Transaction:
         return self
 
     def __exit__(self, exc_type: object, exc: object, tb: object) -> None:
-        if not self._active:
+        if not self._ending.active:
             if exc_type is None and self._failure is not None:
                 self._check_active()  # a with block that caught a failed statement: say so
             return
@@ -129,7 +129,7 @@ class Transaction:
                 f"the transaction was rolled back when a statement failed ({self._failure}); "
                 f"it must be run again from the start"
             )
-        if not self._active:
+        if not self._ending.active:
             raise TransactionError("the transaction has already committed or rolled back")
 
     @property
@@ -619,35 +619,17 @@ class Transaction:
     def rollback(self) -> None:
         """Undo everything: received messages return to their queues (RCV-3), group locks are
         released, and each queue received from counts one more rollback (POI-1)."""
-        if not self._active:
+        if not self._ending.active:
             return
         self._end(rolled_back=True)
 
     def _end(self, *, rolled_back: bool, failed: bool = False) -> None:
-        """End the transaction: roll back (``rolled_back``), release the group locks and give
-        the session back — whatever fails, the session goes back (a lost one is closed and its
-        locks go with it on the server). ``failed``: the database underneath failed (one of
-        ``DATABASE_FAILURES``), so the rollback does not count towards poison-message handling
-        (POI-1 counts the rollbacks of the application's processing — its exceptions, its SQL
-        refused — not a full disk or a lost server; docs/reliability.md)."""
-        self._active = False
-        conn = self._conn
-        received = set(self._receiving.received)
-        locked = self._receiving.locked_queues
-        try:
-            if rolled_back:
-                conn.rollback()
-            conn.release_locks(received | locked | {LOCKS})
-        except StorageError as exc:  # a lost session: the server freed its locks
-            log.debug("ending a transaction on a failed session: %s", exc)
-        finally:
-            self._context.storage.release(conn)
-        if rolled_back:
-            self._context.statistics.rolled_back()
-            try:
-                self._context.events.rolled_back(received, locked, count=not failed)
-            except StorageError as exc:
-                log.warning("after a rollback, poison-message counting failed: %s", exc)
+        """End the transaction (:meth:`Ending.end`): roll back (``rolled_back``), release the
+        group locks and give the session back. ``failed``: the database underneath failed (one
+        of ``DATABASE_FAILURES``), so the rollback does not count towards poison-message
+        handling (POI-1 counts the rollbacks of the application's processing — its
+        exceptions, its SQL refused — not a full disk or a lost server; docs/reliability.md)."""
+        self._ending.end(rolled_back=rolled_back, count=not failed)
 
     # -- used by event notifications ----------------------------------------------------
     @statement
