@@ -74,7 +74,9 @@ class Transaction:
     """One unit of work on a broker; get it from :meth:`Broker.transaction`.
 
     It commits when the ``with`` block ends normally and rolls back on an exception. Not for use
-    by several threads at once; each thread opens its own.
+    by several threads at once; each thread opens its own. One the application loses — neither
+    committed nor rolled back, then garbage — rolls back when it is collected, and
+    :meth:`Broker.close` rolls back those still open (:mod:`.open_transactions`).
 
     Every statement, and the transaction's construction, may also raise a
     :class:`~servicebroker.errors.StorageError` subclass when the database fails (connection
