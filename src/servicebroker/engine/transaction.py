@@ -4,9 +4,8 @@ own SQL (``tx.execute``), committed or rolled back together.
 Statements lock the conversation group they touch until the transaction ends (DLG-9) and check
 their arguments and the endpoint's state at once, raising a :class:`BrokerError`. Their effects
 are recorded (:mod:`.recorded`) and written at commit in one storage transaction (see
-:mod:`.commit`), so an
-open transaction never holds SQLite's single write lock unless the application wrote through
-``tx.execute``.
+:mod:`.commit`), so an open transaction never holds SQLite's single write lock unless the
+application wrote through ``tx.execute``.
 """
 
 from __future__ import annotations
