@@ -10,7 +10,8 @@ from contextlib import contextmanager
 
 from servicebroker import Broker
 from servicebroker.dialogs import ERROR, error_body, parse_error_body
-from servicebroker.engine.delivery import SERVICE_DROPPED, Applier
+from servicebroker.engine.delivery import Applier
+from servicebroker.engine.system_messages import SERVICE_DROPPED
 from servicebroker.transport.arrival import ArrivalSecurity, Verdict, take_arrival
 from servicebroker.transport.dialog_protection import KeyRing
 from servicebroker.transport.wire import MessageHeader

@@ -320,10 +320,13 @@ class Broker(CatalogStatements, NetworkStatements, PrincipalStatements):
         self.close()
 
     def close(self) -> None:
-        """Stop background work, wake waiting RECEIVEs (they return empty) and close storage."""
+        """Stop background work, wake waiting RECEIVEs (they return empty), roll back the
+        transactions still open (their statements are refused after; the rollback does not
+        count towards POI-1) and close storage."""
         if self._closed:
             return
         self.stop()
+        self._context.transactions.close()  # before anything else waits for their locks
         if self._publisher.published_at is not None or self._context.statistics.counted():
             self._publish("closed")
         self._closed = True

@@ -25,7 +25,8 @@ from ..catalog.model import (
     check_name,
 )
 from ..catalog.priorities import ANY
-from ..engine.delivery import CONTRACT_DROPPED, SERVICE_DROPPED, Applier
+from ..engine.delivery import Applier
+from ..engine.system_messages import CONTRACT_DROPPED, SERVICE_DROPPED
 from ..errors import CatalogError
 from ..messages import VALIDATIONS
 from ..storage.base import StorageConnection

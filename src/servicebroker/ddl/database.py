@@ -12,7 +12,8 @@ import uuid
 from ..arguments import check_flag
 from ..catalog.model import CatalogSnapshot
 from ..dialogs import State
-from ..engine.delivery import BROKER_CONVERSATIONS_ERRORED, Applier
+from ..engine.delivery import Applier
+from ..engine.system_messages import BROKER_CONVERSATIONS_ERRORED
 from ..errors import CatalogError
 from ..storage.base import StorageConnection
 
@@ -61,7 +62,7 @@ def alter_database(
       notifications' dialogs go; queues, services and the rest of the catalog stay.
     - ERROR_BROKER_CONVERSATIONS: "ends all conversations in the database with an error"; the
       ``service_broker_guid`` is kept. Each endpoint not yet ended by an error or closed
-      (SO, SI, CO, DI) gets one Error (:data:`~servicebroker.engine.delivery.BROKER_CONVERSATIONS_ERRORED`)
+      (SO, SI, CO, DI) gets one Error (:data:`~servicebroker.engine.system_messages.BROKER_CONVERSATIONS_ERRORED`)
       first on its own queue and goes to ER, its unsent messages dropped, as DROP CONTRACT
       does (:meth:`Applier.fail`: nothing is sent to the far side, so neither side gets an
       EndDialog or a second Error); an endpoint this side had ended (DO) closes, and a

@@ -7,12 +7,13 @@ service and the views are built on a context; none of them knows the :class:`Bro
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Protocol
 
 from ..catalog import CatalogCache
 from ..clock import Clock
 from ..storage.base import Storage
+from .open_transactions import OpenTransactions
 from .statistics import StatisticsRecorder
 from .waiting import Waiting
 
@@ -61,6 +62,8 @@ class BrokerContext:
         priority_aging_interval: PRI-18's seconds per level, None for strict priority.
         statistics: the process's counters (commits, messages, waits) for
             ``Broker.statistics()``.
+        transactions: the broker's transactions not ended yet (a lost one rolls back; the
+            broker's close rolls back those still open).
     """
 
     storage: Storage
@@ -71,3 +74,4 @@ class BrokerContext:
     lock_timeout: float
     priority_aging_interval: float | None
     statistics: StatisticsRecorder
+    transactions: OpenTransactions = field(default_factory=OpenTransactions)

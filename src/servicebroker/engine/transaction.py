@@ -3,15 +3,14 @@ own SQL (``tx.execute``), committed or rolled back together.
 
 Statements lock the conversation group they touch until the transaction ends (DLG-9) and check
 their arguments and the endpoint's state at once, raising a :class:`BrokerError`. Their effects
-are recorded and written at commit in one storage transaction (see :mod:`.delivery`), so an
-open transaction never holds SQLite's single write lock unless the application wrote through
-``tx.execute``.
+are recorded (:mod:`.recorded`) and written at commit in one storage transaction (see
+:mod:`.commit`), so an open transaction never holds SQLite's single write lock unless the
+application wrote through ``tx.execute``.
 """
 
 from __future__ import annotations
 
 import functools
-import logging
 import uuid
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import replace
@@ -27,16 +26,23 @@ from ..errors import ConversationError, MessageValidationError, StorageError, Tr
 from ..messages import Message, Outgoing, fast_uuid, new_id
 from ..storage.failures import DATABASE_FAILURES
 from ..storage.rows import EndpointRow
+from .commit import write_commit
 from .context import BrokerContext
-from .delivery import Applier, check_begun_dialogs
 from .permissions import DEFAULT_PRINCIPAL, check_send
 from .receive import Receiving, to_handle
+from .recorded import (
+    BeginDialogOp,
+    EndConversationOp,
+    MoveOp,
+    NotificationDialogOp,
+    RecordedOp,
+    SendOp,
+    TimerOp,
+)
 from .sending import sendable
-from .waiting import LOCKS
 
 __all__ = ["Transaction"]
 
-log = logging.getLogger(__name__)
 P = ParamSpec("P")
 R = TypeVar("R")
 
@@ -67,7 +73,9 @@ class Transaction:
     """One unit of work on a broker; get it from :meth:`Broker.transaction`.
 
     It commits when the ``with`` block ends normally and rolls back on an exception. Not for use
-    by several threads at once; each thread opens its own.
+    by several threads at once; each thread opens its own. One the application loses — neither
+    committed nor rolled back, then garbage — rolls back when it is collected, and
+    :meth:`Broker.close` rolls back those still open (:mod:`.open_transactions`).
 
     Every statement, and the transaction's construction, may also raise a
     :class:`~servicebroker.errors.StorageError` subclass when the database fails (connection
@@ -79,6 +87,7 @@ class Transaction:
     def __init__(self, context: BrokerContext, principal: str = DEFAULT_PRINCIPAL) -> None:
         self._context = context
         self._clock = context.clock
+        context.transactions.reap()  # the sessions of transactions lost before go back first
         self._conn = context.storage.connect()
         self._endpoints: dict[bytes, EndpointRow] = {}
         self._by_handle: dict[object, EndpointRow] = {}
@@ -86,8 +95,7 @@ class Transaction:
         self._new_groups: dict[bytes, int] = {}
         # the application's SQL is read as its database reads it (SQLite's placeholder is "?")
         self._postgres = context.storage.paramstyle != "qmark"
-        self._ops: list[tuple[Any, ...]] = []
-        self._catalog_changed = False
+        self._ops: list[RecordedOp] = []
         self._failure: StorageError | None = None
         try:
             # the receiving side shares the working copies (plain data: no reference back
@@ -98,14 +106,16 @@ class Transaction:
         except BaseException:
             context.storage.release(self._conn)  # the catalog could not be read
             raise
-        self._active = True
+        # a transaction the application loses (neither committed nor rolled back) rolls back
+        # when it is collected; the broker's close rolls back those still open
+        self._ending = context.transactions.track(self, context, self._conn, self._receiving)
 
     # -- context manager -----------------------------------------------------------------
     def __enter__(self) -> Transaction:
         return self
 
     def __exit__(self, exc_type: object, exc: object, tb: object) -> None:
-        if not self._active:
+        if not self._ending.active:
             if exc_type is None and self._failure is not None:
                 self._check_active()  # a with block that caught a failed statement: say so
             return
@@ -120,7 +130,7 @@ class Transaction:
                 f"the transaction was rolled back when a statement failed ({self._failure}); "
                 f"it must be run again from the start"
             )
-        if not self._active:
+        if not self._ending.active:
             raise TransactionError("the transaction has already committed or rolled back")
 
     @property
@@ -283,7 +293,7 @@ class Transaction:
             ),
         )
         self._endpoints[handle.bytes] = row
-        self._ops.append(("begin", handle.bytes, replace(row)))
+        self._ops.append(BeginDialogOp(handle.bytes, replace(row)))
         return handle
 
     @statement
@@ -371,7 +381,7 @@ class Transaction:
         seq = row.send_sequence
         row.send_sequence = seq + 1
         out = Outgoing(mt.message_type_id, mt.name, mt.validation_code, data, new_id(), seq)
-        self._ops.append(("send", row.conversation_handle, out))
+        self._ops.append(SendOp(row.conversation_handle, out))
 
     def _endpoints_for(self, handles: list[Any], statement: str) -> list[EndpointRow]:
         """:meth:`_endpoint` of each handle; those the transaction has not used yet are read
@@ -441,7 +451,7 @@ class Transaction:
         new_state, _ = after_local_end(row.state, mode, to_handle(handle))
         row.state = new_state
         row.dialog_timer = None
-        self._ops.append(("end", row.conversation_handle, mode, error, description))
+        self._ops.append(EndConversationOp(row.conversation_handle, mode, error, description))
 
     @statement
     def begin_conversation_timer(self, handle: uuid.UUID | str, timeout: float) -> None:
@@ -460,7 +470,7 @@ class Transaction:
                 f"BEGIN CONVERSATION TIMER: conversation {to_handle(handle)} has ended (state {row.state})"
             )
         row.dialog_timer = self._clock.now() + seconds
-        self._ops.append(("timer", row.conversation_handle, row.dialog_timer))
+        self._ops.append(TimerOp(row.conversation_handle, row.dialog_timer))
 
     @statement
     def move_conversation(
@@ -487,7 +497,7 @@ class Transaction:
         self._receiving.lock_to_move(row.conversation_group_id, target, row.queue_id)
         row.conversation_group_id = target
         self._receiving.group_moved_into(target)
-        self._ops.append(("move", row.conversation_handle, target))
+        self._ops.append(MoveOp(row.conversation_handle, target))
 
     @statement
     def receive(
@@ -575,42 +585,30 @@ class Transaction:
                 error's ``outcome`` says which (docs/reliability.md).
         """
         self._check_active()
-        conn = self._conn
-        applier: Applier | None = None
         receiving = self._receiving
         started = self._clock.now()
+        written = None
         try:
-            if self._ops or receiving.received or conn.in_write:
-                conn.begin_write()
-                applier = Applier(conn, self._receiving.catalog, started)
-                # locks in the one order every commit takes them (the storage contract): the
-                # endpoints, the queues it may put messages on, then the groups
-                applier.prefetch(
-                    row.conversation_id for row in self._endpoints.values() if row.endpoint_id
+            if self._ops or receiving.received or self._conn.in_write:
+                written = write_commit(
+                    self._context,
+                    self._conn,
+                    receiving,
+                    self._endpoints.values(),
+                    self._locked_group_of,
+                    self._ops,
+                    started,
                 )
-                applier.lock_queues(op[2] for op in self._ops if op[0] == "begin")
-                for queue_id, orders in receiving.received.items():
-                    q = self._receiving.catalog.queues_by_id.get(queue_id)
-                    if conn.finish_received(orders, retain=bool(q and q.retention)) < len(orders):
-                        where = q.name if q else queue_id
-                        raise ConversationError(
-                            f"messages this transaction received from queue {where!r} were "
-                            f"removed meanwhile (DROP SERVICE, DROP QUEUE or ALTER DATABASE … "
-                            f"SET NEW_BROKER); the transaction is rolled back"
-                        )
-                    conn.reset_rollbacks(queue_id)
-                self._apply(applier)
-                applier.finish()
-                conn.commit(applier.woken_queues | receiving.locked_queues | {LOCKS})
         except BaseException as exc:
             self._end(rolled_back=True, failed=isinstance(exc, DATABASE_FAILURES))
             raise
         self._end(rolled_back=False)
-        if self._catalog_changed:
-            self._context.catalog.invalidate()
-        if applier is None:
+        if written is None:
             self._context.events.committed(set(), receiving.locked_queues)
             return
+        if written.catalog_changed:
+            self._context.catalog.invalidate()
+        applier = written.applier
         enqueued, sent = applier.tally()
         elapsed = self._clock.now() - started
         self._context.statistics.committed(elapsed, enqueued, sent, receiving.received_types)
@@ -619,68 +617,20 @@ class Transaction:
             applier.woken_queues, receiving.locked_queues, arrived_on_empty
         )
 
-    def _apply(self, applier: Applier) -> None:
-        for row in self._endpoints.values():
-            if row.endpoint_id:  # existing endpoints: still there, in the group locked?
-                applier.endpoint(
-                    row.conversation_handle,
-                    self._locked_group_of[row.conversation_handle],
-                    must_exist=True,
-                )
-        begun = [op[2] for op in self._ops if op[0] == "begin"]
-        if begun:  # a DROP SERVICE / CONTRACT committed meanwhile refuses the dialogs begun
-            current = self._context.catalog.snapshot(self._conn)
-            if current.version != self._receiving.catalog.version:
-                check_begun_dialogs(current, begun)
-        for op in self._ops:
-            kind, handle = op[0], op[1]
-            if kind == "send":
-                applier.send(handle, op[2])
-            elif kind == "begin":
-                applier.insert_endpoint(replace(op[2]))
-            elif kind == "end":
-                applier.end(handle, op[2], op[3], op[4])
-            elif kind == "timer":
-                applier.set_timer(handle, op[2])
-            elif kind == "move":
-                applier.move(handle, op[2])
-            elif kind == "notification_dialog":
-                self._conn.catalog_write("set_event_notification_conversation", (handle, op[2]))
-                self._conn.bump_catalog_version()
-                self._catalog_changed = True
-
     def rollback(self) -> None:
         """Undo everything: received messages return to their queues (RCV-3), group locks are
         released, and each queue received from counts one more rollback (POI-1)."""
-        if not self._active:
+        if not self._ending.active:
             return
         self._end(rolled_back=True)
 
     def _end(self, *, rolled_back: bool, failed: bool = False) -> None:
-        """End the transaction: roll back (``rolled_back``), release the group locks and give
-        the session back — whatever fails, the session goes back (a lost one is closed and its
-        locks go with it on the server). ``failed``: the database underneath failed (one of
-        ``DATABASE_FAILURES``), so the rollback does not count towards poison-message handling
-        (POI-1 counts the rollbacks of the application's processing — its exceptions, its SQL
-        refused — not a full disk or a lost server; docs/reliability.md)."""
-        self._active = False
-        conn = self._conn
-        received = set(self._receiving.received)
-        locked = self._receiving.locked_queues
-        try:
-            if rolled_back:
-                conn.rollback()
-            conn.release_locks(received | locked | {LOCKS})
-        except StorageError as exc:  # a lost session: the server freed its locks
-            log.debug("ending a transaction on a failed session: %s", exc)
-        finally:
-            self._context.storage.release(conn)
-        if rolled_back:
-            self._context.statistics.rolled_back()
-            try:
-                self._context.events.rolled_back(received, locked, count=not failed)
-            except StorageError as exc:
-                log.warning("after a rollback, poison-message counting failed: %s", exc)
+        """End the transaction (:meth:`Ending.end`): roll back (``rolled_back``), release the
+        group locks and give the session back. ``failed``: the database underneath failed (one
+        of ``DATABASE_FAILURES``), so the rollback does not count towards poison-message
+        handling (POI-1 counts the rollbacks of the application's processing — its
+        exceptions, its SQL refused — not a full disk or a lost server; docs/reliability.md)."""
+        self._ending.end(rolled_back=rolled_back, count=not failed)
 
     # -- used by event notifications ----------------------------------------------------
     @statement
@@ -694,4 +644,4 @@ class Transaction:
     def remember_notification_dialog(self, event_notification_id: int, handle: uuid.UUID) -> None:
         """Record, with this commit, the dialog an event notification now travels on (EVT-1):
         the next notification of that registration reuses it while it is open."""
-        self._ops.append(("notification_dialog", handle.bytes, event_notification_id))
+        self._ops.append(NotificationDialogOp(handle.bytes, event_notification_id))

@@ -37,7 +37,8 @@ from ..dialogs import (
     on_arrival,
     parse_error_body,
 )
-from ..engine.delivery import CONTRACT_REFUSED_CODE, Applier
+from ..engine.delivery import Applier
+from ..engine.system_messages import CONTRACT_REFUSED_CODE
 from ..errors import ConversationError, DialogSecurityError, MessageValidationError
 from ..messages import Outgoing, new_id, validate_body
 from ..storage.rows import EndpointRow

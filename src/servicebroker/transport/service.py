@@ -261,7 +261,7 @@ class TransportService:
 
     def forget_closed(self, now: float) -> None:
         """TICK-4: forget closed dialogs with other instances remembered for half an hour
-        (:data:`~servicebroker.engine.delivery.CLOSED_REMEMBERED`; NET-2, SEC-2)."""
+        (:data:`~servicebroker.engine.closing.CLOSED_REMEMBERED`; NET-2, SEC-2)."""
         with self._context.storage.connection() as db:
             db.begin_write()
             db.forget_closed_conversations(now)
