@@ -30,7 +30,8 @@ from functools import partial
 
 from ..catalog import CatalogSnapshot
 from ..dialogs import ERROR, error_body
-from ..engine.delivery import CLOSED_REMEMBERED, Applier
+from ..engine.closing import CLOSED_REMEMBERED
+from ..engine.delivery import Applier
 from ..errors import DialogSecurityError
 from ..storage.base import StorageConnection
 from .adjacent import (
