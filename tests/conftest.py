@@ -199,7 +199,8 @@ def pytest_addoption(parser: pytest.Parser) -> None:
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     """Tests marked ``sqlite_only`` run on SQLite only (they look at its files); the fault
-    cycles get time in proportion to how many are asked for (about 7 s each, with margin)."""
+    cycles get time in proportion to how many are asked for (about 7 s each, with margin);
+    the long scenarios run first."""
     cycles = int(config.getoption("--fault-cycles"))
     for item in items:
         if item.nodeid.startswith("tests/test_faults_postgres.py"):
@@ -214,6 +215,12 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     if dropped:
         config.hook.pytest_deselected(items=dropped)
         items[:] = [item for item in items if item not in dropped]
+    # the long scenarios (marked slow or spark) first, the rest in their order: pytest-xdist
+    # (make unit: --dist load --maxschedchunk 2) hands tests out in this order, so the longest
+    # start at once on every worker and the short ones fill the gaps at the end
+    items.sort(
+        key=lambda item: not any(item.iter_markers("slow")) and not any(item.iter_markers("spark"))
+    )
 
 
 @pytest.fixture
