@@ -43,8 +43,12 @@ lint: $(STAMP)
 typecheck: $(STAMP)
 	$(BIN)/mypy
 
+# The suite runs in TEST_WORKERS processes (pytest-xdist), handed two tests at a time in the
+# order tests/conftest.py gives (the long scenarios first); `make unit TEST_WORKERS=0` runs it
+# in this one process.
+TEST_WORKERS ?= 4
 unit: $(STAMP) fault-tools browser
-	env $(JAVA_ENV) $(SPARK_ENV) $(BIN)/pytest $(ARGS)
+	env $(JAVA_ENV) $(SPARK_ENV) $(BIN)/pytest -n $(TEST_WORKERS) --dist load --maxschedchunk 2 $(ARGS)
 
 test: lint typecheck unit
 

@@ -12,6 +12,7 @@ from __future__ import annotations
 import os
 import uuid
 from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -58,11 +59,80 @@ def postgres_problem() -> str | None:
 
 
 def need_postgres() -> None:
+    """Share the PostgreSQL server until the test ends (first: never look while a test that
+    crashes it has it alone); skip (fail in CI) without one."""
+    SERVER.share()
     problem = postgres_problem()
     if problem is not None:
         if in_ci():
             pytest.fail(f"PostgreSQL tests must run in CI: {problem}")
         pytest.skip(problem)
+
+
+class ServerLock:
+    """The test server is shared by every test that uses it, in this process, in the other
+    pytest-xdist workers and in any other run of this suite on the machine; the test that
+    stops and kills it (``test_faults_postgres.py``'s server crashes) must have it alone.
+    A lock file per server: its users hold it shared (``flock``) from their first use to the
+    end of the test (the ``_server_shared_until_the_end`` fixture), the crashing test holds it
+    exclusive. A gate taken before either lets a waiting exclusive holder in first (new users
+    wait at the gate), so that a stream of short tests on other workers cannot starve it."""
+
+    def __init__(self, url: str) -> None:
+        import hashlib
+        import tempfile
+
+        digest = hashlib.sha256(url.encode()).hexdigest()[:12]
+        self.path = os.path.join(tempfile.gettempdir(), f"servicebroker-tests-pg-{digest}.lock")
+        self.held: int | None = None
+
+    def _locked(self, suffix: str, how: int) -> int:
+        import fcntl
+
+        fd = os.open(self.path + suffix, os.O_RDWR | os.O_CREAT, 0o666)
+        fcntl.flock(fd, how)
+        return fd
+
+    def share(self) -> None:
+        import fcntl
+
+        if self.held is None:
+            gate = self._locked(".gate", fcntl.LOCK_EX)
+            try:
+                self.held = self._locked("", fcntl.LOCK_SH)
+            finally:
+                os.close(gate)
+
+    def release(self) -> None:
+        if self.held is not None:
+            os.close(self.held)  # closing the file lets its lock go
+            self.held = None
+
+    @contextmanager
+    def alone(self) -> Iterator[None]:
+        """Hold the server alone: wait for every test using it, everywhere, to end."""
+        import fcntl
+
+        self.release()
+        gate = self._locked(".gate", fcntl.LOCK_EX)
+        try:
+            only = self._locked("", fcntl.LOCK_EX)
+            try:
+                yield
+            finally:
+                os.close(only)
+        finally:
+            os.close(gate)
+
+
+SERVER = ServerLock(POSTGRES_URL)
+
+
+@pytest.fixture(autouse=True)
+def _server_shared_until_the_end() -> Iterator[None]:
+    """Let the test server go when a test that used it ends (autouse: torn down last)."""
+    yield
+    SERVER.release()
 
 
 def new_url(backend: str, folder: Path) -> str:
@@ -129,11 +199,14 @@ def pytest_addoption(parser: pytest.Parser) -> None:
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     """Tests marked ``sqlite_only`` run on SQLite only (they look at its files); the fault
-    cycles get time in proportion to how many are asked for (about 7 s each, with margin)."""
+    cycles get time in proportion to how many are asked for (about 7 s each, with margin);
+    the long scenarios run first."""
     cycles = int(config.getoption("--fault-cycles"))
     for item in items:
         if item.nodeid.startswith("tests/test_faults_postgres.py"):
-            item.add_marker(pytest.mark.timeout(120 + 15 * cycles))
+            # the server's crashes first wait for every other test on the server to end
+            wait = 300 if "server_crashes" in item.nodeid else 0
+            item.add_marker(pytest.mark.timeout(120 + 15 * cycles + wait))
     dropped = [
         item
         for item in items
@@ -142,6 +215,12 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     if dropped:
         config.hook.pytest_deselected(items=dropped)
         items[:] = [item for item in items if item not in dropped]
+    # the long scenarios (marked slow or spark) first, the rest in their order: pytest-xdist
+    # (make unit: --dist load --maxschedchunk 2) hands tests out in this order, so the longest
+    # start at once on every worker and the short ones fill the gaps at the end
+    items.sort(
+        key=lambda item: not any(item.iter_markers("slow")) and not any(item.iter_markers("spark"))
+    )
 
 
 @pytest.fixture

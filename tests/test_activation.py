@@ -4,8 +4,6 @@ functions, then scenarios with real procedures whose "processing" takes simulate
 from __future__ import annotations
 
 import threading
-import time
-from collections.abc import Callable
 
 import pytest
 
@@ -19,6 +17,7 @@ from servicebroker.activation.monitor import (
     monitor_state,
 )
 from servicebroker.testing import SimulatedWork
+from servicebroker.testing.waiting import eventually
 
 from .conftest import Pair, make_pair
 
@@ -189,7 +188,9 @@ def one_useless_run(broker: Broker, clock: ManualClock) -> tuple[Pair, list[floa
     procedure = Activation(lambda ctx: calls.append(clock.now()), max_queue_readers=3)
     broker.alter_queue(pair.tq, activation=procedure)
     send(broker, pair, conversations=1, per_conversation=1)
-    _until(lambda: len(calls) == 1 and not broker.views.dm_broker_activated_tasks())
+    eventually(
+        lambda: len(calls) == 1 and not broker.views.dm_broker_activated_tasks(), every=0.002
+    )
     return pair, calls
 
 
@@ -211,7 +212,9 @@ def test_procedure_that_exits_without_receiving_is_not_restarted(
     broker.alter_queue(
         pair.tq, activation=Activation(lambda ctx: calls.append(clock.now()), max_queue_readers=3)
     )
-    _until(lambda: len(calls) == 2)  # ALTER QUEUE lets the monitor try again (ACT-4e)
+    eventually(
+        lambda: len(calls) == 2, every=0.002
+    )  # ALTER QUEUE lets the monitor try again (ACT-4e)
 
 
 def test_a_rollback_makes_the_monitor_check_at_once(
@@ -254,18 +257,13 @@ def test_waiting_in_another_process_counts(url: str, broker: Broker, pair: Pair)
     try:
         assert ready.wait(60)
         tq = broker.catalog.queue(pair.tq).queue_id
-        _until(lambda: broker._storage.activity.waiting(tq) == 1, limit=30)
+        eventually(lambda: broker._storage.activity.waiting(tq) == 1, timeout=30, every=0.002)
     finally:
         p.kill()
         p.join(30)
-    _until(lambda: broker._storage.activity.waiting(tq) == 0)  # a dead process's wait vanishes
-
-
-def _until(cond: Callable[[], bool], limit: float = 10.0) -> None:
-    end = time.monotonic() + limit
-    while not cond():
-        assert time.monotonic() < end, "condition not reached"
-        time.sleep(0.002)
+    eventually(
+        lambda: broker._storage.activity.waiting(tq) == 0, every=0.002
+    )  # a dead process's wait vanishes
 
 
 # -- external activation and event notifications ----------------------------------------------
@@ -412,7 +410,10 @@ def test_task_handlers_run_and_a_dead_one_is_restarted_on_the_next_tick(
         raise SystemExit("handler dies")
 
     broker.tasks.submit(die)
-    _until(lambda: any(r.state == "STOPPED" for r in broker.views.dm_broker_task_handlers()))
+    eventually(
+        lambda: any(r.state == "STOPPED" for r in broker.views.dm_broker_task_handlers()),
+        every=0.002,
+    )
     clock.advance(5)  # one timer notification
     rows = broker.views.dm_broker_task_handlers()
     assert all(r.state != "STOPPED" for r in rows)
@@ -441,4 +442,4 @@ def test_new_work_on_a_busy_queue_lifts_the_suppression(
     clock.advance(10)
     assert len(calls) == 1  # suppressed: the unread message alone does not restart it
     send(broker, pair, conversations=1, per_conversation=1)  # the queue was not empty
-    _until(lambda: len(calls) >= 2)  # restarted at once, with no clock move
+    eventually(lambda: len(calls) >= 2, every=0.002)  # restarted at once, with no clock move

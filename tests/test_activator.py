@@ -8,7 +8,6 @@ import os
 import signal
 import subprocess
 import sys
-import time
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -16,6 +15,7 @@ import pytest
 
 from servicebroker import Broker, ManualClock
 from servicebroker.activator import ConfigError, ExternalActivator, load_config
+from servicebroker.testing.waiting import eventually
 
 from .conftest import Pair
 
@@ -186,9 +186,6 @@ def test_activator_starts_a_pyspark_job(
     send(broker, pair, 5)
     broker.tasks.drain()
     assert activator.step() == 1
-    deadline = time.monotonic() + 240
-    while not out.exists():
-        assert time.monotonic() < deadline, "the activated PySpark job did not finish"
-        time.sleep(0.2)
+    eventually(out.exists, "the activated PySpark job to finish", 240, every=0.2)
     assert out.read_text() == "5"
     assert broker.peek(pair.tq) == []

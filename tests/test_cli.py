@@ -6,13 +6,13 @@ import json
 import signal
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 from click.testing import CliRunner
 
 from servicebroker import Broker, ManualClock
 from servicebroker.cli import main
+from servicebroker.testing.waiting import eventually
 
 from .conftest import Pair
 from .test_activator import send as send_requests
@@ -106,11 +106,10 @@ def _marker_command(out: Path) -> list[str]:
 
 
 def _wait_for(path: Path, seconds: float) -> str:
-    deadline = time.monotonic() + seconds
-    while not path.exists() or not path.read_text():
-        assert time.monotonic() < deadline, f"the activated command did not write {path}"
-        time.sleep(0.05)
-    return path.read_text()
+    """What the activated command wrote to ``path``, once it has written it."""
+    return eventually(
+        lambda: path.exists() and path.read_text(), f"the command to write {path}", seconds, 0.05
+    )
 
 
 def test_activator_launches_the_configured_command_until_terminated(

@@ -40,11 +40,11 @@ from servicebroker.console.pages import counters
 from servicebroker.console.rates import Sample, chart, depth_chart
 from servicebroker.engine.operations import overview
 from servicebroker.testing.ports import free_port
+from servicebroker.testing.waiting import eventually
 from servicebroker.transport.certificates import make_self_signed
 
 from .conftest import Pair, make_pair
 from .test_poison import fail_receives
-from .transport_sites import eventually
 
 with warnings.catch_warnings():  # starlette asks for httpx2; httpx is what the project has
     warnings.simplefilter("ignore", StarletteDeprecationWarning)

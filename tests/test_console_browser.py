@@ -29,10 +29,10 @@ import pytest
 
 from servicebroker import Activation, ActivationContext, Broker
 from servicebroker.testing.ports import free_port
+from servicebroker.testing.waiting import eventually
 
 from .conftest import in_ci
 from .test_poison import fail_receives
-from .transport_sites import eventually
 
 CHROMIUM = "/usr/bin/chromium"
 ARGS = [

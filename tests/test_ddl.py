@@ -13,10 +13,10 @@ from hypothesis import strategies as st
 
 from servicebroker import Activation, Broker, CatalogError
 from servicebroker.ddl.parser import parse_ddl
+from servicebroker.testing.waiting import eventually
 from servicebroker.views import ServiceQueueRow
 
 from .conftest import make_pair
-from .test_activation import _until
 
 DATA = Path(__file__).parent / "data"
 LESSON_1 = (DATA / "tutorial_lesson1.sql").read_text(encoding="utf-8")
@@ -251,7 +251,9 @@ def test_a_registered_procedure_is_activated(broker: Broker) -> None:
     with broker.transaction() as tx:
         h = tx.begin_dialog(pair.initiator, pair.target, contract="C")
         tx.send(h, "Req", b"order 1")
-    _until(lambda: got == [b"order 1"] and not broker.views.dm_broker_activated_tasks())
+    eventually(
+        lambda: got == [b"order 1"] and not broker.views.dm_broker_activated_tasks(), every=0.002
+    )
     assert broker.peek(pair.tq) == []
 
 
@@ -336,7 +338,7 @@ def test_alter_queue_by_ddl_keeps_a_procedure_registered_in_python(broker: Broke
     broker.start()
     with broker.transaction() as tx:
         tx.send(tx.begin_dialog(pair.initiator, pair.target, contract="C"), "Req", b"x")
-    _until(lambda: calls == ["called"])
+    eventually(lambda: calls == ["called"], every=0.002)
     broker.stop()
     broker.alter_queue(pair.tq, drop_activation=True)
     assert broker.catalog.queue(pair.tq).activation_procedure is None

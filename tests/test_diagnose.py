@@ -33,11 +33,11 @@ from servicebroker.diagnose.command import parse_report
 from servicebroker.diagnose.configuration import procedure_problem
 from servicebroker.diagnose.runtime import BEHIND, classify_status
 from servicebroker.engine.claims import GroupClaim
+from servicebroker.testing.waiting import eventually
 from servicebroker.transport.certificates import make_self_signed
 from servicebroker.views import TransmissionQueueRow
 
 from .conftest import START, Pair, drop_url, make_pair, new_url
-from .transport_sites import eventually
 
 INITIATOR, TARGET, CONTRACT = "//test/Initiator", "//test/Target", "C"
 

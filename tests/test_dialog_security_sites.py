@@ -28,6 +28,7 @@ from pathlib import Path
 import pytest
 
 from servicebroker import Broker
+from servicebroker.testing.waiting import eventually
 from servicebroker.transport import sealing
 from servicebroker.transport.certificates import make_self_signed
 
@@ -36,7 +37,6 @@ from .transport_sites import (
     INITIATOR,
     TARGET,
     Site,
-    eventually,
     first_status,
     receive_all,
     shop_and_warehouse,

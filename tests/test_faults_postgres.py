@@ -23,7 +23,7 @@ from servicebroker.testing.faults import (
     session_counter,
 )
 
-from .conftest import POSTGRES_URL, drop_url, need_postgres, new_url
+from .conftest import POSTGRES_URL, SERVER, drop_url, need_postgres, new_url
 
 pytestmark = pytest.mark.slow
 
@@ -74,12 +74,13 @@ def test_server_crashes_lose_nothing(fault_url: str, request: pytest.FixtureRequ
             "cuts the sessions instead"
         )
     cycles = int(request.config.getoption("--fault-cycles"))
-    report = run_fault_cycles(
-        fault_url,
-        cycles=cycles,
-        fault=fault_for(fault_url, "server", POSTGRES_URL),
-        count_sessions=_counter(fault_url),
-    )
+    with SERVER.alone():  # no other test (other workers, other runs) on the server meanwhile
+        report = run_fault_cycles(
+            fault_url,
+            cycles=cycles,
+            fault=fault_for(fault_url, "server", POSTGRES_URL),
+            count_sessions=_counter(fault_url),
+        )
     _report(report, "server")
 
 

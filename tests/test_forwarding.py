@@ -14,7 +14,6 @@ sys.dm_broker_forwarded_messages
 
 from __future__ import annotations
 
-import time
 import uuid
 from collections.abc import Callable
 from typing import cast
@@ -22,6 +21,7 @@ from typing import cast
 from servicebroker import Broker, Transaction, TransportSettings
 from servicebroker.catalog.routing import RouteChooser
 from servicebroker.storage.rows import RouteRow
+from servicebroker.testing.waiting import eventually, poll
 from servicebroker.transport import wire
 from servicebroker.transport.forwarding import (
     FORWARDING_DISABLED_ERROR,
@@ -41,7 +41,6 @@ from .transport_sites import (
     Site,
     address_of,
     catalog,
-    eventually,
     first_status,
     through_forwarder,
     trust,
@@ -258,12 +257,7 @@ def take(broker: Broker, queue: str, n: int) -> list[tuple[uuid.UUID, str, bytes
 def settled(probe: Callable[[], bool], timeout: float = 2.0) -> bool:
     """Poll ``probe`` for up to ``timeout`` real seconds; whether it became true (the caller
     goes on either way: a retry loop's step, not an outcome)."""
-    deadline = time.monotonic() + timeout
-    while not probe():
-        if time.monotonic() > deadline:
-            return False
-        time.sleep(0.01)
-    return True
+    return poll(probe, timeout) is not None
 
 
 def nothing_on(broker: Broker, queue: str) -> bool:

@@ -33,6 +33,7 @@ import pytest
 
 from servicebroker import Broker, ManualClock
 from servicebroker.testing.ports import free_port
+from servicebroker.testing.waiting import eventually
 from servicebroker.transport.certificates import make_self_signed
 
 from .conftest import START
@@ -44,7 +45,6 @@ from .transport_sites import (
     Site,
     address_of,
     catalog,
-    eventually,
     secure_dialogs,
     trust,
 )

@@ -21,6 +21,7 @@ import pytest
 
 from servicebroker.dialogs import ERROR as ERROR_TYPE
 from servicebroker.dialogs import error_body
+from servicebroker.testing.waiting import eventually
 from servicebroker.transport.dialog_security import decode_security_header, encode_security_header
 from servicebroker.transport.forwarding import Forwarder
 from servicebroker.transport.wire import Fragment
@@ -32,7 +33,6 @@ from .transport_sites import (
     INITIATOR,
     TARGET,
     Site,
-    eventually,
     first_status,
     secure_dialogs,
     through_forwarder,

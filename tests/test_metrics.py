@@ -12,7 +12,6 @@ import re
 import signal
 import subprocess
 import sys
-import time
 from collections import Counter
 from dataclasses import fields, replace
 from datetime import UTC, datetime, timedelta
@@ -40,9 +39,9 @@ from servicebroker.engine.statistics import RETIRED, Histogram, InstanceStatisti
 from servicebroker.metrics import BrokerCollector, metrics_app
 from servicebroker.metrics.collector import MetricsApp, histogram_family
 from servicebroker.testing.ports import free_port
+from servicebroker.testing.waiting import eventually
 
 from .conftest import Pair, need_spark
-from .transport_sites import eventually
 
 ROOT = Path(__file__).resolve().parent.parent
 DASHBOARD = ROOT / "docs" / "grafana" / "servicebroker.json"
@@ -552,17 +551,18 @@ def test_metrics_scraped_during_the_main_job_match_its_counts(tmp_path: Path) ->
         port = free_port()
         metrics = start_metrics(str(out / "flights.db"), port, tmp_path / "metrics.log")
         eventually(lambda: get_metrics(port), "the metrics server answers")
-        deadline = time.monotonic() + 240
-        while True:
+
+        def scrape() -> bool:
             text = get_metrics(port)
             assert text is not None
             scrapes.append((demo.poll() is None, *parse(text)))
             try:
                 demo.wait(timeout=0.2)  # scrape again every 0.2 s until the demo ends
             except subprocess.TimeoutExpired:
-                assert time.monotonic() < deadline, "the demo did not end within 4 minutes"
-                continue
-            break
+                return False
+            return True
+
+        eventually(scrape, "the demo to end", timeout=240, every=0.0)
         final, types = parse(get_metrics(port) or "")
     finally:
         if demo.poll() is None:

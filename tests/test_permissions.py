@@ -28,10 +28,10 @@ from servicebroker import (
     ManualClock,
     PermissionDeniedError,
 )
+from servicebroker.testing.waiting import eventually
 from servicebroker.transport.certificates import make_self_signed
 
 from .conftest import Pair
-from .transport_sites import eventually
 
 
 def begin(broker: Broker, pair: Pair, principal: str = "dbo", **kw: object) -> uuid.UUID:
@@ -201,12 +201,15 @@ def test_begin_dialog_records_principal_and_encryption(broker: Broker, pair: Pai
 
 def until_activated(clock: ManualClock, done: threading.Event, what: str) -> None:
     """Move the broker clock a timer tick (5 s: ACT-5b's next start) at a time until ``done``
-    is set; fail after 40 ticks."""
-    for _ in range(40):
+    is set; fail after about 40 ticks (10 s)."""
+
+    def tick() -> bool:
         if done.wait(0.25):
-            return
+            return True
         clock.advance(5.0)
-    pytest.fail(f"timed out waiting for {what}")
+        return False
+
+    eventually(tick, what, timeout=10.0, every=0.0)
 
 
 def test_activated_procedure_runs_as_execute_as(

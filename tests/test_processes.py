@@ -13,6 +13,7 @@ from pathlib import Path
 import pytest
 
 from servicebroker import Broker
+from servicebroker.testing.waiting import eventually, poll
 
 from . import proc_workers
 from .conftest import Pair
@@ -57,17 +58,15 @@ def test_a_killed_reader_loses_nothing_and_frees_its_group(
     p.start()
     p.join(60)
     assert ready.is_set() and p.exitcode == -9
+
     # PostgreSQL frees the dead session's group lock once the server sees the socket close:
     # RECEIVE is tried again until then (the broker's clock is manual, so a RECEIVE time-out
     # would never pass; the real-time bound only ends a failing run)
-    bound = time.monotonic() + 60
-    while True:
+    def receive() -> list[bytes]:
         with broker.transaction() as tx:
-            got = [m.message_body for m in tx.receive(pair.tq)]
-        if got or time.monotonic() > bound:
-            break
-        time.sleep(0.05)
-    assert got == [b"g0"]
+            return [m.message_body for m in tx.receive(pair.tq)]
+
+    assert poll(receive, 60, every=0.05) == [b"g0"]
 
 
 @pytest.mark.slow
@@ -139,10 +138,7 @@ def test_one_started_broker_leads_and_another_takes_over_when_it_dies(
         assert not broker.is_leader  # the other process leads
         p.kill()
         p.join(30)
-        deadline = time.monotonic() + 5.0
-        while not broker.is_leader:
-            assert time.monotonic() < deadline, "no takeover"
-            time.sleep(0.05)
+        eventually(lambda: broker.is_leader, "the takeover", 5.0, every=0.05)
     finally:
         p.kill()
         broker.stop()
@@ -273,10 +269,7 @@ def test_waits_stay_counted_when_the_activity_session_is_lost(tmp_path: Path) ->
 
             waiter = threading.Thread(target=wait, daemon=True)
             waiter.start()
-            deadline = time.monotonic() + 10
-            while activity.waiting(queue_id) != 1:
-                assert time.monotonic() < deadline, "the wait was never counted"
-                time.sleep(0.01)
+            eventually(lambda: activity.waiting(queue_id) == 1, "the wait to be counted", 10)
             with psycopg.connect(url, autocommit=True) as admin:
                 killed = admin.execute(
                     "SELECT pg_terminate_backend(w.backend_pid) FROM queue_waiters w "

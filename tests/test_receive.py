@@ -17,6 +17,7 @@ from servicebroker import (
     QueueDisabledError,
 )
 from servicebroker.storage.queries import portable_sql
+from servicebroker.testing.waiting import eventually
 
 from .conftest import Pair
 
@@ -195,7 +196,7 @@ def test_waiting_receive_times_out_on_the_broker_clock(
     t = threading.Thread(target=reader)
     t.start()
     waiting.wait(5)
-    _wait_until(lambda: monitors_waiting(broker, pair.tq) == 1)
+    eventually(lambda: monitors_waiting(broker, pair.tq) == 1, every=0.001)
     clock.advance(29)
     assert t.is_alive()
     clock.advance(1)
@@ -206,15 +207,6 @@ def test_waiting_receive_times_out_on_the_broker_clock(
 def monitors_waiting(broker: Broker, queue: str) -> int:
     queue_id = broker.catalog.queue(queue).queue_id
     return broker._storage.activity.waiting(queue_id)
-
-
-def _wait_until(cond: object, limit: float = 10.0) -> None:
-    import time
-
-    end = time.monotonic() + limit
-    while not cond():  # type: ignore[operator]
-        assert time.monotonic() < end, "condition not reached"
-        time.sleep(0.001)
 
 
 def test_receive_on_disabled_queue_is_an_error(broker: Broker, pair: Pair) -> None:
@@ -237,7 +229,7 @@ def test_turning_queue_off_ends_a_waiting_receive(broker: Broker, pair: Pair) ->
 
     t = threading.Thread(target=reader)
     t.start()
-    _wait_until(lambda: monitors_waiting(broker, pair.tq) == 1)
+    eventually(lambda: monitors_waiting(broker, pair.tq) == 1, every=0.001)
     broker.alter_queue(pair.tq, status=False)
     t.join(10)
     assert len(errors) == 1 and "disabled" in str(errors[0])

@@ -29,6 +29,7 @@ import pytest
 from servicebroker import END_DIALOG, Broker, ManualClock
 from servicebroker.activator import ExternalActivator, _start_time, load_config
 from servicebroker.catalog import EVENT_NOTIFICATION
+from servicebroker.testing.waiting import poll
 
 from .conftest import Pair, need_spark
 from .test_activator import setup_notifications, write_config
@@ -278,11 +279,12 @@ def test_activator_program_runs_spark_submit_and_the_job_outlives_a_claim_time_o
             start_new_session=True,  # the jobs it launches too: killed together at the end
         )
     try:
-        deadline = time.monotonic() + JOB_SECONDS
-        while "message(s) handled" not in out.read_text(errors="replace"):
+
+        def handled() -> bool:
             assert activator.poll() is None, out.read_text(errors="replace")[-3000:]
-            assert time.monotonic() < deadline, out.read_text(errors="replace")[-3000:]
-            time.sleep(0.2)
+            return "message(s) handled" in out.read_text(errors="replace")
+
+        assert poll(handled, JOB_SECONDS, every=0.2), out.read_text(errors="replace")[-3000:]
         output = out.read_text(errors="replace")
         assert "tq instance 0: 3 message(s) handled on local[1]" in output
         assert "the checkpoint's batch was released after its claim time-out" in output
@@ -296,9 +298,9 @@ def test_activator_program_runs_spark_submit_and_the_job_outlives_a_claim_time_o
         state = json.loads(Path(load_config(config).state_file).read_text())
         ((pid, start, slot),) = state["tq"]  # one instance, in slot 0
         assert slot == 0
-        while _start_time(pid) == start:  # the job exits (a zombie until the activator looks)
-            assert time.monotonic() < deadline, out.read_text(errors="replace")[-3000:]
-            time.sleep(0.2)
+        # the job exits (a zombie until the activator looks)
+        exited = poll(lambda: _start_time(pid) != start, JOB_SECONDS, every=0.2)
+        assert exited, out.read_text(errors="replace")[-3000:]
         activator.send_signal(signal.SIGTERM)
         assert activator.wait(timeout=30) == 0
     finally:

@@ -54,10 +54,10 @@ from typing import IO, Any
 import pytest
 
 from servicebroker import Broker
+from servicebroker.testing.waiting import eventually
 
 from .conftest import drop_url, need_spark, new_url
 from .spark_stream_child import CRASH_ENV, kill_session, session_processes
-from .transport_sites import eventually
 
 pytestmark = [pytest.mark.spark, pytest.mark.slow]
 

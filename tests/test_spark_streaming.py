@@ -7,7 +7,6 @@ tests/test_claims.py."""
 from __future__ import annotations
 
 import threading
-import time
 import uuid
 from collections import defaultdict
 from pathlib import Path
@@ -17,6 +16,7 @@ import pytest
 
 from servicebroker import Broker
 from servicebroker.dialogs import END_DIALOG
+from servicebroker.testing.waiting import poll
 
 from .conftest import Pair
 from .test_claims import dialogs
@@ -224,9 +224,7 @@ def test_a_running_query_takes_new_messages_and_leaves_claimed_groups_to_nobody_
             with broker.transaction() as tx:
                 for m in tx.receive(pair.tq):
                     received.append(m.message_body)
-        deadline = time.monotonic() + 90
-        while time.monotonic() < deadline and len(seen) + len(received) < 24:
-            q.awaitTermination(0.5)
+        poll(lambda: len(seen) + len(received) >= 24 or not q.isActive, 90, every=0.5)
         assert q.exception() is None
     finally:
         q.stop()

@@ -28,8 +28,8 @@ from servicebroker.engine.statistics import (
     total,
 )
 from servicebroker.storage.rows import StatisticsRow
+from servicebroker.testing.waiting import eventually
 from tests.conftest import Pair, make_pair
-from tests.transport_sites import eventually
 
 
 def dialogs(broker: Broker, pair: Pair, n: int, message_type: str = "Req") -> list[object]:

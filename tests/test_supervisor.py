@@ -6,22 +6,13 @@ from __future__ import annotations
 
 import logging
 import threading
-import time
-from collections.abc import Callable
 
 import pytest
 
 from servicebroker import Broker, ManualClock
 from servicebroker.supervisor import RESTART_DELAY, Supervisor
+from servicebroker.testing.waiting import eventually
 from servicebroker.views import BackgroundThreadRow
-
-
-def _until(check: Callable[[], bool], limit: float = 10.0) -> None:
-    """Wait (bounded) for another thread to reach a state; the outcome is decided by the check."""
-    end = time.monotonic() + limit
-    while not check():
-        assert time.monotonic() < end, "state not reached"
-        time.sleep(0.01)
 
 
 def _timer_row(broker: Broker) -> BackgroundThreadRow:
@@ -48,15 +39,15 @@ def test_a_dead_timer_thread_is_logged_and_restarted(
     monkeypatch.setattr(storage, "try_lead", flaky)
     with caplog.at_level(logging.ERROR, logger="servicebroker.supervisor"):
         broker.start()
-        _until(lambda: _timer_row(broker).last_error is not None)  # it died
+        eventually(lambda: _timer_row(broker).last_error is not None)  # it died
         clock.advance(RESTART_DELAY)  # the restart is due on the broker clock
-        _until(lambda: _timer_row(broker).restarts == 1)
+        eventually(lambda: _timer_row(broker).restarts == 1)
     row = _timer_row(broker)
     assert row.state == "RUNNING" and "leader lock went away" in (row.last_error or "")
     assert row.last_error_time is not None
     assert any("servicebroker-timer died" in r.getMessage() for r in caplog.records)
     seen = calls[0]
-    _until(lambda: calls[0] > seen)  # the restarted loop runs again
+    eventually(lambda: calls[0] > seen)  # the restarted loop runs again
     assert broker.is_leader
     broker.stop()
     assert _timer_row(broker).state == "STOPPED"
@@ -72,11 +63,11 @@ def test_the_restart_waits_for_the_broker_clock(clock: ManualClock) -> None:
             raise ValueError("first run fails")
 
     supervisor.start("t", fails_once)
-    _until(lambda: supervisor.statistics()[0].state == "RESTARTING")
+    eventually(lambda: supervisor.statistics()[0].state == "RESTARTING")
     clock.advance(0.5)
     assert supervisor.statistics()[0].state == "RESTARTING" and len(runs) == 1
     clock.advance(0.5)  # RESTART_DELAY reached
-    _until(lambda: supervisor.statistics()[0].state == "STOPPED")  # ran again and returned
+    eventually(lambda: supervisor.statistics()[0].state == "STOPPED")  # ran again and returned
     assert len(runs) == 2 and supervisor.statistics()[0].restarts == 1
     supervisor.close()
 
@@ -91,7 +82,7 @@ def test_a_stopped_supervisor_does_not_restart(clock: ManualClock) -> None:
 
     supervisor.start("t", boom)
     assert died.wait(10)
-    _until(lambda: supervisor.statistics()[0].state == "RESTARTING")
+    eventually(lambda: supervisor.statistics()[0].state == "RESTARTING")
     supervisor.stop()
     assert supervisor.statistics()[0].state == "STOPPED"
     assert supervisor.statistics()[0].restarts == 0

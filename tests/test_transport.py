@@ -10,6 +10,7 @@ import logging
 import pytest
 
 from servicebroker.dialogs import parse_error_body
+from servicebroker.testing.waiting import eventually
 from servicebroker.transport.audit import AuditBrokerLogin
 
 from .transport_sites import (
@@ -20,7 +21,6 @@ from .transport_sites import (
     audit_record,
     catalog,
     connect,
-    eventually,
     first_status,
     link,
     receive_all,

@@ -13,6 +13,7 @@ import uuid
 import pytest
 
 from servicebroker import TransportSettings
+from servicebroker.testing.waiting import eventually
 from servicebroker.transport.adjacent import AckReceived, AdjacentConnection, PeerHello
 from servicebroker.transport.peer import connect as connect_to
 from servicebroker.transport.tls import security_from_catalog
@@ -25,7 +26,6 @@ from .transport_sites import (
     Site,
     catalog,
     connect,
-    eventually,
     receive_all,
     secure,
 )

@@ -38,18 +38,11 @@ import pytest
 
 from servicebroker import Broker, ManualClock
 from servicebroker.testing.ports import free_port
+from servicebroker.testing.waiting import eventually
 from servicebroker.transport.certificates import make_self_signed
 
 from .conftest import START
-from .transport_sites import (
-    CONTRACT,
-    INITIATOR,
-    TARGET,
-    Site,
-    catalog,
-    eventually,
-    secure,
-)
+from .transport_sites import CONTRACT, INITIATOR, TARGET, Site, catalog, secure
 
 pytestmark = pytest.mark.slow
 

@@ -14,6 +14,7 @@ import pytest
 from servicebroker import Activation, ActivationContext, TransportSettings
 from servicebroker.dialogs import ERROR, parse_error_body
 from servicebroker.errors import ConversationError
+from servicebroker.testing.waiting import eventually
 
 from .transport_sites import (
     CONTRACT,
@@ -22,7 +23,6 @@ from .transport_sites import (
     Site,
     catalog,
     connect,
-    eventually,
     first_status,
     link,
     receive_all,

@@ -14,6 +14,7 @@ import pytest
 from servicebroker import Broker, TransportSettings
 from servicebroker.storage.rows import TransportMark, TransportRow
 from servicebroker.testing.ports import free_port
+from servicebroker.testing.waiting import eventually
 from servicebroker.transport.pending import PendingRows, Read, key_of, plan_offers
 
 from .transport_sites import (
@@ -22,7 +23,6 @@ from .transport_sites import (
     Site,
     catalog,
     connect,
-    eventually,
     first_status,
     receive_all,
     secure,

@@ -31,6 +31,7 @@ from pathlib import Path
 import pytest
 
 from servicebroker.testing.ports import free_port
+from servicebroker.testing.waiting import eventually
 from servicebroker.transport.adjacent import (
     AdjacentConnection,
     ConnectionState,
@@ -51,7 +52,6 @@ from .transport_sites import (
     Site,
     audit_record,
     catalog,
-    eventually,
     first_status,
     receive_all,
     secure,

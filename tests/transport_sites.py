@@ -6,8 +6,6 @@ tests share. The ``sites`` and ``transport_settings`` fixtures are in ``conftest
 from __future__ import annotations
 
 import logging
-import time
-from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TypeVar
@@ -15,28 +13,13 @@ from typing import Any, TypeVar
 import pytest
 
 from servicebroker import Broker, ManualClock
+from servicebroker.testing.waiting import eventually
 from servicebroker.transport.audit import AuditBrokerLogin
 
 T = TypeVar("T")
 CONTRACT = "//orders/Contract"
 INITIATOR = "//shop/Orders"
 TARGET = "//warehouse/Orders"
-
-
-def eventually(
-    probe: Callable[[], T | None], what: str, timeout: float = 20.0, every: float = 0.01
-) -> T:
-    """Wait (real time, polling every ``every`` seconds) until ``probe`` returns something
-    truthy; fail naming ``what`` after ``timeout`` seconds. The wait only bounds how long a
-    test looks: what it asserts is what ``probe`` returned."""
-    deadline = time.monotonic() + timeout
-    while True:
-        got = probe()
-        if got:
-            return got
-        if time.monotonic() > deadline:
-            pytest.fail(f"timed out waiting for {what}")
-        time.sleep(every)
 
 
 @dataclass

@@ -30,6 +30,7 @@ from typing import Any
 
 from ..broker import Broker
 from ..errors import BrokerError, Outcome, StorageError
+from .waiting import poll
 
 __all__ = [
     "FaultReport",
@@ -310,11 +311,11 @@ class ServerControl:
             with open(f"{self.data_directory}/postmaster.pid") as pid_file:
                 pid = int(pid_file.readline())
             subprocess.run(["kill", "-9", str(pid)], check=True)
-            deadline = time.monotonic() + 30
-            while time.monotonic() < deadline:  # its backends notice the postmaster's death
-                if subprocess.run(["kill", "-0", str(pid)], capture_output=True).returncode:
-                    break
-                time.sleep(0.05)
+            poll(  # its backends notice the postmaster's death
+                lambda: subprocess.run(["kill", "-0", str(pid)], capture_output=True).returncode,
+                30,
+                every=0.05,
+            )
         else:
             self._ctl("stop", "-m", "immediate")
 
@@ -457,11 +458,8 @@ def run_fault_cycles(
 
 def _wait_progress(progress: Any, after: float, limit: float) -> None:
     """Wait (real time, bounded) until every worker committed after ``after``."""
-    deadline = time.monotonic() + limit
-    while min(progress[:]) <= after:
-        if time.monotonic() > deadline:
-            raise TimeoutError(f"a worker made no progress within {limit:g} s after a fault")
-        time.sleep(0.02)
+    if poll(lambda: min(progress[:]) > after, limit, every=0.02) is None:
+        raise TimeoutError(f"a worker made no progress within {limit:g} s after a fault")
 
 
 def fault_for(url: str, mode: str, admin_url: str | None = None) -> Callable[[int], None]:

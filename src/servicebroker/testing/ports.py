@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import os
 import random
+import re
 import socket
 
 __all__ = ["free_port"]
@@ -14,7 +16,7 @@ def free_port(host: str = "127.0.0.1") -> int:
     """A TCP port nothing listens on at ``host`` now, below the kernel's ephemeral range and
     not given out before in this process: between now and the listener's bind, neither the
     source port of an outgoing connection (always in the ephemeral range) nor another caller
-    can take it.
+    can take it (nor another pytest-xdist worker: each has its own share, see :func:`_share`).
 
     Raises:
         OSError: no such port found in 1,000 tries.
@@ -24,8 +26,9 @@ def free_port(host: str = "127.0.0.1") -> int:
             ephemeral = int(f.read().split()[0])
     except (OSError, ValueError, IndexError):
         ephemeral = 32768
+    low, high = _share(20000, ephemeral)
     for _ in range(1000):
-        port = random.randrange(20000, ephemeral)
+        port = random.randrange(low, high)
         if port in _GIVEN:
             continue
         with socket.socket() as s:
@@ -35,4 +38,21 @@ def free_port(host: str = "127.0.0.1") -> int:
                 continue
         _GIVEN.add(port)
         return port
-    raise OSError(f"no free port below the ephemeral range ({ephemeral}) on {host}")
+    raise OSError(f"no free port in {low}-{high - 1} (below the ephemeral range) on {host}")
+
+
+def _share(low: int, high: int) -> tuple[int, int]:
+    """This process's share of ``low``-``high``: under pytest-xdist (``PYTEST_XDIST_WORKER``
+    ``gwN`` of ``PYTEST_XDIST_WORKER_COUNT``; its child processes inherit both) the N-th of as
+    many equal slices, so that two workers never hand out the same port between a test's choice
+    and its listener's bind; the whole range otherwise."""
+    worker = re.fullmatch(r"gw(\d+)", os.environ.get("PYTEST_XDIST_WORKER", ""))
+    try:
+        count = int(os.environ.get("PYTEST_XDIST_WORKER_COUNT", ""))
+    except ValueError:
+        return low, high
+    if worker is None or count < 1 or int(worker[1]) >= count:
+        return low, high
+    size = (high - low) // count
+    start = low + int(worker[1]) * size
+    return start, start + size
