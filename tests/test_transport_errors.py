@@ -14,6 +14,7 @@ import pytest
 
 from servicebroker import Broker, TransportSettings
 from servicebroker.dialogs import ERROR, parse_error_body
+from servicebroker.testing.waiting import eventually
 from servicebroker.transport.adjacent import AckReceived, Event, FragmentReceived
 from servicebroker.transport.arrival import SEND_PERMISSION_REFUSED_CODE
 from servicebroker.transport.peer import PeerConnection
@@ -28,7 +29,6 @@ from .transport_sites import (
     TARGET,
     Site,
     connect,
-    eventually,
     receive_all,
     shop_and_warehouse,
 )

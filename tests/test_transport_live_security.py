@@ -13,6 +13,7 @@ from cryptography import x509
 from cryptography.hazmat.primitives import serialization
 
 from servicebroker import Broker
+from servicebroker.testing.waiting import eventually
 from servicebroker.transport.certificates import (
     granted_by,
     load_certificate_file,
@@ -27,7 +28,6 @@ from .transport_sites import (
     TARGET,
     Site,
     connect,
-    eventually,
     first_status,
     receive_all,
     shop_and_warehouse,
