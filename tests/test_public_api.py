@@ -27,6 +27,7 @@ def test_all_names_the_public_surface() -> None:
         "BrokerError",
         "CatalogError",
         "CertificateError",
+        "ClockError",
         "RouteChoice",
         "ConversationError",
         "DatabaseUnavailableError",
