@@ -94,7 +94,7 @@ print(sum(m.message_type_name == END_DIALOG for m in got))
     assert done.returncode == 0, done.stderr[-3000:]
     receipts, ended = done.stdout.splitlines()[-2:]
     assert receipts == str(['{"sku": "A-1"}', '{"sku": "B-7"}', '{"sku": "C-3"}'])
-    assert ended == "2"  # alice's dialog and bob's
+    assert ended == "3"  # each customer's dialog, answered and ended
 
 
 def test_the_command_line_example_runs(tmp_path: Path) -> None:
