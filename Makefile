@@ -46,7 +46,7 @@ typecheck: $(STAMP)
 # The suite runs in TEST_WORKERS processes (pytest-xdist), handed two tests at a time in the
 # order tests/conftest.py gives (the long scenarios first); `make unit TEST_WORKERS=0` runs it
 # in this one process.
-TEST_WORKERS ?= 4
+TEST_WORKERS ?= 2
 unit: $(STAMP) fault-tools browser
 	env $(JAVA_ENV) $(SPARK_ENV) $(BIN)/pytest -n $(TEST_WORKERS) --dist load --maxschedchunk 2 $(ARGS)
 

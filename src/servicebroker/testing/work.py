@@ -71,16 +71,17 @@ class SimulatedWork:
 
     def settle(self, limit: float = 20.0) -> tuple[int, int]:
         """Wait (real time, only to synchronise) until every running procedure is blocked —
-        sleeping in simulated work or waiting in RECEIVE — five looks in a row (on a loaded
-        machine a thread between its commit and its next RECEIVE can go unscheduled for
-        several milliseconds); record and return (running, waiting).
+        sleeping in simulated work or waiting in RECEIVE — for ten looks in a row 2 ms apart
+        (on a loaded machine, a test run beside others, a thread between its commit and its
+        next RECEIVE can go unscheduled for several milliseconds); record and return (running,
+        waiting).
 
         Raises:
             TimeoutError: not settled within ``limit`` real seconds.
         """
         end = time.monotonic() + limit
         stable = 0
-        while stable < 5:
+        while stable < 10:
             self.broker.tasks.drain()
             running, waiting = self.readers()
             blocked = self.sleeping() + waiting
