@@ -87,7 +87,7 @@ class ManualClock:
     """
 
     def __init__(self, start: float = 1_700_000_000.0) -> None:
-        self._now = _finite_seconds(start, "ManualClock start")
+        self._now = check_seconds(start, "ManualClock start", error=ClockError)
         self._lock = threading.Lock()
         self._listeners: list[Listener] = []
 
@@ -103,20 +103,16 @@ class ManualClock:
         Raises:
             ClockError: ``seconds`` is not a number, or negative, NaN or infinite.
         """
-        seconds = _finite_seconds(seconds, "ManualClock.advance")
-        if seconds < 0:
-            raise ClockError(
-                f"ManualClock.advance needs a finite number of seconds >= 0, got {seconds!r}"
-            )
+        seconds = check_seconds(seconds, "ManualClock.advance", error=ClockError)
         return self.set(self._now + seconds)
 
     def set(self, when: float) -> float:
         """Move the clock to ``when`` (seconds since the epoch; never backwards) and notify.
 
         Raises:
-            ClockError: ``when`` is not a finite number, or before the clock's time.
+            ClockError: ``when`` is not a finite number >= 0, or before the clock's time.
         """
-        when = _finite_seconds(when, "ManualClock.set")
+        when = check_seconds(when, "ManualClock.set", error=ClockError)
         with self._lock:
             if when < self._now:
                 raise ClockError(f"ManualClock cannot go back from {self._now!r} to {when!r}")
@@ -143,17 +139,13 @@ class ManualClock:
         return float("inf")
 
 
-def _finite_seconds(value: object, what: str) -> float:
-    """``value`` as a finite float (``bool`` refused), or :class:`ClockError` naming ``what``."""
-    if isinstance(value, bool) or not isinstance(value, int | float):
-        raise ClockError(f"{what} needs a finite number of seconds, got {value!r}")
-    if not math.isfinite(value):
-        raise ClockError(f"{what} needs a finite number of seconds, got {value!r}")
-    return float(value)
-
-
 def check_seconds(
-    value: object, what: str, *, allow_zero: bool = True, maximum: float | None = None
+    value: object,
+    what: str,
+    *,
+    allow_zero: bool = True,
+    maximum: float | None = None,
+    error: type[BrokerError] = BrokerError,
 ) -> float:
     """``value`` as a finite number of seconds (a duration on the broker's clock: a time-out, a
     LIFETIME, a timer, a setting), as ``float``.
@@ -163,18 +155,19 @@ def check_seconds(
         what: names the argument or setting in the error, e.g. ``"lock_timeout"``.
         allow_zero: whether 0 is accepted (``False``: it must be > 0, as a LIFETIME, DLG-1).
         maximum: the largest value accepted, if any (a documented limit: docs/limits.md).
+        error: the class raised (a :class:`BrokerError`; :class:`ClockError` for the clock).
 
     Raises:
-        BrokerError: not a number, NaN, infinite, negative, 0 where ``allow_zero`` is False,
+        BrokerError (or ``error``): not a number, NaN, infinite, negative, 0 where ``allow_zero`` is False,
             or above ``maximum``.
     """
     if isinstance(value, bool) or not isinstance(value, int | float) or math.isnan(value):
-        raise BrokerError(f"{what} must be a number of seconds, got {value!r}")
+        raise error(f"{what} must be a number of seconds, got {value!r}")
     if value < 0 or (value == 0 and not allow_zero) or math.isinf(value):
-        raise BrokerError(
+        raise error(
             f"{what} must be a finite number of seconds {'>=' if allow_zero else '>'} 0, "
             f"got {value!r}"
         )
     if maximum is not None and value > maximum:
-        raise BrokerError(f"{what} must be at most {maximum:.12g} seconds, got {value!r}")
+        raise error(f"{what} must be at most {maximum:.12g} seconds, got {value!r}")
     return float(value)
