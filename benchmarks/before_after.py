@@ -1,5 +1,5 @@
 """One benchmark run on two versions of the project, side by side in one run: a commit
-(``--before``, default ``main``'s previous landing: ``HEAD~1``) checked out into a temporary
+(``--before``, default ``HEAD~1``) checked out into a temporary
 git worktree, and this working tree. Each round runs the benchmark script of each version with
 that version's source first on ``PYTHONPATH`` (the same venv, the same machine, the same
 arguments), before then after, alternating so that a machine getting busier or quieter weighs
