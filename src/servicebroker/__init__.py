@@ -36,9 +36,11 @@ from .errors import (
     StreamClaimError,
     TransactionError,
     TransportError,
+    TSqlError,
 )
 from .messages import Message
 from .transport.settings import TransportSettings
+from .tsql import Instance
 
 __all__ = [
     "DIALOG_TIMER",
@@ -57,6 +59,7 @@ __all__ = [
     "DeadlockError",
     "DialogSecurityError",
     "FramingError",
+    "Instance",
     "IntegrityConflict",
     "LockTimeoutError",
     "ManualClock",
@@ -71,6 +74,7 @@ __all__ = [
     "StorageIOError",
     "StreamClaimError",
     "SystemClock",
+    "TSqlError",
     "Transaction",
     "TransactionError",
     "TransportError",

@@ -28,6 +28,7 @@ __all__ = [
     "StorageFullError",
     "StorageIOError",
     "StreamClaimError",
+    "TSqlError",
     "TransactionError",
     "TransportError",
 ]
@@ -205,3 +206,41 @@ class DialogSecurityError(TransportError):
     wrapped or unwrapped, a signature that does not verify, a certificate missing or expired, or
     a sealed body that fails its integrity check. The message is not delivered; the text says
     what failed and names the certificate or conversation."""
+
+
+class TSqlError(BrokerError):
+    """A T-SQL statement failed as SQL Server fails it (``servicebroker sqlcmd``,
+    :meth:`servicebroker.Instance.execute`): SQL Server's error ``number`` and text, its
+    ``severity`` (level: 11–16 the statement's or the batch's error, 20 and above fatal to the
+    session), ``state``, the batch ``line`` and the stored ``procedure`` it was raised in
+    (``None`` outside one). ``str()`` is the message text alone; :meth:`sqlcmd_text` is the
+    ``Msg N, Level L, State S, …`` form sqlcmd prints."""
+
+    def __init__(
+        self,
+        number: int,
+        message: str,
+        *,
+        severity: int = 16,
+        state: int = 1,
+        line: int = 1,
+        procedure: str | None = None,
+    ) -> None:
+        super().__init__(message)
+        self.number = number
+        self.message = message
+        self.severity = severity
+        self.state = state
+        self.line = line
+        self.procedure = procedure
+
+    def sqlcmd_text(self, server: str = "") -> str:
+        """The two lines sqlcmd prints for this error: ``Msg N, Level L, State S, [Server S,]
+        [Procedure P, ]Line L`` and the message."""
+        where = f"Server {server}, " if server else ""
+        if self.procedure:
+            where += f"Procedure {self.procedure}, "
+        return (
+            f"Msg {self.number}, Level {self.severity}, State {self.state}, {where}"
+            f"Line {self.line}\n{self.message}"
+        )

@@ -1,6 +1,6 @@
 """The ``servicebroker`` command line (click): init, ddl, certificate, send, receive, peek,
 status (``cli/database.py``), send, receive, peek (``cli/messages.py``), serve, activator, demo
-(``cli/programs.py``); console (the web console, ``console/command.py``), diagnose
+(``cli/programs.py``), sqlcmd (T-SQL, ``cli/sqlcmd.py``); console (the web console, ``console/command.py``), diagnose
 (``diagnose/command.py``) and metrics (``metrics/command.py``) are registered here.
 
 Every command takes ``--url`` (default: ``servicebroker.db`` in the current folder; also the
@@ -22,6 +22,7 @@ from ..metrics.command import metrics
 from .database import certificate, ddl, init, status
 from .messages import peek, receive, send
 from .programs import activator, demo, serve
+from .sqlcmd import sqlcmd
 
 __all__ = ["main"]
 
@@ -66,7 +67,19 @@ def main() -> None:
     logging.getLogger("psycopg.pool").setLevel(logging.ERROR)
 
 
-for _command in (init, certificate, ddl, send, receive, peek, status, serve, activator, demo):
+for _command in (
+    init,
+    certificate,
+    ddl,
+    send,
+    receive,
+    peek,
+    status,
+    serve,
+    activator,
+    demo,
+    sqlcmd,
+):
     main.add_command(_command)
 main.add_command(console_command)
 main.add_command(diagnose)

@@ -1,4 +1,4 @@
-"""The Service Broker DDL in its T-SQL form, parsed (lark, grammar in ``grammar.lark``) into
+"""The Service Broker DDL in its T-SQL form, parsed (:mod:`servicebroker.syntax`) into
 statement records that :mod:`.run` runs against the broker (docs/ddl.md).
 
 The statements: CREATE / ALTER / DROP MESSAGE TYPE, CREATE / DROP CONTRACT, CREATE / ALTER /
@@ -16,21 +16,15 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass, field
-from importlib import resources
 from typing import Any
 
-from lark import Lark, Token, Transformer, Tree, UnexpectedInput
+from lark import Token, Transformer, Tree, UnexpectedInput
 from lark.exceptions import UnexpectedToken, VisitError
 
 from ..errors import CatalogError
+from ..syntax import parse
 
-__all__ = ["DdlStatement", "parse_ddl"]
-
-_PARSER = Lark(
-    resources.files(__package__).joinpath("grammar.lark").read_text(encoding="utf-8"),
-    parser="lalr",
-    propagate_positions=True,
-)
+__all__ = ["DDL_RULES", "DdlStatement", "ddl_statement", "parse_ddl"]
 
 VALIDATION_NAMES = ("NONE", "EMPTY", "WELL_FORMED_XML", "JSON")
 """VALIDATION = … values accepted (JSON is this broker's own, DLG-3)."""
@@ -501,7 +495,7 @@ def parse_ddl(text: str) -> list[DdlStatement]:
     if not isinstance(text, str):
         raise CatalogError(f"DDL must be a string, got {type(text).__name__}")
     try:
-        tree = _PARSER.parse(text)
+        tree = parse(text, "start")
     except UnexpectedInput as exc:
         raise _syntax_error(text, exc) from None
     statements = []
@@ -514,18 +508,34 @@ def parse_ddl(text: str) -> list[DdlStatement]:
                     f"line (it separates batches; it is not a statement)"
                 )
             continue
-        try:
-            statements.append(_statement(child, text))
-        except (_Refused, VisitError) as exc:
-            refused = exc.orig_exc if isinstance(exc, VisitError) else exc
-            if not isinstance(refused, _Refused):
-                raise
-            tok = refused.token
-            at = tok if tok is not None and tok.line is not None else child.meta
-            line, column = at.line, at.column
-            head = " ".join(text[child.meta.start_pos : child.meta.end_pos].split())[:60]
-            raise CatalogError(f"line {line}, column {column}: {refused} (in: {head})") from None
+        statements.append(ddl_statement(child, text))
     return statements
+
+
+DDL_RULES = frozenset(_STATEMENTS)
+"""The grammar's rule names that are Service Broker DDL statements (what
+:func:`ddl_statement` builds)."""
+
+
+def ddl_statement(tree: Tree[Token], text: str) -> DdlStatement:
+    """The statement record of one DDL statement's parse ``tree`` (a rule of
+    :data:`DDL_RULES`, from :func:`servicebroker.syntax.parse`) in the source ``text``.
+
+    Raises:
+        CatalogError: a value this broker refuses, naming the line, the column and the
+            statement.
+    """
+    try:
+        return _statement(tree, text)
+    except (_Refused, VisitError) as exc:
+        refused = exc.orig_exc if isinstance(exc, VisitError) else exc
+        if not isinstance(refused, _Refused):
+            raise
+        tok = refused.token
+        at = tok if tok is not None and tok.line is not None else tree.meta
+        line, column = at.line, at.column
+        head = " ".join(text[tree.meta.start_pos : tree.meta.end_pos].split())[:60]
+        raise CatalogError(f"line {line}, column {column}: {refused} (in: {head})") from None
 
 
 # -- syntax errors ---------------------------------------------------------------------

@@ -1,0 +1,561 @@
+"""One T-SQL batch's text → typed statement nodes (:mod:`.nodes`), through the one T-SQL grammar
+(:mod:`servicebroker.syntax`); Service Broker DDL statements are built by the DDL parser
+(:func:`servicebroker.ddl.parser.ddl_statement`), so a statement reads the same in
+``execute_ddl`` and in a batch.
+
+A syntax error is SQL Server's Msg 102 ("Incorrect syntax near 'x'.") or, at a keyword, Msg 156
+("Incorrect syntax near the keyword 'x'."), level 15, with the batch line.
+"""
+
+from __future__ import annotations
+
+from decimal import Decimal
+
+from lark import Token, Tree, UnexpectedInput
+from lark.exceptions import UnexpectedCharacters, UnexpectedToken
+
+from ..ddl.parser import DDL_RULES, ddl_statement
+from ..errors import CatalogError, TSqlError
+from ..syntax import parse
+from . import nodes as n
+from .types import BIGINT, DECIMAL, INT, SqlType, parse_type
+
+__all__ = ["build_batch", "name_of", "string_of"]
+
+
+def build_batch(text: str) -> list[n.Statement]:
+    """The statements of one batch (GO already split off).
+
+    Raises:
+        TSqlError: a syntax error (Msg 102 / 156, level 15); a DDL value this broker refuses
+            (Msg 102 with the DDL parser's text); an unknown type name (Msg 2715).
+    """
+    try:
+        tree = parse(text, "batch")
+    except UnexpectedInput as exc:
+        raise _syntax_error(text, exc) from None
+    return [_Builder(text).statement(child) for child in tree.children if isinstance(child, Tree)]
+
+
+_KEYWORD_TYPES = {"ON", "OFF", "DEFAULT", "ANY", "ALL", "CATCH", "GO"}
+
+
+def _syntax_error(text: str, exc: UnexpectedInput) -> TSqlError:
+    if isinstance(exc, UnexpectedToken) and exc.token.type == "$END":
+        words = text.rstrip().split()
+        near = words[-1] if words else ""
+        last = text.rstrip().count("\n") + 1
+        return TSqlError(102, f"Incorrect syntax near '{near}'.", severity=15, line=last)
+    line: int = exc.line if isinstance(exc.line, int) and exc.line > 0 else 1
+    pos: int = exc.pos_in_stream if isinstance(exc.pos_in_stream, int) else 0
+    if isinstance(exc, UnexpectedToken):
+        token = exc.token
+        word = str(token)
+        if (
+            token.type.startswith("_")
+            or token.type in _KEYWORD_TYPES
+            or (
+                token.type.isupper()
+                and token.type not in ("IDENT", "STRING", "INT", "BRACKETED")
+                and word.isalpha()
+            )
+        ):
+            return TSqlError(
+                156, f"Incorrect syntax near the keyword '{word}'.", severity=15, line=line
+            )
+        return TSqlError(102, f"Incorrect syntax near '{word}'.", severity=15, line=line)
+    if isinstance(exc, UnexpectedCharacters):
+        near = text[pos : pos + 1]
+        if near == "'":
+            return TSqlError(
+                105,
+                f"Unclosed quotation mark after the character string '{text[pos + 1 :]}'.",
+                severity=15,
+                line=line,
+            )
+        if near == "[":
+            return TSqlError(
+                105,
+                f"Unclosed quotation mark after the character string '{text[pos + 1 :]}'.",
+                severity=15,
+                line=line,
+            )
+        return TSqlError(102, f"Incorrect syntax near '{near}'.", severity=15, line=line)
+    return TSqlError(102, "Incorrect syntax.", severity=15, line=line)
+
+
+def name_of(token: Token | Tree[Token]) -> str:
+    """A name as T-SQL reads it: ``[a]]b]`` is ``a]b``, ``"a"`` is ``a``."""
+    if isinstance(token, Tree):
+        token = token.children[0]
+    assert isinstance(token, Token)
+    text = str(token)
+    if token.type == "BRACKETED":
+        return text[1:-1].replace("]]", "]")
+    if token.type == "QUOTED":
+        return text[1:-1].replace('""', '"')
+    return text
+
+
+def string_of(token: Token) -> str:
+    """A string literal's text (``N'…'`` or ``'…'``, doubled quotes undone)."""
+    text = str(token)
+    if text[:1] in "nN":
+        text = text[1:]
+    return text[1:-1].replace("''", "'")
+
+
+def _line(tree: Tree[Token]) -> int:
+    return tree.meta.line if not tree.meta.empty else 1
+
+
+class _Builder:
+    """Parse tree → nodes for one batch's ``text``."""
+
+    def __init__(self, text: str) -> None:
+        self.text = text
+
+    # -- statements ------------------------------------------------------------------------
+    def statement(self, tree: Tree[Token]) -> n.Statement:
+        rule = str(tree.data)
+        line = _line(tree)
+        if rule == "use":
+            return n.Use(line, name_of(tree.children[0]))
+        if rule in DDL_RULES:
+            try:
+                return n.Ddl(line, ddl_statement(tree, self.text))
+            except CatalogError as exc:
+                raise TSqlError(102, str(exc), severity=15, line=line) from None
+        method = getattr(self, "s_" + rule, None)
+        if method is None:  # a grammar rule without a builder is a defect of this module
+            raise AssertionError(f"no node for statement rule {rule}")
+        result: n.Statement = method(tree, line)
+        return result
+
+    def body(self, children: list[Tree[Token] | Token]) -> tuple[n.Statement, ...]:
+        return tuple(self.statement(c) for c in children if isinstance(c, Tree))
+
+    def s_declare(self, tree: Tree[Token], line: int) -> n.Declare:
+        items = []
+        for decl in tree.children:
+            assert isinstance(decl, Tree)
+            var, type_tree, *value = decl.children
+            assert isinstance(type_tree, Tree)
+            items.append(
+                (str(var), self.data_type(type_tree), self.expr(value[0]) if value else None)
+            )
+        return n.Declare(line, tuple(items))
+
+    def s_set_variable(self, tree: Tree[Token], line: int) -> n.SetVariable:
+        var, op, value = tree.children
+        return n.SetVariable(line, str(var), str(op), self.expr(value))
+
+    def s_set_option(self, tree: Tree[Token], line: int) -> n.SetOption:
+        words = [str(c).upper() for c in tree.children]
+        return n.SetOption(line, tuple(words[:-1]), words[-1])
+
+    def s_select_statement(self, tree: Tree[Token], line: int) -> n.Select:
+        return n.Select(line, self.select_core(tree.children[0]))  # type: ignore[arg-type]
+
+    def s_if_statement(self, tree: Tree[Token], line: int) -> n.If:
+        cond, then, *otherwise = tree.children
+        return n.If(
+            line,
+            self.cond(cond),
+            self.statement(then),  # type: ignore[arg-type]
+            self.statement(otherwise[0]) if otherwise else None,  # type: ignore[arg-type]
+        )
+
+    def s_while_statement(self, tree: Tree[Token], line: int) -> n.While:
+        cond, body = tree.children
+        return n.While(line, self.cond(cond), self.statement(body))  # type: ignore[arg-type]
+
+    def s_break_statement(self, tree: Tree[Token], line: int) -> n.Break:
+        return n.Break(line)
+
+    def s_continue_statement(self, tree: Tree[Token], line: int) -> n.Continue:
+        return n.Continue(line)
+
+    def s_return_statement(self, tree: Tree[Token], line: int) -> n.Return:
+        return n.Return(line, self.expr(tree.children[0]) if tree.children else None)
+
+    def s_block(self, tree: Tree[Token], line: int) -> n.Block:
+        return n.Block(line, self.body(tree.children))
+
+    def s_try_catch(self, tree: Tree[Token], line: int) -> n.TryCatch:
+        children = list(tree.children)
+        split = next(
+            i for i, c in enumerate(children) if isinstance(c, Token) and c.type == "CATCH"
+        )
+        return n.TryCatch(line, self.body(children[:split]), self.body(children[split + 1 :]))
+
+    def s_print_statement(self, tree: Tree[Token], line: int) -> n.Print:
+        return n.Print(line, self.expr(tree.children[0]))
+
+    def s_raiserror(self, tree: Tree[Token], line: int) -> n.RaisError:
+        exprs = [
+            self.expr(c) for c in tree.children if not (isinstance(c, Token) and c.type == "IDENT")
+        ]
+        options = tuple(
+            str(c).upper() for c in tree.children if isinstance(c, Token) and c.type == "IDENT"
+        )
+        return n.RaisError(line, exprs[0], exprs[1], exprs[2], tuple(exprs[3:]), options)
+
+    def s_throw(self, tree: Tree[Token], line: int) -> n.Throw:
+        if not tree.children:
+            return n.Throw(line)
+        number, message, state = (self.expr(c) for c in tree.children)
+        return n.Throw(line, number, message, state)
+
+    def s_waitfor_delay(self, tree: Tree[Token], line: int) -> n.WaitforDelay:
+        kind, value = tree.children
+        return n.WaitforDelay(line, str(kind).upper(), self.expr(value))
+
+    def _tran_name(self, tree: Tree[Token]) -> str | None:
+        for c in tree.children:
+            if isinstance(c, Tree):
+                first = c.children[0]
+                return str(first) if c.data == "variable" else name_of(c)
+        return None
+
+    def s_begin_tran(self, tree: Tree[Token], line: int) -> n.BeginTran:
+        return n.BeginTran(line, self._tran_name(tree))
+
+    def s_commit_tran(self, tree: Tree[Token], line: int) -> n.CommitTran:
+        return n.CommitTran(line)
+
+    def s_rollback_tran(self, tree: Tree[Token], line: int) -> n.RollbackTran:
+        return n.RollbackTran(line, self._tran_name(tree))
+
+    def s_save_tran(self, tree: Tree[Token], line: int) -> n.SaveTran:
+        return n.SaveTran(line, self._tran_name(tree) or "")
+
+    def s_create_database(self, tree: Tree[Token], line: int) -> n.CreateDatabase:
+        return n.CreateDatabase(line, name_of(tree.children[0]))
+
+    def s_drop_database(self, tree: Tree[Token], line: int) -> n.DropDatabase:
+        names = tuple(name_of(c) for c in tree.children if isinstance(c, Tree) and c.data == "name")
+        if_exists = any(isinstance(c, Tree) and c.data == "if_exists" for c in tree.children)
+        return n.DropDatabase(line, names, if_exists)
+
+    def s_begin_dialog(self, tree: Tree[Token], line: int) -> n.BeginDialog:
+        variable = str(tree.children[0])
+        names = [c for c in tree.children if isinstance(c, Tree) and c.data == "name"]
+        exprs = [
+            c
+            for c in tree.children[1:]
+            if isinstance(c, Tree | Token)
+            and not (isinstance(c, Tree) and c.data in ("name", "dialog_options"))
+            and not (isinstance(c, Token) and c.type == "ON")
+        ]
+        contract = name_of(names[1]) if len(names) > 1 else None
+        options: list[tuple[str, n.Expr]] = []
+        encryption = True
+        for c in tree.children:
+            if isinstance(c, Tree) and c.data == "dialog_options":
+                for option in c.children:
+                    assert isinstance(option, Tree)
+                    if option.data == "dialog_encryption":
+                        encryption = str(option.children[0].children[0]).upper() == "ON"  # type: ignore[union-attr]
+                    else:
+                        key, value = option.children
+                        options.append((str(key).upper(), self.expr(value)))
+        return n.BeginDialog(
+            line,
+            variable,
+            name_of(names[0]),
+            self.expr(exprs[0]),
+            self.expr(exprs[1]) if len(exprs) > 1 else None,
+            contract,
+            tuple(options),
+            encryption,
+        )
+
+    def s_send(self, tree: Tree[Token], line: int) -> n.Send:
+        children = [c for c in tree.children if not (isinstance(c, Token) and c.type == "ON")]
+        handles_tree = children[0]
+        assert isinstance(handles_tree, Tree)
+        handles = tuple(self.expr(c) for c in handles_tree.children)
+        message_type = None
+        body = None
+        for c in children[1:]:
+            if isinstance(c, Tree) and c.data == "name":
+                message_type = name_of(c)
+            else:
+                body = self.expr(c)
+        return n.Send(line, handles, message_type, body)
+
+    def s_receive_statement(self, tree: Tree[Token], line: int) -> n.Receive:
+        receive = tree.children[0]
+        assert isinstance(receive, Tree)
+        waitfor = (
+            len(tree.children) > 1
+            or self.text[tree.meta.start_pos :].lstrip()[:7].upper() == "WAITFOR"
+        )
+        timeout = None
+        if len(tree.children) > 1:
+            timeout_tree = tree.children[1]
+            assert isinstance(timeout_tree, Tree)
+            timeout = self.expr(timeout_tree.children[0])
+        top = None
+        items: tuple[n.SelectItem, ...] = ()
+        queue: tuple[str, ...] = ()
+        into = None
+        where = None
+        for c in receive.children:
+            assert isinstance(c, Tree)
+            if c.data == "top":
+                top = self.top(c)
+            elif c.data == "select_list":
+                items = self.select_list(c)
+            elif c.data == "qname":
+                queue = self.qname(c)
+            elif c.data == "into_table":
+                into = str(c.children[0])
+            elif c.data == "where_clause":
+                where = self.cond(c.children[0])
+        return n.Receive(line, items, queue, top, into, where, waitfor, timeout)
+
+    def s_get_group_statement(self, tree: Tree[Token], line: int) -> n.GetConversationGroup:
+        get = tree.children[0]
+        assert isinstance(get, Tree)
+        waitfor = self.text[tree.meta.start_pos :].lstrip()[:7].upper() == "WAITFOR"
+        timeout = None
+        if len(tree.children) > 1:
+            timeout_tree = tree.children[1]
+            assert isinstance(timeout_tree, Tree)
+            timeout = self.expr(timeout_tree.children[0])
+        variable, queue = get.children
+        return n.GetConversationGroup(line, str(variable), self.qname(queue), waitfor, timeout)  # type: ignore[arg-type]
+
+    def s_end_conversation(self, tree: Tree[Token], line: int) -> n.EndConversation:
+        handle = self.expr(tree.children[0])
+        if len(tree.children) == 1:
+            return n.EndConversation(line, handle)
+        option = tree.children[1]
+        assert isinstance(option, Tree)
+        if option.data == "end_with_cleanup":
+            return n.EndConversation(line, handle, cleanup=True)
+        error, description = (self.expr(c) for c in option.children)
+        return n.EndConversation(line, handle, error, description)
+
+    def s_begin_timer(self, tree: Tree[Token], line: int) -> n.BeginTimer:
+        handle, timeout = (self.expr(c) for c in tree.children)
+        return n.BeginTimer(line, handle, timeout)
+
+    def s_move_conversation(self, tree: Tree[Token], line: int) -> n.MoveConversation:
+        handle, group = (self.expr(c) for c in tree.children)
+        return n.MoveConversation(line, handle, group)
+
+    # -- queries ---------------------------------------------------------------------------
+    def qname(self, tree: Tree[Token]) -> tuple[str, ...]:
+        return tuple(name_of(c) for c in tree.children if isinstance(c, Tree))
+
+    def top(self, tree: Tree[Token]) -> n.Expr:
+        return self.expr(tree.children[0])
+
+    def select_list(self, tree: Tree[Token]) -> tuple[n.SelectItem, ...]:
+        items: list[n.SelectItem] = []
+        for item in tree.children:
+            assert isinstance(item, Tree)
+            if item.data == "assign_item":
+                var, value = item.children
+                items.append(n.Assign(str(var), self.expr(value)))
+            elif item.data == "star_item":
+                items.append(n.Star())
+            else:
+                expr = self.expr(item.children[0])
+                alias = None
+                if len(item.children) > 1:
+                    a = item.children[1]
+                    alias = string_of(a) if isinstance(a, Token) else name_of(a)
+                items.append(n.ExprItem(expr, alias))
+        return tuple(items)
+
+    def select_core(self, tree: Tree[Token]) -> n.SelectCore:
+        items: tuple[n.SelectItem, ...] = ()
+        source = None
+        alias = None
+        where = None
+        top = None
+        distinct = False
+        group_by: tuple[n.Expr, ...] = ()
+        order_by: list[tuple[n.Expr, bool]] = []
+        for c in tree.children:
+            assert isinstance(c, Tree)
+            if c.data == "select_list":
+                items = self.select_list(c)
+            elif c.data == "distinct":
+                distinct = True
+            elif c.data == "top":
+                top = self.top(c)
+            elif c.data == "from_clause":
+                ref = c.children[0]
+                assert isinstance(ref, Tree)
+                source = self.qname(ref.children[0])  # type: ignore[arg-type]
+                if len(ref.children) > 1:
+                    alias = name_of(ref.children[1])
+            elif c.data == "where_clause":
+                where = self.cond(c.children[0])
+            elif c.data == "group_by":
+                group_by = tuple(self.expr(e) for e in c.children)
+            elif c.data == "order_by":
+                for item in c.children:
+                    assert isinstance(item, Tree)
+                    descending = len(item.children) > 1 and str(item.children[1]).upper() == "DESC"
+                    order_by.append((self.expr(item.children[0]), descending))
+        return n.SelectCore(items, source, alias, where, top, distinct, group_by, tuple(order_by))
+
+    def data_type(self, tree: Tree[Token]) -> SqlType:
+        name = name_of(tree.children[0])
+        size = None
+        scale = None
+        if len(tree.children) > 1:
+            size_tree = tree.children[1]
+            assert isinstance(size_tree, Tree)
+            size = str(size_tree.children[0])
+        if len(tree.children) > 2:
+            scale = int(str(tree.children[2]))
+        try:
+            return parse_type(name, size, scale)
+        except KeyError:
+            raise TSqlError(
+                2715,
+                f"Column, parameter, or variable #0: Cannot find data type {name}.",
+                line=_line(tree),
+            ) from None
+        except ValueError:
+            raise TSqlError(
+                131,
+                f"The size ({size}) given to the type '{name.lower()}' exceeds the maximum allowed for any data type (8000).",
+                severity=15,
+                line=_line(tree),
+            ) from None
+
+    # -- expressions -----------------------------------------------------------------------
+    def expr(self, node: Tree[Token] | Token) -> n.Expr:
+        if isinstance(node, Token):  # a bare VARIABLE where the grammar inlines it
+            if node.type == "VARIABLE":
+                return n.Variable(str(node))
+            raise AssertionError(f"unexpected token {node.type}")
+        rule = str(node.data)
+        c = node.children
+        if rule == "string":
+            token = c[0]
+            assert isinstance(token, Token)
+            unicode_ = str(token)[:1] in "nN"
+            text = string_of(token)
+            return n.Literal(
+                text, SqlType("NVARCHAR" if unicode_ else "VARCHAR", max(len(text), 1))
+            )
+        if rule == "integer":
+            value = int(str(c[0]))
+            return n.Literal(value, INT if value < 2**31 else BIGINT if value < 2**63 else DECIMAL)
+        if rule == "decimal":
+            text = str(c[0])
+            value_d = Decimal(text)
+            scale = len(text.split(".", 1)[1]) if "." in text else 0
+            return n.Literal(value_d, SqlType("DECIMAL", 38, scale))
+        if rule == "binary":
+            digits = str(c[0])[2:]
+            if len(digits) % 2:
+                digits = "0" + digits
+            data = bytes.fromhex(digits)
+            return n.Literal(data, SqlType("VARBINARY", max(len(data), 1)))
+        if rule == "null":
+            return n.Literal(None, INT)
+        if rule == "variable":
+            return n.Variable(str(c[0]))
+        if rule == "global_variable":
+            return n.GlobalVariable(str(c[0])[2:].upper())
+        if rule == "column":
+            return n.Column(self.path(c[0]))  # type: ignore[arg-type]
+        if rule == "function_call":
+            path = self.path(c[0])  # type: ignore[arg-type]
+            args: tuple[n.Expr, ...] = ()
+            star = False
+            if len(c) > 1:
+                if isinstance(c[1], Token) and c[1].type == "STAR":
+                    star = True
+                else:
+                    args = tuple(self.expr(a) for a in c[1].children)  # type: ignore[union-attr]
+            if len(path) > 1 and path[-1].lower() in ("value", "query", "exist", "nodes", "modify"):
+                target: n.Expr = (
+                    n.Variable(path[0]) if path[0].startswith("@") else n.Column(path[:-1])
+                )
+                return n.FunctionCall(path[-1].upper(), args, target=target)
+            return n.FunctionCall(path[-1].upper(), args, star)
+        if rule in ("cast", "try_cast"):
+            return n.Cast(self.expr(c[0]), self.data_type(c[1]), try_=rule == "try_cast")  # type: ignore[arg-type]
+        if rule in ("convert", "try_convert"):
+            style = self.expr(c[2]) if len(c) > 2 else None
+            return n.Cast(self.expr(c[1]), self.data_type(c[0]), style, try_=rule == "try_convert")  # type: ignore[arg-type]
+        if rule in ("add", "subtract", "multiply", "divide", "modulo"):
+            op = {"add": "+", "subtract": "-", "multiply": "*", "divide": "/", "modulo": "%"}[rule]
+            return n.Binary(op, self.expr(c[0]), self.expr(c[1]))
+        if rule == "negate":
+            return n.Negate(self.expr(c[0]))
+        if rule == "unary":  # "+" expr
+            return self.expr(c[0])
+        if rule == "simple_case":
+            operand = self.expr(c[0])
+            whens = tuple(
+                (self.expr(w.children[0]), self.expr(w.children[1]))
+                for w in c[1:]
+                if isinstance(w, Tree) and w.data == "simple_when"
+            )
+            return n.Case(operand, whens, self._else(c))
+        if rule == "searched_case":
+            whens_c = tuple(
+                (self.cond(w.children[0]), self.expr(w.children[1]))
+                for w in c
+                if isinstance(w, Tree) and w.data == "searched_when"
+            )
+            return n.Case(None, whens_c, self._else(c))
+        if rule == "subquery":
+            return n.Subquery(self.select_core(c[0]))  # type: ignore[arg-type]
+        if rule == "select_core":
+            return n.Subquery(self.select_core(node))
+        raise AssertionError(f"no node for expression rule {rule}")
+
+    def _else(self, children: list[Tree[Token] | Token]) -> n.Expr | None:
+        for w in children:
+            if isinstance(w, Tree) and w.data == "case_else":
+                return self.expr(w.children[0])
+        return None
+
+    def path(self, tree: Tree[Token]) -> tuple[str, ...]:
+        return tuple(name_of(c) for c in tree.children)
+
+    def cond(self, node: Tree[Token] | Token) -> n.Cond:
+        assert isinstance(node, Tree)
+        rule = str(node.data)
+        c = node.children
+        if rule == "compare":
+            op = str(c[1])
+            return n.Compare(op, self.expr(c[0]), self.expr(c[2]))
+        if rule == "equal":
+            return n.Compare("=", self.expr(c[0]), self.expr(c[1]))
+        if rule in ("or_cond", "and_cond"):
+            return n.Logical("OR" if rule == "or_cond" else "AND", self.cond(c[0]), self.cond(c[1]))
+        if rule == "not_cond":
+            return n.Not(self.cond(c[0]))
+        if rule in ("is_null", "is_not_null"):
+            return n.IsNull(self.expr(c[0]), rule == "is_not_null")
+        if rule in ("in_list", "not_in_list"):
+            return n.InList(
+                self.expr(c[0]),
+                tuple(self.expr(a) for a in c[1].children),  # type: ignore[union-attr]
+                rule == "not_in_list",
+            )
+        if rule in ("in_query", "not_in_query"):
+            return n.InQuery(self.expr(c[0]), self.select_core(c[1]), rule == "not_in_query")  # type: ignore[arg-type]
+        if rule in ("like", "not_like"):
+            return n.Like(self.expr(c[0]), self.expr(c[1]), rule == "not_like")
+        if rule in ("between", "not_between"):
+            return n.Between(
+                self.expr(c[0]), self.expr(c[1]), self.expr(c[2]), rule == "not_between"
+            )
+        if rule == "exists":
+            return n.Exists(self.select_core(c[0]))  # type: ignore[arg-type]
+        raise AssertionError(f"no node for condition rule {rule}")

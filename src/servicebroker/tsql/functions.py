@@ -1,0 +1,408 @@
+"""T-SQL's scalar functions (ISNULL, COALESCE, CONCAT, LEN, SUBSTRING, QUOTENAME, GETDATE,
+DATEADD, DATEDIFF, NEWID, OBJECT_ID, DB_NAME, ERROR_MESSAGE(), XACT_STATE(), …) on evaluated
+arguments, with SQL Server's NULL rules and errors (174 a wrong argument count, 155 an unknown
+datepart). A datepart (``DATEADD(day, …)``) arrives as its word, in a VARCHAR.
+"""
+
+from __future__ import annotations
+
+import re
+import uuid
+from collections.abc import Callable, Mapping
+from datetime import datetime, timedelta
+from decimal import Decimal
+
+from .comparison import compare
+from .scope import Scope, fail, to_type
+from .types import (
+    BIGINT,
+    DATETIME,
+    INT,
+    NVARCHAR,
+    SYSNAME,
+    UNIQUEIDENTIFIER,
+    SqlType,
+    Typed,
+    precedence_of,
+)
+
+__all__ = ["AGGREGATES", "DATEPART_FUNCTIONS", "FUNCTIONS"]
+
+AGGREGATES = {"COUNT", "COUNT_BIG", "SUM", "MIN", "MAX", "AVG"}
+
+
+def _text(value: Typed, scope: Scope) -> str | None:
+    if value.value is None:
+        return None
+    return str(to_type(value, SqlType("NVARCHAR"), scope))
+
+
+def _int(value: Typed, scope: Scope) -> int | None:
+    if value.value is None:
+        return None
+    result = to_type(value, BIGINT, scope)
+    assert isinstance(result, int)
+    return result
+
+
+_DATEPARTS = {
+    "year": "year", "yy": "year", "yyyy": "year",
+    "quarter": "quarter", "qq": "quarter", "q": "quarter",
+    "month": "month", "mm": "month", "m": "month",
+    "dayofyear": "day", "dy": "day", "y": "day",
+    "day": "day", "dd": "day", "d": "day",
+    "week": "week", "wk": "week", "ww": "week",
+    "hour": "hour", "hh": "hour",
+    "minute": "minute", "mi": "minute", "n": "minute",
+    "second": "second", "ss": "second", "s": "second",
+    "millisecond": "millisecond", "ms": "millisecond",
+    "microsecond": "microsecond", "mcs": "microsecond",
+}  # fmt: skip
+
+
+def _datepart(value: Typed, scope: Scope) -> str:
+    word = (_text(value, scope) or "").lower()
+    if word not in _DATEPARTS:
+        raise fail(155, f"'{word}' is not a recognized datepart option.", scope, severity=15)
+    return _DATEPARTS[word]
+
+
+def _date_add(part: str, number: int, when: datetime) -> datetime:
+    if part in ("year", "quarter", "month"):
+        months = number * {"year": 12, "quarter": 3, "month": 1}[part]
+        month0 = when.month - 1 + months
+        year = when.year + month0 // 12
+        month = month0 % 12 + 1
+        day = when.day
+        while True:
+            try:
+                return when.replace(year=year, month=month, day=day)
+            except ValueError:
+                day -= 1
+    seconds = {
+        "day": 86400.0,
+        "week": 7 * 86400.0,
+        "hour": 3600.0,
+        "minute": 60.0,
+        "second": 1.0,
+        "millisecond": 0.001,
+        "microsecond": 0.000001,
+    }[part]
+    return when + timedelta(seconds=number * seconds)
+
+
+def _date_diff(part: str, start: datetime, end: datetime) -> int:
+    if part == "year":
+        return end.year - start.year
+    if part == "quarter":
+        return (end.year - start.year) * 4 + (end.month - 1) // 3 - (start.month - 1) // 3
+    if part == "month":
+        return (end.year - start.year) * 12 + end.month - start.month
+    if part == "day":
+        return (end.date() - start.date()).days
+    if part == "week":
+        return (
+            (end.date() - start.date()).days + (start.weekday() + 1) % 7 - (end.weekday() + 1) % 7
+        ) // 7
+    unit = {"hour": 3600, "minute": 60, "second": 1, "millisecond": 0.001, "microsecond": 0.000001}[
+        part
+    ]
+    floor = {"hour": "%Y%m%d%H", "minute": "%Y%m%d%H%M", "second": "%Y%m%d%H%M%S"}
+    if part in floor:
+        s = datetime.strptime(start.strftime(floor[part]), floor[part])
+        e = datetime.strptime(end.strftime(floor[part]), floor[part])
+        return int((e - s).total_seconds() // unit)
+    return int((end - start).total_seconds() / unit)
+
+
+def _args(args: list[Typed], scope: Scope, count: int | tuple[int, int], name: str) -> list[Typed]:
+    low, high = (count, count) if isinstance(count, int) else count
+    if not low <= len(args) <= high:
+        raise fail(
+            174,
+            f"The {name.lower()} function requires {low if low == high else f'{low} to {high}'} argument(s).",
+            scope,
+            severity=15,
+        )
+    return args
+
+
+def _isnull(args: list[Typed], scope: Scope) -> Typed:
+    value, fallback = _args(args, scope, 2, "ISNULL")
+    if value.value is not None:
+        return value
+    return Typed(
+        to_type(fallback, value.type, scope) if fallback.value is not None else None, value.type
+    )
+
+
+def _coalesce(args: list[Typed], scope: Scope) -> Typed:
+    values = _args(args, scope, (2, 255), "COALESCE")
+    result_type = values[0].type
+    for v in values[1:]:
+        result_type = precedence_of(result_type, v.type)
+    for v in values:
+        if v.value is not None:
+            return Typed(to_type(v, result_type, scope), result_type)
+    return Typed(None, result_type)
+
+
+def _concat(args: list[Typed], scope: Scope) -> Typed:
+    values = _args(args, scope, (2, 254), "CONCAT")
+    unicode_ = any(v.type.is_unicode for v in values)
+    text = "".join(_text(v, scope) or "" for v in values)
+    return Typed(text, SqlType("NVARCHAR" if unicode_ else "VARCHAR"))
+
+
+def _string_function(
+    fn: Callable[[str, list[Typed]], object],
+    count: int | tuple[int, int],
+    name: str,
+    result: SqlType | None = None,
+) -> Callable[[list[Typed], Scope], Typed]:
+    def run(args: list[Typed], scope: Scope) -> Typed:
+        values = _args(args, scope, count, name)
+        first = values[0]
+        type_ = result or (first.type if first.type.is_character else NVARCHAR)
+        if any(v.value is None for v in values):
+            return Typed(None, type_)
+        text = _text(first, scope)
+        assert text is not None
+        return Typed(fn(text, values[1:]), type_)
+
+    return run
+
+
+def _substring(text: str, rest: list[Typed]) -> str:
+    start, length = (int(v.value) for v in rest)  # type: ignore[call-overload]
+    begin = max(start, 1)
+    end = start + length
+    return text[begin - 1 : max(end - 1, begin - 1)]
+
+
+def _charindex(args: list[Typed], scope: Scope) -> Typed:
+    values = _args(args, scope, (2, 3), "CHARINDEX")
+    if any(v.value is None for v in values):
+        return Typed(None, INT)
+    needle = (_text(values[0], scope) or "").casefold()
+    haystack = (_text(values[1], scope) or "").casefold()
+    start = max(_int(values[2], scope) or 1, 1) if len(values) > 2 else 1
+    return Typed(haystack.find(needle, start - 1) + 1, INT)
+
+
+def _quotename(args: list[Typed], scope: Scope) -> Typed:
+    values = _args(args, scope, (1, 2), "QUOTENAME")
+    if values[0].value is None:
+        return Typed(None, SqlType("NVARCHAR", 258))
+    text = _text(values[0], scope) or ""
+    quote = (_text(values[1], scope) or "[") if len(values) > 1 else "["
+    if len(text) > 128:
+        return Typed(None, SqlType("NVARCHAR", 258))
+    pairs = {
+        "[": ("[", "]"),
+        "]": ("[", "]"),
+        "'": ("'", "'"),
+        '"': ('"', '"'),
+        "(": ("(", ")"),
+        ")": ("(", ")"),
+        "<": ("<", ">"),
+        ">": ("<", ">"),
+        "{": ("{", "}"),
+        "}": ("{", "}"),
+        "`": ("`", "`"),
+    }
+    if quote[:1] not in pairs:
+        return Typed(None, SqlType("NVARCHAR", 258))
+    open_, close = pairs[quote[:1]]
+    return Typed(open_ + text.replace(close, close * 2) + close, SqlType("NVARCHAR", 258))
+
+
+def _len(args: list[Typed], scope: Scope) -> Typed:
+    (value,) = _args(args, scope, 1, "LEN")
+    if value.value is None:
+        return Typed(None, INT)
+    if isinstance(value.value, bytes):
+        return Typed(len(value.value), INT)
+    return Typed(len((_text(value, scope) or "").rstrip(" ")), INT)
+
+
+def _datalength(args: list[Typed], scope: Scope) -> Typed:
+    (value,) = _args(args, scope, 1, "DATALENGTH")
+    v = value.value
+    if v is None:
+        return Typed(None, INT)
+    if isinstance(v, bytes):
+        return Typed(len(v), INT)
+    if isinstance(v, str):
+        return Typed(len(v) * (2 if value.type.is_unicode else 1), INT)
+    if isinstance(v, uuid.UUID):
+        return Typed(16, INT)
+    if isinstance(v, int):
+        return Typed(
+            {"BIGINT": 8, "SMALLINT": 2, "TINYINT": 1, "BIT": 1}.get(value.type.name, 4), INT
+        )
+    return Typed(8, INT)
+
+
+def _dateadd(args: list[Typed], scope: Scope) -> Typed:
+    if len(args) != 3:
+        raise fail(174, "The dateadd function requires 3 argument(s).", scope, severity=15)
+    part = _datepart(args[0], scope)
+    number = args[1]
+    when = args[2]
+    if number.value is None or when.value is None:
+        return Typed(None, DATETIME)
+    when_value = to_type(when, DATETIME, scope)
+    assert isinstance(when_value, datetime)
+    return Typed(
+        _date_add(part, _int(number, scope) or 0, when_value),
+        when.type if when.type.is_date else DATETIME,
+    )
+
+
+def _datediff(args: list[Typed], scope: Scope) -> Typed:
+    if len(args) != 3:
+        raise fail(174, "The datediff function requires 3 argument(s).", scope, severity=15)
+    part = _datepart(args[0], scope)
+    start = args[1]
+    end = args[2]
+    if start.value is None or end.value is None:
+        return Typed(None, INT)
+    s = to_type(start, DATETIME, scope)
+    e = to_type(end, DATETIME, scope)
+    assert isinstance(s, datetime) and isinstance(e, datetime)
+    return Typed(_date_diff(part, s, e), INT)
+
+
+def _error_function(field: str) -> Callable[[list[Typed], Scope], Typed]:
+    def run(args: list[Typed], scope: Scope) -> Typed:
+        _args(args, scope, 0, f"ERROR_{field.upper()}")
+        caught = scope.caught()
+        type_ = NVARCHAR if field in ("message", "procedure") else INT
+        if caught is None:
+            return Typed(None, type_)
+        return Typed(getattr(caught, field), type_)
+
+    return run
+
+
+def _object_id(args: list[Typed], scope: Scope) -> Typed:
+    values = _args(args, scope, (1, 2), "OBJECT_ID")
+    name = _text(values[0], scope)
+    if name is None:
+        return Typed(None, INT)
+    return Typed(scope.object_id(name), INT)
+
+
+def _db_id(args: list[Typed], scope: Scope) -> Typed:
+    values = _args(args, scope, (0, 1), "DB_ID")
+    name = _text(values[0], scope) if values else None
+    return Typed(scope.database_id(name), SqlType("SMALLINT"))
+
+
+def _db_name(args: list[Typed], scope: Scope) -> Typed:
+    values = _args(args, scope, (0, 1), "DB_NAME")
+    number = _int(values[0], scope) if values else None
+    return Typed(scope.database_name(number), SYSNAME)
+
+
+def _abs(args: list[Typed], scope: Scope) -> Typed:
+    (value,) = _args(args, scope, 1, "ABS")
+    if value.value is None:
+        return value
+    return Typed(abs(value.value), value.type)  # type: ignore[arg-type]
+
+
+def _count(value: Typed) -> int:
+    number = value.value
+    assert isinstance(number, int | Decimal | float)
+    return int(number)
+
+
+def _replicate(text: str, rest: list[Typed]) -> str:
+    return text * max(_count(rest[0]), 0)
+
+
+def _nullif(args: list[Typed], scope: Scope) -> Typed:
+    a, b = _args(args, scope, 2, "NULLIF")
+    if compare("=", a, b, scope) is True:
+        return Typed(None, a.type)
+    return a
+
+
+def _now(args: list[Typed], scope: Scope) -> Typed:
+    return Typed(scope.now(), DATETIME)
+
+
+def _utc_now(args: list[Typed], scope: Scope) -> Typed:
+    return Typed(scope.utc_now(), DATETIME)
+
+
+def _xact_state(args: list[Typed], scope: Scope) -> Typed:
+    return Typed(scope.xact_state(), SqlType("SMALLINT"))
+
+
+def _newid(args: list[Typed], scope: Scope) -> Typed:
+    return Typed(uuid.uuid4(), UNIQUEIDENTIFIER)
+
+
+def _constant(value: object, type_: SqlType) -> Callable[[list[Typed], Scope], Typed]:
+    return lambda args, scope: Typed(value, type_)
+
+
+FUNCTIONS: Mapping[str, Callable[[list[Typed], Scope], Typed]] = {
+    "ISNULL": _isnull,
+    "COALESCE": _coalesce,
+    "NULLIF": _nullif,
+    "CONCAT": _concat,
+    "LEN": _len,
+    "DATALENGTH": _datalength,
+    "UPPER": _string_function(lambda s, r: s.upper(), 1, "UPPER"),
+    "LOWER": _string_function(lambda s, r: s.lower(), 1, "LOWER"),
+    "LTRIM": _string_function(lambda s, r: s.lstrip(" "), 1, "LTRIM"),
+    "RTRIM": _string_function(lambda s, r: s.rstrip(" "), 1, "RTRIM"),
+    "TRIM": _string_function(lambda s, r: s.strip(" "), 1, "TRIM"),
+    "REVERSE": _string_function(lambda s, r: s[::-1], 1, "REVERSE"),
+    "SUBSTRING": _string_function(_substring, 3, "SUBSTRING"),
+    "LEFT": _string_function(lambda s, r: s[: max(_count(r[0]), 0)], 2, "LEFT"),
+    "RIGHT": _string_function(
+        lambda s, r: s[len(s) - max(_count(r[0]), 0) :] if _count(r[0]) > 0 else "", 2, "RIGHT"
+    ),
+    "REPLACE": _string_function(
+        lambda s, r: (
+            re.sub(re.escape(str(r[0].value)), lambda m: str(r[1].value), s, flags=re.I)
+            if r[0].value
+            else s
+        ),
+        3,
+        "REPLACE",
+    ),
+    "REPLICATE": _string_function(_replicate, 2, "REPLICATE"),
+    "CHARINDEX": _charindex,
+    "QUOTENAME": _quotename,
+    "GETDATE": _now,
+    "SYSDATETIME": _now,
+    "CURRENT_TIMESTAMP": _now,
+    "GETUTCDATE": _utc_now,
+    "SYSUTCDATETIME": _utc_now,
+    "DATEADD": _dateadd,
+    "DATEDIFF": _datediff,
+    "NEWID": _newid,
+    "OBJECT_ID": _object_id,
+    "DB_ID": _db_id,
+    "DB_NAME": _db_name,
+    "ERROR_NUMBER": _error_function("number"),
+    "ERROR_MESSAGE": _error_function("message"),
+    "ERROR_SEVERITY": _error_function("severity"),
+    "ERROR_STATE": _error_function("state"),
+    "ERROR_LINE": _error_function("line"),
+    "ERROR_PROCEDURE": _error_function("procedure"),
+    "XACT_STATE": _xact_state,
+    "ABS": _abs,
+    "USER_NAME": _constant("dbo", SYSNAME),
+    "SUSER_SNAME": _constant("sa", SYSNAME),
+    "SCHEMA_NAME": _constant("dbo", SYSNAME),
+}
+
+DATEPART_FUNCTIONS = frozenset({"DATEADD", "DATEDIFF", "DATEPART", "DATENAME"})
+"""The functions whose first argument is a datepart word, not an expression."""

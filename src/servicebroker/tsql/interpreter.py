@@ -1,0 +1,634 @@
+"""The T-SQL interpreter: a session runs batches of typed statements (:mod:`.nodes`) against the
+instance's brokers through their public seams — :meth:`Broker.transaction` for the
+conversation statements, the DDL runner for Service Broker DDL, the views for catalog queries.
+
+Semantics kept from SQL Server (docs/tsql.md):
+
+- Variables live for one batch; a DECLARE inside a loop declares once.
+- Outside BEGIN TRAN each statement is its own transaction (autocommit); BEGIN TRAN nests
+  (@@TRANCOUNT), COMMIT commits at the outermost level, ROLLBACK ends everything. A transaction
+  left open at the end of a batch stays open for the next batch of the session; the session's
+  end rolls it back.
+- An error ends its statement and the batch goes on, except the errors that end the batch
+  (conversions, unknown objects, THROW, severity 20 and above) and any error under
+  SET XACT_ABORT ON, which also rolls the transaction back. Inside BEGIN TRY any error of
+  severity 11 and above goes to the CATCH block instead, with ERROR_NUMBER() and the rest.
+- ``RECEIVE @v = column`` assigns from the last row and leaves the variables unchanged when no
+  row comes; a RECEIVE without assignments returns a result set.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager, suppress
+from datetime import UTC, datetime
+from decimal import Decimal
+from typing import Protocol
+
+from ..broker import Broker
+from ..clock import Clock
+from ..ddl.run import run_ddl
+from ..engine.transaction import Transaction
+from ..errors import BrokerError, TSqlError
+from . import nodes as n
+from .build import build_batch
+from .catalog_rows import CatalogRows
+from .conversations import CONVERSATION_STATEMENTS
+from .evaluate import evaluate, is_true, test
+from .queries import RowSource, run_query
+from .results import Results, ResultSet
+from .scope import ErrorContext, to_type
+from .sqlerrors import broker_error, sql_message
+from .types import INT, NVARCHAR, SqlType, Typed
+from .unsupported import not_supported
+
+__all__ = ["InstanceSeam", "Session"]
+
+_BATCH_ENDING = {
+    245,
+    8114,
+    8169,
+    241,
+    208,
+    2812,
+    137,
+    134,
+    128,
+    8115,
+    9400,
+    911,
+    529,
+    402,
+    263,
+    141,
+    207,
+}
+"""Errors that end the batch, as SQL Server's compile and conversion errors do."""
+
+
+class _Break(Exception):
+    pass
+
+
+class _Continue(Exception):
+    pass
+
+
+class _Return(Exception):
+    pass
+
+
+class _BatchAbort(Exception):
+    pass
+
+
+class _ToCatch(Exception):
+    def __init__(self, error: TSqlError) -> None:
+        self.error = error
+
+
+class InstanceSeam(Protocol):
+    """What a session needs of its instance (:class:`~servicebroker.tsql.Instance`)."""
+
+    clock: Clock
+
+    def database(self, name: str) -> Broker: ...
+    def database_names(self) -> list[str]: ...
+    def databases_view(self) -> RowSource: ...
+    def database_id(self, name: str) -> int | None: ...
+    def database_name(self, database_id: int) -> str | None: ...
+    def create_database(self, name: str) -> None: ...
+    def drop_database(self, name: str) -> None: ...
+
+
+class Session:
+    """One connection to an instance: its current database, its open transaction, its SET
+    options, and the batches it runs (module docstring). ``on_event`` sees each result set,
+    message, row count and error as it happens (sqlcmd prints them so)."""
+
+    def __init__(
+        self,
+        instance: InstanceSeam,
+        database: str = "master",
+        *,
+        on_event: Callable[[ResultSet | str | int | TSqlError], None] | None = None,
+    ) -> None:
+        self.instance = instance
+        self.broker: Broker = instance.database(database)
+        self.database = next(
+            d for d in instance.database_names() if d.casefold() == database.casefold()
+        )
+        self.results = Results()
+        self._on_event = on_event
+        self.nocount = False
+        self.xact_abort = False
+        self.trancount = 0
+        self._tx: Transaction | None = None
+        self._doomed = False
+        self.rowcount = 0
+        self.error = 0
+        self._variables: dict[str, Typed] = {}
+        self._declared: dict[str, SqlType] = {}
+        self._caught: list[ErrorContext] = []
+        self._try_depth = 0
+        self._line = 1
+
+    # -- events -----------------------------------------------------------------------------
+    def emit(self, event: ResultSet | str | int | TSqlError) -> None:
+        self.results.events.append(event)
+        if self._on_event is not None:
+            self._on_event(event)
+
+    # -- the Scope of evaluation ------------------------------------------------------------
+    @property
+    def line(self) -> int:
+        return self._line
+
+    def variable(self, name: str, line: int) -> Typed:
+        value = self._variables.get(name.casefold())
+        if value is None:
+            raise TSqlError(
+                137, f'Must declare the scalar variable "{name}".', severity=15, state=2, line=line
+            )
+        return value
+
+    def global_variable(self, name: str) -> Typed:
+        if name == "ROWCOUNT":
+            return Typed(self.rowcount, INT)
+        if name == "TRANCOUNT":
+            return Typed(self.trancount, INT)
+        if name == "ERROR":
+            return Typed(self.error, INT)
+        if name == "SERVERNAME":
+            return Typed("servicebroker", NVARCHAR)
+        if name == "VERSION":
+            return Typed("servicebroker (SQL Server Service Broker in Python)", NVARCHAR)
+        if name == "SPID":
+            return Typed(51, SqlType("SMALLINT"))
+        if name == "FETCH_STATUS":
+            return Typed(-1, INT)
+        raise TSqlError(
+            137,
+            f'Must declare the scalar variable "@@{name}".',
+            severity=15,
+            state=2,
+            line=self._line,
+        )
+
+    def column(self, parts: tuple[str, ...]) -> Typed:
+        raise TSqlError(207, f"Invalid column name '{parts[-1]}'.", line=self._line)
+
+    def now(self) -> datetime:
+        return datetime.fromtimestamp(self.instance.clock.now())
+
+    def utc_now(self) -> datetime:
+        return datetime.fromtimestamp(self.instance.clock.now(), UTC).replace(tzinfo=None)
+
+    def caught(self) -> ErrorContext | None:
+        return self._caught[-1] if self._caught else None
+
+    def xact_state(self) -> int:
+        if self.trancount == 0:
+            return 0
+        return -1 if self._doomed else 1
+
+    def subquery(self, select: n.SelectCore) -> list[list[Typed]]:
+        return run_query(select, self, self._sources()).rows
+
+    def object_id(self, name: str) -> int | None:
+        return self._sources().object_id(name)
+
+    def database_id(self, name: str | None) -> int | None:
+        return self.instance.database_id(name if name is not None else self.database)
+
+    def database_name(self, database_id: int | None) -> str | None:
+        if database_id is None:
+            return self.database
+        return self.instance.database_name(database_id)
+
+    def aggregate(self, call: n.FunctionCall) -> Typed:
+        raise TSqlError(
+            147,
+            "An aggregate may not appear here (a select list with a FROM is needed).",
+            line=self._line,
+            severity=15,
+        )
+
+    def _sources(self) -> CatalogRows:
+        return self._rows_of(self.database)
+
+    def _rows_of(self, database: str) -> CatalogRows:
+        return CatalogRows(
+            self.instance.database(database),
+            database,
+            self.instance.databases_view,
+            self._rows_of,
+        )
+
+    # -- batches ----------------------------------------------------------------------------
+    def run_batch(self, text: str) -> None:
+        """Parse and run one batch (its errors become events; none is raised)."""
+        self._variables = {}
+        self._declared = {}
+        try:
+            statements = build_batch(text)
+        except TSqlError as exc:
+            self.error = exc.number
+            self.emit(exc)
+            return
+        try:
+            self._run_block(statements)
+        except _Return:
+            pass
+        except _BatchAbort:
+            pass
+        except (_Break, _Continue):
+            pass
+
+    def close(self) -> None:
+        """End the session: an open transaction is rolled back."""
+        if self._tx is not None:
+            self._rollback_all()
+
+    # -- statements -------------------------------------------------------------------------
+    def _run_block(self, statements: tuple[n.Statement, ...] | list[n.Statement]) -> None:
+        for statement in statements:
+            self._run(statement)
+
+    def _run(self, statement: n.Statement) -> None:
+        self._line = statement.line
+        try:
+            self._execute(statement)
+            if not isinstance(statement, n.If | n.While | n.Block | n.TryCatch):
+                self.error = 0
+        except TSqlError as exc:
+            self._fail(exc)
+        except BrokerError as exc:
+            self._fail(broker_error(exc, self._line))
+
+    def _fail(self, exc: TSqlError) -> None:
+        """An error reached the statement level: to CATCH, or reported (and the batch ended,
+        and the transaction rolled back, where SQL Server does so)."""
+        if exc.line == 1 and self._line != 1 and not exc.procedure:
+            exc.line = self._line
+        self.error = exc.number
+        self._autocommit_failed()
+        if self._try_depth > 0 and exc.severity >= 11 and exc.severity < 20:
+            if self.xact_abort and self.trancount > 0:
+                self._doomed = True
+            raise _ToCatch(exc)
+        self.emit(exc)
+        if self.xact_abort and self.trancount > 0 and exc.severity >= 11:
+            self._rollback_all()
+            raise _BatchAbort
+        if exc.number in _BATCH_ENDING or exc.severity >= 20 or getattr(exc, "ends_batch", False):
+            raise _BatchAbort
+
+    def _execute(self, s: n.Statement) -> None:
+        conversation = CONVERSATION_STATEMENTS.get(type(s))
+        if conversation is not None:
+            conversation(self, s)
+            return
+        method = getattr(self, "_x_" + type(s).__name__)
+        method(s)
+
+    # control of flow
+    def _x_Block(self, s: n.Block) -> None:
+        self._run_block(s.body)
+
+    def _x_If(self, s: n.If) -> None:
+        if is_true(test(s.cond, self)):
+            self._run(s.then)
+        elif s.otherwise is not None:
+            self._run(s.otherwise)
+
+    def _x_While(self, s: n.While) -> None:
+        while is_true(test(s.cond, self)):
+            try:
+                self._run(s.body)
+            except _Break:
+                break
+            except _Continue:
+                continue
+
+    def _x_Break(self, s: n.Break) -> None:
+        raise _Break
+
+    def _x_Continue(self, s: n.Continue) -> None:
+        raise _Continue
+
+    def _x_Return(self, s: n.Return) -> None:
+        if s.expr is not None:
+            evaluate(s.expr, self)
+        raise _Return
+
+    def _x_TryCatch(self, s: n.TryCatch) -> None:
+        self._try_depth += 1
+        try:
+            self._run_block(s.body)
+        except _ToCatch as caught:
+            self._try_depth -= 1
+            error = caught.error
+            self._caught.append(
+                ErrorContext(
+                    error.number,
+                    error.message,
+                    error.severity,
+                    error.state,
+                    error.line,
+                    error.procedure,
+                )
+            )
+            try:
+                self._run_block(s.handler)
+            finally:
+                self._caught.pop()
+            return
+        except BaseException:
+            self._try_depth -= 1
+            raise
+        self._try_depth -= 1
+
+    def _x_Print(self, s: n.Print) -> None:
+        value = evaluate(s.expr, self)
+        text = to_type(value, SqlType("NVARCHAR", 8000), self)
+        self.emit("" if text is None else str(text))
+
+    def _x_RaisError(self, s: n.RaisError) -> None:
+        message = evaluate(s.message, self)
+        severity = to_type(evaluate(s.severity, self), INT, self)
+        state = to_type(evaluate(s.state, self), INT, self)
+        args = [evaluate(a, self).value for a in s.args]
+        if isinstance(message.value, int):
+            number = message.value
+            text = sql_message(number, *args) if number < 50000 else f"Error {number}"
+        else:
+            number = 50000
+            text = _format(str(to_type(message, NVARCHAR, self) or ""), args)
+        assert isinstance(severity, int) and isinstance(state, int)
+        if severity <= 10:
+            self.emit(text)
+            return
+        error = TSqlError(number, text, severity=min(severity, 25), state=state, line=s.line)
+        raise error
+
+    def _x_Throw(self, s: n.Throw) -> None:
+        if s.number is None:
+            caught = self.caught()
+            if caught is None:
+                raise TSqlError(
+                    10704,
+                    "To rethrow an error, a THROW statement must be used inside a CATCH block. Insert the THROW statement inside a CATCH block, or add error parameters to the THROW statement.",
+                    severity=15,
+                    line=s.line,
+                )
+            error = TSqlError(
+                caught.number,
+                caught.message,
+                severity=caught.severity,
+                state=caught.state,
+                line=caught.line,
+                procedure=caught.procedure,
+            )
+        else:
+            assert s.message is not None and s.state is not None
+            number = to_type(evaluate(s.number, self), INT, self)
+            state = to_type(evaluate(s.state, self), INT, self)
+            text = to_type(evaluate(s.message, self), NVARCHAR, self)
+            assert isinstance(number, int) and isinstance(state, int)
+            if number < 50000:
+                raise TSqlError(
+                    35100,
+                    f"Error number {number} in the THROW statement is outside the valid range. Specify an error number in the valid range of 50000 to 2147483647.",
+                    line=s.line,
+                )
+            error = TSqlError(number, str(text), severity=16, state=state, line=s.line)
+        error.ends_batch = True  # type: ignore[attr-defined]
+        raise error
+
+    def _x_WaitforDelay(self, s: n.WaitforDelay) -> None:
+        text = str(to_type(evaluate(s.expr, self), NVARCHAR, self) or "")
+        try:
+            parts = [float(p) for p in text.split(":")]
+        except ValueError:
+            raise TSqlError(
+                148,
+                f"Incorrect time syntax in time string '{text}' used with WAITFOR.",
+                severity=15,
+                line=s.line,
+            ) from None
+        while len(parts) < 3:
+            parts.insert(0, 0.0)
+        seconds = parts[0] * 3600 + parts[1] * 60 + parts[2]
+        if s.kind == "TIME":
+            now = self.now()
+            target = now.replace(
+                hour=int(parts[0]), minute=int(parts[1]), second=int(parts[2]), microsecond=0
+            )
+            seconds = (target - now).total_seconds() % 86400
+        self.instance.clock.sleep(seconds) if hasattr(self.instance.clock, "sleep") else time.sleep(
+            seconds
+        )
+
+    # variables and options
+    def _x_Declare(self, s: n.Declare) -> None:
+        for name, type_, value in s.items:
+            key = name.casefold()
+            if key in self._declared:
+                raise TSqlError(
+                    134,
+                    f"The variable name '{name}' has already been declared. Variable names must be unique within a query batch or stored procedure.",
+                    severity=15,
+                    line=s.line,
+                )
+            self._declared[key] = type_
+            self._variables[key] = Typed(None, type_)
+            if value is not None:
+                self.assign(name, evaluate(value, self))
+
+    def assign(self, name: str, value: Typed) -> None:
+        key = name.casefold()
+        type_ = self._declared.get(key)
+        if type_ is None:
+            raise TSqlError(
+                137,
+                f'Must declare the scalar variable "{name}".',
+                severity=15,
+                state=2,
+                line=self._line,
+            )
+        self._variables[key] = Typed(to_type(value, type_, self), type_)
+
+    def _x_SetVariable(self, s: n.SetVariable) -> None:
+        value = evaluate(s.expr, self)
+        if s.op != "=":
+            current = self.variable(s.variable, s.line)
+            value = evaluate(
+                n.Binary(
+                    s.op[0],
+                    n.Literal(current.value, current.type),
+                    n.Literal(value.value, value.type),
+                ),
+                self,
+            )
+        self.assign(s.variable, value)
+
+    def _x_SetOption(self, s: n.SetOption) -> None:
+        on = s.value == "ON"
+        for name in s.names:
+            if name == "NOCOUNT":
+                self.nocount = on
+            elif name == "XACT_ABORT":
+                self.xact_abort = on
+            # ANSI_NULLS, QUOTED_IDENTIFIER, ANSI_PADDING, ARITHABORT, CONCAT_NULL_YIELDS_NULL,
+            # DEADLOCK_PRIORITY, LOCK_TIMEOUT, …: accepted; the interpreter behaves as their
+            # defaults say (docs/tsql.md)
+
+    # transactions
+    @property
+    def tx(self) -> Transaction:
+        """The broker transaction of the current statement (begun on first use)."""
+        if self._tx is None:
+            self._tx = self.broker.transaction()
+        return self._tx
+
+    def _autocommit(self) -> None:
+        if self.trancount == 0 and self._tx is not None:
+            tx, self._tx = self._tx, None
+            tx.commit()
+
+    def _autocommit_failed(self) -> None:
+        if self.trancount == 0 and self._tx is not None:
+            tx, self._tx = self._tx, None
+            with suppress(BrokerError):
+                tx.rollback()
+
+    @contextmanager
+    def statement_transaction(self) -> Iterator[Transaction]:
+        tx = self.tx
+        yield tx
+        self._autocommit()
+
+    def _rollback_all(self) -> None:
+        tx, self._tx = self._tx, None
+        self.trancount = 0
+        self._doomed = False
+        if tx is not None:
+            with suppress(BrokerError):
+                tx.rollback()
+
+    def _x_BeginTran(self, s: n.BeginTran) -> None:
+        self.trancount += 1
+
+    def _x_CommitTran(self, s: n.CommitTran) -> None:
+        if self.trancount == 0:
+            raise TSqlError(
+                3902,
+                "The COMMIT TRANSACTION request has no corresponding BEGIN TRANSACTION.",
+                line=s.line,
+            )
+        if self._doomed:
+            raise TSqlError(
+                3930,
+                "The current transaction cannot be committed and cannot support operations that write to the log file. Roll back the transaction.",
+                line=s.line,
+            )
+        self.trancount -= 1
+        if self.trancount == 0 and self._tx is not None:
+            tx, self._tx = self._tx, None
+            tx.commit()
+
+    def _x_RollbackTran(self, s: n.RollbackTran) -> None:
+        if self.trancount == 0:
+            raise TSqlError(
+                3903,
+                "The ROLLBACK TRANSACTION request has no corresponding BEGIN TRANSACTION.",
+                line=s.line,
+            )
+        self._rollback_all()
+
+    def _x_SaveTran(self, s: n.SaveTran) -> None:
+        raise not_supported("SAVE TRANSACTION", s.line)
+
+    # databases
+    def _x_Use(self, s: n.Use) -> None:
+        if self.trancount > 0:
+            raise not_supported(
+                "USE inside a transaction (a transaction spans one database here)", s.line
+            )
+        broker = self.instance.database(s.database)
+        self.broker = broker
+        self.database = next(
+            d for d in self.instance.database_names() if d.casefold() == s.database.casefold()
+        )
+        self.emit(f"Changed database context to '{self.database}'.")
+
+    def _x_CreateDatabase(self, s: n.CreateDatabase) -> None:
+        self.instance.create_database(s.name)
+
+    def _x_DropDatabase(self, s: n.DropDatabase) -> None:
+        for name in s.names:
+            if s.if_exists and self.instance.database_id(name) is None:
+                continue
+            if name.casefold() == self.database.casefold():
+                raise TSqlError(
+                    3702, f'Cannot drop database "{name}" because it is currently in use.'
+                )
+            self.instance.drop_database(name)
+
+    def _x_Ddl(self, s: n.Ddl) -> None:
+        statement = s.statement
+        if statement.statement == "ALTER DATABASE":
+            broker = self.instance.database(statement.name)
+        else:
+            broker = self.broker
+        run_ddl(broker, [statement])
+
+    # queries
+    def _x_Select(self, s: n.Select) -> None:
+        query = run_query(s.core, self, self._sources())
+        if query.assigns:
+            for name, value in query.assignments:
+                self.assign(name, value)
+            self.rowcount = len(query.assignments) // max(
+                1, sum(isinstance(i, n.Assign) for i in s.core.items)
+            )
+            return
+        self.rowcount = len(query.rows)
+        self.emit(ResultSet(query.columns, query.rows))
+        if not self.nocount:
+            self.emit(len(query.rows))
+
+
+def _format(text: str, args: list[object]) -> str:
+    """RAISERROR's printf-style message with its arguments (%s, %d, %i, %u, %x, %%)."""
+    out = []
+    i = 0
+    arg = 0
+    while i < len(text):
+        ch = text[i]
+        if ch == "%" and i + 1 < len(text):
+            j = i + 1
+            while j < len(text) and text[j] in "-+ 0#123456789.*lhI64":
+                j += 1
+            if j < len(text) and text[j] in "sdiuxXo":
+                value = args[arg] if arg < len(args) else None
+                arg += 1
+                if value is None:
+                    out.append("(null)")
+                elif text[j] in "xX":
+                    out.append(format(int(value), text[j]))  # type: ignore[call-overload]
+                elif isinstance(value, Decimal | float):
+                    out.append(str(int(value)) if text[j] in "diu" else str(value))
+                else:
+                    out.append(str(value))
+                i = j + 1
+                continue
+            if text[j : j + 1] == "%":
+                out.append("%")
+                i = j + 1
+                continue
+        out.append(ch)
+        i += 1
+    return "".join(out)

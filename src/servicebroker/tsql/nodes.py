@@ -1,0 +1,600 @@
+"""A T-SQL batch as typed nodes (built from the parse tree by :mod:`.build`, run by
+:mod:`.interpreter`): expressions (scalar values), conditions (search conditions: T-SQL keeps
+the two apart), and statements, each statement with the batch ``line`` it starts on (errors name
+it, as SQL Server's do).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from ..ddl.parser import DdlStatement
+from .types import SqlType
+
+__all__ = [
+    "Assign",
+    "BeginDialog",
+    "BeginTimer",
+    "BeginTran",
+    "Between",
+    "Binary",
+    "Block",
+    "Break",
+    "Case",
+    "Cast",
+    "Column",
+    "CommitTran",
+    "Compare",
+    "Cond",
+    "Continue",
+    "CreateDatabase",
+    "Ddl",
+    "Declare",
+    "DropDatabase",
+    "EndConversation",
+    "Exists",
+    "Expr",
+    "ExprItem",
+    "FunctionCall",
+    "GetConversationGroup",
+    "GlobalVariable",
+    "If",
+    "InList",
+    "InQuery",
+    "IsNull",
+    "Like",
+    "Literal",
+    "Logical",
+    "MoveConversation",
+    "Negate",
+    "Not",
+    "Print",
+    "RaisError",
+    "Receive",
+    "Return",
+    "RollbackTran",
+    "SaveTran",
+    "Select",
+    "SelectCore",
+    "SelectItem",
+    "Send",
+    "SetOption",
+    "SetVariable",
+    "Star",
+    "Statement",
+    "Subquery",
+    "Throw",
+    "TryCatch",
+    "Use",
+    "Variable",
+    "WaitforDelay",
+    "While",
+]
+
+
+# -- expressions -------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Literal:
+    """A constant: ``value`` of ``type`` (``N'…'`` NVARCHAR, ``'…'`` VARCHAR, ``0x…`` VARBINARY,
+    a number INT / BIGINT / DECIMAL, NULL)."""
+
+    value: object
+    type: SqlType
+
+
+@dataclass(frozen=True)
+class Variable:
+    """``@name`` (``name`` with its ``@``, as written)."""
+
+    name: str
+
+
+@dataclass(frozen=True)
+class GlobalVariable:
+    """``@@ROWCOUNT``, ``@@TRANCOUNT``, ``@@ERROR``, … (``name`` upper case, without ``@@``)."""
+
+    name: str
+
+
+@dataclass(frozen=True)
+class Column:
+    """A column of the row being read: ``parts`` as written (``alias.column`` or ``column``)."""
+
+    parts: tuple[str, ...]
+
+
+@dataclass(frozen=True)
+class FunctionCall:
+    """A scalar or aggregate function: ``name`` upper case (its schema dropped), ``args``;
+    ``star`` for ``COUNT(*)``. ``target`` is set for an XML method (``@x.value(…)``,
+    ``message_body.query(…)``): the expression the method is called on."""
+
+    name: str
+    args: tuple[Expr, ...]
+    star: bool = False
+    target: Expr | None = None
+
+
+@dataclass(frozen=True)
+class Cast:
+    """CAST / CONVERT / TRY_CAST / TRY_CONVERT of ``expr`` to ``type`` (``style``: CONVERT's
+    third argument)."""
+
+    expr: Expr
+    type: SqlType
+    style: Expr | None = None
+    try_: bool = False
+
+
+@dataclass(frozen=True)
+class Binary:
+    """``left op right`` for ``op`` in ``+ - * / %`` (``+`` also joins strings)."""
+
+    op: str
+    left: Expr
+    right: Expr
+
+
+@dataclass(frozen=True)
+class Negate:
+    """``-expr``."""
+
+    expr: Expr
+
+
+@dataclass(frozen=True)
+class Case:
+    """CASE: ``operand`` (simple form) or None (searched form, each WHEN a :data:`Cond`)."""
+
+    operand: Expr | None
+    whens: tuple[tuple[Expr | Cond, Expr], ...]
+    otherwise: Expr | None
+
+
+@dataclass(frozen=True)
+class Subquery:
+    """``(SELECT …)`` as a value: its one column of its one row (NULL with no row)."""
+
+    select: SelectCore
+
+
+Expr = (
+    Literal
+    | Variable
+    | GlobalVariable
+    | Column
+    | FunctionCall
+    | Cast
+    | Binary
+    | Negate
+    | Case
+    | Subquery
+)
+"""A scalar expression."""
+
+
+# -- search conditions --------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Compare:
+    """``left op right``, ``op`` one of ``= <> != < > <= >= !< !>``."""
+
+    op: str
+    left: Expr
+    right: Expr
+
+
+@dataclass(frozen=True)
+class Logical:
+    """``left AND right`` / ``left OR right`` (``op`` ``"AND"`` | ``"OR"``)."""
+
+    op: str
+    left: Cond
+    right: Cond
+
+
+@dataclass(frozen=True)
+class Not:
+    """``NOT cond``."""
+
+    cond: Cond
+
+
+@dataclass(frozen=True)
+class IsNull:
+    """``expr IS [NOT] NULL``."""
+
+    expr: Expr
+    negated: bool = False
+
+
+@dataclass(frozen=True)
+class InList:
+    """``expr [NOT] IN (a, b, …)``."""
+
+    expr: Expr
+    items: tuple[Expr, ...]
+    negated: bool = False
+
+
+@dataclass(frozen=True)
+class InQuery:
+    """``expr [NOT] IN (SELECT …)``."""
+
+    expr: Expr
+    select: SelectCore
+    negated: bool = False
+
+
+@dataclass(frozen=True)
+class Like:
+    """``expr [NOT] LIKE pattern`` (``%``, ``_``, ``[…]``)."""
+
+    expr: Expr
+    pattern: Expr
+    negated: bool = False
+
+
+@dataclass(frozen=True)
+class Between:
+    """``expr [NOT] BETWEEN low AND high``."""
+
+    expr: Expr
+    low: Expr
+    high: Expr
+    negated: bool = False
+
+
+@dataclass(frozen=True)
+class Exists:
+    """``EXISTS (SELECT …)``."""
+
+    select: SelectCore
+
+
+Cond = Compare | Logical | Not | IsNull | InList | InQuery | Like | Between | Exists
+"""A search condition (true, false or unknown)."""
+
+
+# -- queries ------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Assign:
+    """``@variable = expr`` in a select list or a RECEIVE column list."""
+
+    variable: str
+    expr: Expr
+
+
+@dataclass(frozen=True)
+class Star:
+    """``*`` in a select list."""
+
+
+@dataclass(frozen=True)
+class ExprItem:
+    """``expr [AS alias]`` in a select list (``alias`` None: the column's own name, or no
+    column name)."""
+
+    expr: Expr
+    alias: str | None = None
+
+
+SelectItem = Assign | Star | ExprItem
+
+
+@dataclass(frozen=True)
+class SelectCore:
+    """SELECT [DISTINCT] [TOP (n)] items [FROM source [alias]] [WHERE …] [GROUP BY …]
+    [ORDER BY …]. ``source`` is the object name's parts (``sys.services``, a queue, a table)."""
+
+    items: tuple[SelectItem, ...]
+    source: tuple[str, ...] | None = None
+    alias: str | None = None
+    where: Cond | None = None
+    top: Expr | None = None
+    distinct: bool = False
+    group_by: tuple[Expr, ...] = ()
+    order_by: tuple[tuple[Expr, bool], ...] = ()
+
+
+# -- statements -----------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Declare:
+    """DECLARE @a type [= value] [, …]."""
+
+    line: int
+    items: tuple[tuple[str, SqlType, Expr | None], ...]
+
+
+@dataclass(frozen=True)
+class SetVariable:
+    """SET @v = expr (``op`` ``=`` or a compound ``+=``, ``-=``, …)."""
+
+    line: int
+    variable: str
+    op: str
+    expr: Expr
+
+
+@dataclass(frozen=True)
+class SetOption:
+    """SET NOCOUNT ON, SET XACT_ABORT OFF, … (``names`` upper case, ``value`` ON/OFF or a
+    word or number, upper case)."""
+
+    line: int
+    names: tuple[str, ...]
+    value: str
+
+
+@dataclass(frozen=True)
+class Select:
+    """A SELECT statement: a result set, or variables assigned."""
+
+    line: int
+    core: SelectCore
+
+
+@dataclass(frozen=True)
+class If:
+    """IF cond statement [ELSE statement]."""
+
+    line: int
+    cond: Cond
+    then: Statement
+    otherwise: Statement | None = None
+
+
+@dataclass(frozen=True)
+class While:
+    """WHILE cond statement."""
+
+    line: int
+    cond: Cond
+    body: Statement
+
+
+@dataclass(frozen=True)
+class Break:
+    line: int
+
+
+@dataclass(frozen=True)
+class Continue:
+    line: int
+
+
+@dataclass(frozen=True)
+class Return:
+    """RETURN [expr]: leaves the batch or procedure."""
+
+    line: int
+    expr: Expr | None = None
+
+
+@dataclass(frozen=True)
+class Block:
+    """BEGIN … END."""
+
+    line: int
+    body: tuple[Statement, ...]
+
+
+@dataclass(frozen=True)
+class TryCatch:
+    """BEGIN TRY … END TRY BEGIN CATCH … END CATCH."""
+
+    line: int
+    body: tuple[Statement, ...]
+    handler: tuple[Statement, ...]
+
+
+@dataclass(frozen=True)
+class Print:
+    line: int
+    expr: Expr
+
+
+@dataclass(frozen=True)
+class RaisError:
+    """RAISERROR (message, severity, state [, argument …]) [WITH LOG | NOWAIT | SETERROR]."""
+
+    line: int
+    message: Expr
+    severity: Expr
+    state: Expr
+    args: tuple[Expr, ...] = ()
+    options: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
+class Throw:
+    """THROW [number, message, state] (none: re-raise inside CATCH)."""
+
+    line: int
+    number: Expr | None = None
+    message: Expr | None = None
+    state: Expr | None = None
+
+
+@dataclass(frozen=True)
+class BeginTran:
+    line: int
+    name: str | None = None
+
+
+@dataclass(frozen=True)
+class CommitTran:
+    line: int
+
+
+@dataclass(frozen=True)
+class RollbackTran:
+    line: int
+    name: str | None = None
+
+
+@dataclass(frozen=True)
+class SaveTran:
+    line: int
+    name: str
+
+
+@dataclass(frozen=True)
+class BeginDialog:
+    """BEGIN DIALOG [CONVERSATION] @handle FROM SERVICE s TO SERVICE 'x' [, 'instance']
+    [ON CONTRACT c] [WITH RELATED_CONVERSATION = … | RELATED_CONVERSATION_GROUP = …,
+    LIFETIME = …, ENCRYPTION = ON | OFF] (begin-dialog-conversation-transact-sql.md)."""
+
+    line: int
+    variable: str
+    from_service: str
+    to_service: Expr
+    broker_instance: Expr | None
+    contract: str | None
+    options: tuple[tuple[str, Expr], ...] = ()
+    encryption: bool = True
+
+
+@dataclass(frozen=True)
+class Send:
+    """SEND ON CONVERSATION h | (h1, h2, …) [MESSAGE TYPE t] [(body)] (send-transact-sql.md)."""
+
+    line: int
+    handles: tuple[Expr, ...]
+    message_type: str | None
+    body: Expr | None
+
+
+@dataclass(frozen=True)
+class Receive:
+    """[WAITFOR (] RECEIVE [TOP (n)] columns FROM queue [INTO @table] [WHERE
+    conversation_handle | conversation_group_id = …] [), TIMEOUT ms]
+    (receive-transact-sql.md). ``timeout`` None with ``waitfor``: wait for ever."""
+
+    line: int
+    items: tuple[SelectItem, ...]
+    queue: tuple[str, ...]
+    top: Expr | None = None
+    into: str | None = None
+    where: Cond | None = None
+    waitfor: bool = False
+    timeout: Expr | None = None
+
+
+@dataclass(frozen=True)
+class GetConversationGroup:
+    """[WAITFOR (] GET CONVERSATION GROUP @g FROM queue [), TIMEOUT ms]."""
+
+    line: int
+    variable: str
+    queue: tuple[str, ...]
+    waitfor: bool = False
+    timeout: Expr | None = None
+
+
+@dataclass(frozen=True)
+class EndConversation:
+    """END CONVERSATION h [WITH ERROR = n DESCRIPTION = 'text' | WITH CLEANUP]."""
+
+    line: int
+    handle: Expr
+    error: Expr | None = None
+    description: Expr | None = None
+    cleanup: bool = False
+
+
+@dataclass(frozen=True)
+class BeginTimer:
+    """BEGIN CONVERSATION TIMER (h) TIMEOUT = seconds."""
+
+    line: int
+    handle: Expr
+    timeout: Expr
+
+
+@dataclass(frozen=True)
+class MoveConversation:
+    """MOVE CONVERSATION h TO group."""
+
+    line: int
+    handle: Expr
+    group: Expr
+
+
+@dataclass(frozen=True)
+class WaitforDelay:
+    """WAITFOR DELAY 'hh:mm:ss[.mmm]' | TIME 'hh:mm:ss' (``kind`` DELAY | TIME)."""
+
+    line: int
+    kind: str
+    expr: Expr
+
+
+@dataclass(frozen=True)
+class Use:
+    line: int
+    database: str
+
+
+@dataclass(frozen=True)
+class CreateDatabase:
+    line: int
+    name: str
+
+
+@dataclass(frozen=True)
+class DropDatabase:
+    line: int
+    names: tuple[str, ...]
+    if_exists: bool = False
+
+
+@dataclass(frozen=True)
+class Ddl:
+    """A Service Broker DDL statement (CREATE QUEUE, ALTER DATABASE, GRANT SEND, …), as the
+    DDL parser reads it (:class:`~servicebroker.ddl.parser.DdlStatement`)."""
+
+    line: int
+    statement: DdlStatement = field(compare=False)
+
+
+Statement = (
+    Declare
+    | SetVariable
+    | SetOption
+    | Select
+    | If
+    | While
+    | Break
+    | Continue
+    | Return
+    | Block
+    | TryCatch
+    | Print
+    | RaisError
+    | Throw
+    | BeginTran
+    | CommitTran
+    | RollbackTran
+    | SaveTran
+    | BeginDialog
+    | Send
+    | Receive
+    | GetConversationGroup
+    | EndConversation
+    | BeginTimer
+    | MoveConversation
+    | WaitforDelay
+    | Use
+    | CreateDatabase
+    | DropDatabase
+    | Ddl
+)
+"""A statement of a batch."""

@@ -1,0 +1,314 @@
+"""SELECT over one row source (a catalog view, a DMV, a queue, or no FROM at all): WHERE,
+aggregates with or without GROUP BY, ORDER BY, DISTINCT, TOP, the select list — evaluated here,
+over rows the interpreter's :class:`Sources` give (:mod:`.catalog_rows`).
+
+A row is a mapping of lower-case column name to :class:`~.types.Typed`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from datetime import datetime
+from decimal import Decimal
+from functools import cmp_to_key
+from typing import Protocol
+
+from ..errors import TSqlError
+from . import nodes as n
+from .evaluate import evaluate, is_true, test
+from .scope import ErrorContext, Scope, to_type
+from .types import BIGINT, INT, NVARCHAR, SqlType, Typed
+
+__all__ = ["Query", "Row", "RowSource", "Sources", "run_query"]
+
+Row = Mapping[str, Typed]
+
+
+@dataclass(frozen=True)
+class RowSource:
+    """A source's columns (names as SQL Server spells them, and types) and rows."""
+
+    columns: tuple[tuple[str, SqlType], ...]
+    rows: Sequence[Row]
+
+
+class Sources(Protocol):
+    """Where FROM finds its rows."""
+
+    def rows(self, parts: tuple[str, ...], line: int) -> RowSource:
+        """The rows of the object named by ``parts`` (``[database.][schema.]name``).
+
+        Raises:
+            TSqlError: Msg 208, the object does not exist.
+        """
+        ...
+
+
+@dataclass
+class Query:
+    """A SELECT's outcome: its column names and types, the rows of values, and the variable
+    assignments to make (SELECT @v = …: the last row's, none when no row)."""
+
+    columns: list[tuple[str, SqlType]]
+    rows: list[list[Typed]]
+    assignments: list[tuple[str, Typed]]
+    assigns: bool
+
+
+class _RowScope:
+    """A scope that reads a row's columns and aggregates over a group of rows."""
+
+    def __init__(self, base: Scope, row: Row | None, group: Sequence[Row] | None = None) -> None:
+        self.base = base
+        self.row = row
+        self.group = group
+
+    @property
+    def line(self) -> int:
+        return self.base.line
+
+    def variable(self, name: str, line: int) -> Typed:
+        return self.base.variable(name, line)
+
+    def global_variable(self, name: str) -> Typed:
+        return self.base.global_variable(name)
+
+    def column(self, parts: tuple[str, ...]) -> Typed:
+        if self.row is not None:
+            value = self.row.get(parts[-1].lower())
+            if value is not None:
+                return value
+        return self.base.column(parts)
+
+    def now(self) -> datetime:
+        return self.base.now()
+
+    def utc_now(self) -> datetime:
+        return self.base.utc_now()
+
+    def caught(self) -> ErrorContext | None:
+        return self.base.caught()
+
+    def xact_state(self) -> int:
+        return self.base.xact_state()
+
+    def subquery(self, select: n.SelectCore) -> list[list[Typed]]:
+        return self.base.subquery(select)
+
+    def object_id(self, name: str) -> int | None:
+        return self.base.object_id(name)
+
+    def database_id(self, name: str | None) -> int | None:
+        return self.base.database_id(name)
+
+    def database_name(self, database_id: int | None) -> str | None:
+        return self.base.database_name(database_id)
+
+    def aggregate(self, call: n.FunctionCall) -> Typed:
+        if self.group is None:
+            raise TSqlError(
+                147,
+                "An aggregate may not appear in the WHERE clause unless it is in a subquery "
+                "contained in a HAVING clause or a select list, and the column being aggregated "
+                "is an outer reference.",
+                line=self.line,
+                severity=15,
+            )
+        name = call.name
+        if name in ("COUNT", "COUNT_BIG"):
+            type_ = BIGINT if name == "COUNT_BIG" else INT
+            if call.star:
+                return Typed(len(self.group), type_)
+            values = [evaluate(call.args[0], _RowScope(self.base, r)) for r in self.group]
+            return Typed(sum(1 for v in values if v.value is not None), type_)
+        if len(call.args) != 1:
+            raise TSqlError(
+                174,
+                f"The {name.lower()} function requires 1 argument(s).",
+                line=self.line,
+                severity=15,
+            )
+        values = [evaluate(call.args[0], _RowScope(self.base, r)) for r in self.group]
+        present = [v for v in values if v.value is not None]
+        type_ = values[0].type if values else INT
+        if not present:
+            return Typed(None, type_)
+
+        def compare(a: Typed, b: Typed) -> int:
+            return _order(a, b, self)
+
+        key = cmp_to_key(compare)
+        if name == "MIN":
+            return sorted(present, key=key)[0]
+        if name == "MAX":
+            return sorted(present, key=key)[-1]
+        numbers = [
+            to_type(v, BIGINT if type_.is_integer else SqlType("DECIMAL", 38, 10), self)
+            for v in present
+        ]
+        total = Decimal(0)
+        for number in numbers:
+            assert isinstance(number, int | Decimal)
+            total += number
+        if name == "SUM":
+            return Typed(int(total) if type_.is_integer else total, type_)
+        average = total / len(present)
+        return Typed(int(average) if type_.is_integer else average, type_)
+
+
+def _order(a: Typed, b: Typed, scope: Scope) -> int:
+    if a.value is None and b.value is None:
+        return 0
+    if a.value is None:
+        return -1  # NULLs sort first in ascending order
+    if b.value is None:
+        return 1
+    x = a.value
+    y = b.value
+    if isinstance(x, str) and isinstance(y, str):
+        x, y = x.casefold(), y.casefold()
+    elif type(x) is not type(y):
+        x = to_type(a, SqlType("NVARCHAR"), scope)
+        y = to_type(b, SqlType("NVARCHAR"), scope)
+    return int(x > y) - int(x < y)  # type: ignore[operator]
+
+
+def _has_aggregate(expr: n.Expr) -> bool:
+    if isinstance(expr, n.FunctionCall):
+        return expr.name in ("COUNT", "COUNT_BIG", "SUM", "MIN", "MAX", "AVG") or any(
+            _has_aggregate(a) for a in expr.args
+        )
+    if isinstance(expr, n.Binary):
+        return _has_aggregate(expr.left) or _has_aggregate(expr.right)
+    if isinstance(expr, n.Cast | n.Negate):
+        return _has_aggregate(expr.expr)
+    return False
+
+
+def _column_name(item: n.ExprItem) -> str:
+    if item.alias is not None:
+        return item.alias
+    if isinstance(item.expr, n.Column):
+        return item.expr.parts[-1]
+    return ""
+
+
+def run_query(core: n.SelectCore, scope: Scope, sources: Sources) -> Query:
+    """Run one SELECT.
+
+    Raises:
+        TSqlError: SQL Server's errors: 208 unknown object, 207 unknown column, 141 a select
+            list that both assigns and returns, and the evaluation errors of
+            :func:`~.evaluate.evaluate`.
+    """
+    assigns = any(isinstance(item, n.Assign) for item in core.items)
+    if assigns and not all(isinstance(item, n.Assign) for item in core.items):
+        raise TSqlError(
+            141,
+            "A SELECT statement that assigns a value to a variable must not be combined with "
+            "data-retrieval operations.",
+            line=scope.line,
+            severity=15,
+        )
+    source = RowSource((), [{}]) if core.source is None else sources.rows(core.source, scope.line)
+    rows: list[Row] = list(source.rows)
+    if core.where is not None:
+        where = core.where
+        rows = [row for row in rows if is_true(test(where, _RowScope(scope, row)))]
+    aggregate = core.group_by or any(
+        isinstance(item, n.ExprItem | n.Assign) and _has_aggregate(item.expr) for item in core.items
+    )
+    groups: list[tuple[Row | None, Sequence[Row]]]
+    if core.group_by:
+        keyed: dict[tuple[object, ...], list[Row]] = {}
+        for row in rows:
+            key = tuple(_group_key(evaluate(e, _RowScope(scope, row))) for e in core.group_by)
+            keyed.setdefault(key, []).append(row)
+        groups = [(members[0], members) for members in keyed.values()]
+    elif aggregate:
+        groups = [(rows[0] if rows else None, rows)]
+    else:
+        groups = [(row, [row]) for row in rows]
+    if core.order_by:
+
+        def compare(
+            a: tuple[Row | None, Sequence[Row]], b: tuple[Row | None, Sequence[Row]]
+        ) -> int:
+            for expr, descending in core.order_by:
+                x = evaluate(expr, _RowScope(scope, a[0], a[1] if aggregate else None))
+                y = evaluate(expr, _RowScope(scope, b[0], b[1] if aggregate else None))
+                result = _order(x, y, scope)
+                if result:
+                    return -result if descending else result
+            return 0
+
+        groups.sort(key=cmp_to_key(compare))
+    columns: list[tuple[str, SqlType]] = []
+    out: list[list[Typed]] = []
+    assignments: list[tuple[str, Typed]] = []
+    for first, members in groups:
+        row_scope = _RowScope(scope, first, members if aggregate else None)
+        values: list[Typed] = []
+        names: list[tuple[str, SqlType]] = []
+        for item in core.items:
+            if isinstance(item, n.Star):
+                if first is None and not source.columns:
+                    raise TSqlError(
+                        263, "Must specify table to select from.", line=scope.line, severity=16
+                    )
+                for name, type_ in source.columns:
+                    values.append(first[name.lower()] if first is not None else Typed(None, type_))
+                    names.append((name, type_))
+            elif isinstance(item, n.Assign):
+                assignments.append((item.variable, evaluate(item.expr, row_scope)))
+            else:
+                value = evaluate(item.expr, row_scope)
+                values.append(value)
+                names.append((_column_name(item), value.type))
+        if not columns:
+            columns = names
+        out.append(values)
+    if not columns and not assigns:
+        columns = _static_columns(core, source)
+    if core.distinct:
+        seen: set[tuple[object, ...]] = set()
+        unique = []
+        for values in out:
+            key = tuple(_group_key(v) for v in values)
+            if key not in seen:
+                seen.add(key)
+                unique.append(values)
+        out = unique
+    if core.top is not None:
+        top = evaluate(core.top, scope)
+        limit = to_type(top, BIGINT, scope)
+        assert isinstance(limit, int)
+        out = out[: max(limit, 0)]
+        if assigns:
+            assignments = assignments[
+                : max(limit, 0) * sum(isinstance(i, n.Assign) for i in core.items)
+            ]
+    return Query(columns, out, assignments, assigns)
+
+
+def _static_columns(core: n.SelectCore, source: RowSource) -> list[tuple[str, SqlType]]:
+    """The columns of a SELECT that returned no row (sqlcmd still prints the header)."""
+    columns: list[tuple[str, SqlType]] = []
+    types = {name.lower(): t for name, t in source.columns}
+    for item in core.items:
+        if isinstance(item, n.Star):
+            columns.extend(source.columns)
+        elif isinstance(item, n.ExprItem):
+            type_ = NVARCHAR
+            if isinstance(item.expr, n.Column):
+                type_ = types.get(item.expr.parts[-1].lower(), NVARCHAR)
+            columns.append((_column_name(item), type_))
+    return columns
+
+
+def _group_key(value: Typed) -> object:
+    v = value.value
+    if isinstance(v, str):
+        return v.rstrip(" ").casefold()
+    return v

@@ -1,0 +1,61 @@
+"""What evaluating T-SQL reads (:class:`Scope`: the variables, the current row, ``@@`` values,
+the clock's now, the error a CATCH block handles, a way to run a subquery) and the helpers every
+evaluation module shares: SQL Server's errors at the scope's line and the implicit conversion
+of an assignment.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Protocol
+
+from ..errors import TSqlError
+from . import nodes as n
+from .types import ConversionFailed, SqlType, Typed, convert
+
+__all__ = ["ErrorContext", "Scope", "fail", "to_type"]
+
+
+@dataclass(frozen=True)
+class ErrorContext:
+    """The error a CATCH block handles (ERROR_NUMBER() and the rest read it)."""
+
+    number: int
+    message: str
+    severity: int
+    state: int
+    line: int
+    procedure: str | None
+
+
+class Scope(Protocol):
+    """What evaluation reads."""
+
+    def variable(self, name: str, line: int) -> Typed: ...
+    def global_variable(self, name: str) -> Typed: ...
+    def column(self, parts: tuple[str, ...]) -> Typed: ...
+    def now(self) -> datetime: ...
+    def utc_now(self) -> datetime: ...
+    def caught(self) -> ErrorContext | None: ...
+    def xact_state(self) -> int: ...
+    def subquery(self, select: n.SelectCore) -> list[list[Typed]]: ...
+    def object_id(self, name: str) -> int | None: ...
+    def database_id(self, name: str | None) -> int | None: ...
+    def database_name(self, database_id: int | None) -> str | None: ...
+    def aggregate(self, call: n.FunctionCall) -> Typed: ...
+    @property
+    def line(self) -> int: ...
+
+
+def fail(number: int, message: str, scope: Scope, severity: int = 16) -> TSqlError:
+    return TSqlError(number, message, severity=severity, line=scope.line)
+
+
+def to_type(value: Typed, target: SqlType, scope: Scope) -> object:
+    """``value`` converted to ``target`` (an assignment's implicit conversion), or SQL Server's
+    conversion error."""
+    try:
+        return convert(value.value, value.type, target)
+    except ConversionFailed as exc:
+        raise fail(exc.number, str(exc), scope) from None

@@ -1,0 +1,173 @@
+"""SQL Server's error numbers and texts (``sysmessages.tsv``, transcribed from Microsoft's
+"Database Engine events and errors" pages), and the translation of the broker's own errors
+(:class:`~servicebroker.errors.BrokerError` and its kinds) into the :class:`TSqlError` SQL Server
+raises for the same fault: an unknown conversation handle is Msg 8426, a SEND after END is
+8429, a disabled queue 9617, a missing object 208 or 15151, an existing one 2714, a permission
+denied 229. An error with no SQL Server counterpart keeps the broker's text under Msg 50000
+(docs/tsql.md).
+"""
+
+from __future__ import annotations
+
+import functools
+import re
+from importlib import resources
+
+from ..errors import (
+    BrokerError,
+    CatalogError,
+    ConversationError,
+    MessageValidationError,
+    PermissionDeniedError,
+    QueueDisabledError,
+    TransactionError,
+    TSqlError,
+)
+
+__all__ = ["broker_error", "severity_of", "sql_message"]
+
+_PLACEHOLDER = re.compile(r"%(?:\.\*ls|ls|S_MSG|I64d|[-+ 0#]?\d*(?:\.\d+)?[sdiuxXo])")
+
+
+@functools.cache
+def _messages() -> dict[int, tuple[int, str]]:
+    text = resources.files(__package__).joinpath("sysmessages.tsv").read_text(encoding="utf-8")
+    out: dict[int, tuple[int, str]] = {}
+    for line in text.splitlines():
+        if not line or line.startswith("#"):
+            continue
+        number, severity, message = line.split("\t", 2)
+        out[int(number)] = (int(severity), message)
+    return out
+
+
+def severity_of(number: int) -> int:
+    """SQL Server's severity of error ``number`` (16 for one not in the table)."""
+    return _messages().get(number, (16, ""))[0]
+
+
+def sql_message(number: int, *args: object) -> str:
+    """The text of error ``number`` with ``args`` put in its placeholders in order, as
+    FORMATMESSAGE and RAISERROR(number, …) make it.
+
+    Raises:
+        KeyError: no message ``number`` in the table.
+    """
+    template = _messages()[number][1]
+    values = iter(args)
+
+    def put(match: re.Match[str]) -> str:
+        value = next(values, None)
+        return "" if value is None else str(value)
+
+    return _PLACEHOLDER.sub(put, template)
+
+
+def _error(number: int, line: int, *args: object) -> TSqlError:
+    return TSqlError(number, sql_message(number, *args), severity=severity_of(number), line=line)
+
+
+_QUOTED = r"'([^']*)'"
+_KINDS = {
+    "message type": "message type",
+    "contract": "contract",
+    "queue": "queue",
+    "service": "service",
+    "route": "route",
+    "event notification": "event notification",
+    "broker priority": "broker priority",
+    "certificate": "certificate",
+    "login": "login",
+    "endpoint": "endpoint",
+    "remote service binding": "remote service binding",
+    "database principal": "user",
+    "user": "user",
+}
+
+
+def broker_error(exc: BrokerError, line: int) -> TSqlError:
+    """The error SQL Server raises where the broker raised ``exc`` (module docstring)."""
+    if isinstance(exc, TSqlError):
+        return exc
+    inner = exc.__cause__ if isinstance(exc.__cause__, BrokerError) else exc
+    text = str(inner)
+    statement = str(exc).split(" at line", 1)[0] if inner is not exc else ""
+    found = _match(inner, text, statement, line)
+    if found is not None:
+        return found
+    return TSqlError(50000, str(exc), severity=16, line=line)
+
+
+def _match(exc: BrokerError, text: str, statement: str, line: int) -> TSqlError | None:
+    if isinstance(exc, PermissionDeniedError):
+        return _error(229, line, exc.permission, exc.securable, "", "dbo")
+    if isinstance(exc, QueueDisabledError):
+        m = re.search(r"queue " + _QUOTED, text)
+        return _error(9617, line, m.group(1) if m else "")
+    if isinstance(exc, MessageValidationError):
+        m = re.search(r"message type " + _QUOTED + r" is not sent by the (\w+)", text)
+        if m:
+            return _error(8432 if m.group(2) == "initiator" else 8434, line, m.group(1))
+        m = re.search(r"message type " + _QUOTED + r" is not (?:in|part of|allowed)", text)
+        if m:
+            return _error(8431, line, m.group(1))
+        m = re.search(r"message type " + _QUOTED, text)
+        return TSqlError(
+            9615, sql_message(9615, m.group(1) if m else "", text, "", 1, 0), line=line
+        )
+    if isinstance(exc, ConversationError):
+        m = re.search(
+            r"conversation handle ([0-9a-fA-F-]{36}) (?:does not exist|is not on this queue)", text
+        )
+        if m:
+            return _error(8426, line, m.group(1).upper())
+        m = re.search(
+            r"conversation group ([0-9a-fA-F-]{36}) (?:does not exist|is not on this)", text
+        )
+        if m:
+            return _error(8436, line, m.group(1).upper())
+        m = re.search(r"state (\w\w)\b", text)
+        if text.startswith("SEND") and m:
+            return _error(8429, line, m.group(1))
+        if "LIFETIME" in text:
+            return _error(8489, line)
+        if text.startswith("BEGIN CONVERSATION TIMER") and m:
+            return _error(8458, line, m.group(1))
+        return None
+    if isinstance(exc, TransactionError):
+        return None
+    if isinstance(exc, CatalogError):
+        return _catalog(text, statement, line)
+    return None
+
+
+def _catalog(text: str, statement: str, line: int) -> TSqlError | None:
+    m = re.search(r"^(?:\w[\w ]*?: )?([a-z ]+?) " + _QUOTED + r" already exists", text)
+    if m:
+        name = m.group(2)
+        if m.group(1) in ("user", "database principal"):
+            return _error(15023, line, name)
+        if m.group(1) == "login":
+            return _error(15025, line, name)
+        return _error(2714, line, name)
+    m = re.search(r"([a-z ]+?) " + _QUOTED + r" does not exist", text)
+    if m:
+        kind = _KINDS.get(m.group(1).strip().split(":")[-1].strip(), m.group(1).strip())
+        name = m.group(2)
+        if statement.startswith("DROP"):
+            return _error(15151, line, "drop", kind, name)
+        if kind == "service":
+            return _error(8423, line, name)
+        if kind == "contract":
+            return _error(8425, line, name)
+        if kind == "message type":
+            return _error(8428, line, name)
+        if kind == "queue":
+            return _error(208, line, name)
+        return _error(15151, line, "find", kind, name)
+    m = re.search(
+        r"service " + _QUOTED + r" does not (?:take|support|accept) contract " + _QUOTED, text
+    )
+    if m:
+        return _error(8408, line, m.group(1), m.group(2))
+    return None
