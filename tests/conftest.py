@@ -19,7 +19,7 @@ from pathlib import Path
 import pytest
 from hypothesis import settings
 
-from servicebroker import Broker, ManualClock, TransportSettings
+from servicebroker import Broker, Instance, ManualClock, TransportSettings
 from servicebroker.testing.ports import free_port
 from servicebroker.transport.certificates import make_self_signed
 
@@ -228,6 +228,34 @@ def url(backend: str, tmp_path: Path) -> Iterator[str]:
     u = new_url(backend, tmp_path)
     yield u
     drop_url(u)
+
+
+@pytest.fixture
+def instance_location(backend: str, tmp_path: Path) -> Iterator[str]:
+    """A fresh, empty T-SQL instance: a folder, or a named instance on the PostgreSQL server
+    (its schemas dropped after the test)."""
+    if backend == "sqlite":
+        yield str(tmp_path / "instance")
+        return
+    name = f"t{uuid.uuid4().hex[:12]}"
+    sep = "&" if "?" in POSTGRES_URL else "?"
+    yield f"{POSTGRES_URL}{sep}instance={name}"
+    import psycopg
+
+    with psycopg.connect(POSTGRES_URL, autocommit=True) as c:
+        schemas = c.execute(
+            "SELECT nspname FROM pg_namespace WHERE starts_with(nspname, %s)", (f"sb_{name}_",)
+        ).fetchall()
+        for (schema,) in schemas:
+            c.execute(f'DROP SCHEMA IF EXISTS "{schema}" CASCADE')
+
+
+@pytest.fixture
+def instance(instance_location: str, clock: ManualClock) -> Iterator[Instance]:
+    """An open instance on ``instance_location`` with the manual clock."""
+    i = Instance.open(instance_location, clock=clock)
+    yield i
+    i.close()
 
 
 @pytest.fixture

@@ -42,6 +42,14 @@ class Instance:
         self.location = location
         self.clock: Clock = clock or SystemClock()
         self._postgres = location.startswith(("postgresql://", "postgres://"))
+        self._prefix = "sb_"
+        self._server = location
+        if self._postgres:
+            self._server, self._prefix = _instance_prefix(location)
+        named = self._prefix[len("sb_") : -1]
+        self._comment = (
+            f"servicebroker instance {named} database " if named else "servicebroker database "
+        )
         self._brokers: dict[str, Broker] = {}
         self._lock = threading.RLock()
         self._started = False
@@ -74,13 +82,13 @@ class Instance:
 
     # -- databases --------------------------------------------------------------------------
     def _schema_for(self, name: str) -> str:
-        if _PLAIN.fullmatch(name) and len(name) <= 60:
-            return "sb_" + name.casefold()
-        return "sb_x" + hashlib.sha1(name.casefold().encode()).hexdigest()[:24]
+        if _PLAIN.fullmatch(name) and len(self._prefix) + len(name) <= 63:
+            return self._prefix + name.casefold()
+        return self._prefix + "x" + hashlib.sha1(name.casefold().encode()).hexdigest()[:24]
 
     def _postgres_url(self, schema: str) -> str:
-        sep = "&" if "?" in self.location else "?"
-        return f"{self.location}{sep}options=" + urllib.parse.quote(f"-csearch_path={schema}")
+        sep = "&" if "?" in self._server else "?"
+        return f"{self._server}{sep}options=" + urllib.parse.quote(f"-csearch_path={schema}")
 
     def _find(self, name: str) -> str | None:
         """The stored name of database ``name`` (its case as created), or None."""
@@ -91,13 +99,14 @@ class Instance:
         if self._postgres:
             import psycopg
 
-            with psycopg.connect(self.location, autocommit=True) as conn:
+            with psycopg.connect(self._server, autocommit=True) as conn:
                 rows = conn.execute(
                     "SELECT obj_description(oid, 'pg_namespace') FROM pg_namespace "
-                    "WHERE nspname LIKE 'sb\\_%' AND obj_description(oid, 'pg_namespace') "
-                    "LIKE 'servicebroker database %'"
+                    "WHERE starts_with(nspname, %s) "
+                    "AND starts_with(obj_description(oid, 'pg_namespace'), %s)",
+                    (self._prefix, self._comment),
                 ).fetchall()
-            names = [str(r[0])[len("servicebroker database ") :] for r in rows]
+            names = [str(r[0])[len(self._comment) :] for r in rows]
         else:
             names = [p.stem for p in Path(self.location).glob("*.db") if p.is_file()]
         return sorted(names, key=lambda d: (d.casefold() != "master", d.casefold()))
@@ -151,11 +160,11 @@ class Instance:
             from psycopg import sql
 
             schema = self._schema_for(name)
-            with psycopg.connect(self.location, autocommit=True) as conn:
+            with psycopg.connect(self._server, autocommit=True) as conn:
                 conn.execute(sql.SQL("CREATE SCHEMA {}").format(sql.Identifier(schema)))
                 conn.execute(
                     sql.SQL("COMMENT ON SCHEMA {} IS {}").format(
-                        sql.Identifier(schema), sql.Literal(f"servicebroker database {name}")
+                        sql.Identifier(schema), sql.Literal(self._comment + name)
                     )
                 )
         Broker.open(self._url(name), clock=self.clock).close()
@@ -186,7 +195,7 @@ class Instance:
             import psycopg
             from psycopg import sql
 
-            with psycopg.connect(self.location, autocommit=True) as conn:
+            with psycopg.connect(self._server, autocommit=True) as conn:
                 conn.execute(
                     sql.SQL("DROP SCHEMA {} CASCADE").format(
                         sql.Identifier(self._schema_for(found))
@@ -281,6 +290,25 @@ class Instance:
 
     def __repr__(self) -> str:
         return f"Instance({self.location!r})"
+
+
+def _instance_prefix(location: str) -> tuple[str, str]:
+    """A PostgreSQL instance URL without its ``instance=NAME`` parameter, and the schema prefix
+    of its databases (``sb_`` alone, or ``sb_NAME_`` for a named instance: several instances
+    share one PostgreSQL database so)."""
+    parts = urllib.parse.urlsplit(location)
+    query = urllib.parse.parse_qsl(parts.query, keep_blank_values=True)
+    names = [v for k, v in query if k == "instance"]
+    rest = urllib.parse.urlencode([(k, v) for k, v in query if k != "instance"])
+    server = urllib.parse.urlunsplit(parts._replace(query=rest))
+    if not names:
+        return server, "sb_"
+    name = names[-1]
+    if not _PLAIN.fullmatch(name) or len(name) > 30:
+        raise BrokerError(
+            f"instance={name!r}: an instance name is letters, digits and _ (30 at most)"
+        )
+    return server, f"sb_{name.casefold()}_"
 
 
 def _no_database(name: str) -> TSqlError:

@@ -127,12 +127,14 @@ def _match(exc: BrokerError, text: str, statement: str, line: int) -> TSqlError 
         if m:
             return _error(8436, line, m.group(1).upper())
         m = re.search(r"state (\w\w)\b", text)
-        if text.startswith("SEND") and m:
+        if re.search(r"\bSEND\b", text) and m:
             return _error(8429, line, m.group(1))
         if "LIFETIME" in text:
             return _error(8489, line)
-        if text.startswith("BEGIN CONVERSATION TIMER") and m:
+        if "CONVERSATION TIMER" in text and m:
             return _error(8458, line, m.group(1))
+        if "MOVE CONVERSATION" in text and m:
+            return _error(8438, line, m.group(1))
         return None
     if isinstance(exc, TransactionError):
         return None
