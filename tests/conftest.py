@@ -192,7 +192,7 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     )
     parser.addoption(
         "--streaming-kill-cycles",
-        default="3",
+        default="1",
         help="SIGKILLs of the streaming query's process tree in tests/test_spark_kill.py",
     )
 

@@ -33,6 +33,8 @@ def test_all_names_the_public_surface() -> None:
         "DatabaseUnavailableError",
         "DeadlockError",
         "IntegrityConflict",
+        "Instance",
+        "TSqlError",
         "MessageValidationError",
         "QueueDisabledError",
         "PermissionDeniedError",

@@ -119,3 +119,10 @@ def test_the_two_brokers_example_runs(tmp_path: Path) -> None:
         "//warehouse/Orders",
         "hello from the shop",
     )
+
+
+def test_the_sqlcmd_example_runs(tmp_path: Path) -> None:
+    done = run_first_script("## Bring your T-SQL", tmp_path)
+    assert done.stdout.split("\n")[0].strip() == "received"
+    assert '<order id="1"/>' in done.stdout
+    assert done.stdout.rstrip().endswith("(1 row affected)")

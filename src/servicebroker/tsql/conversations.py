@@ -10,22 +10,34 @@ from __future__ import annotations
 
 import uuid
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any
+from contextlib import AbstractContextManager
+from typing import Any, Protocol
 
+from ..engine.transaction import Transaction
 from ..errors import TSqlError
 from . import nodes as n
 from .catalog_rows import QUEUE_COLUMNS, message_row
 from .evaluate import evaluate
 from .queries import RowSource, run_query
 from .results import ResultSet
-from .scope import to_type
+from .scope import Scope, to_type
 from .types import BIGINT, INT, NVARCHAR, UNIQUEIDENTIFIER, SqlType, Typed
 from .unsupported import not_supported
 
-if TYPE_CHECKING:
-    from .interpreter import Session
+__all__ = ["CONVERSATION_STATEMENTS", "Session"]
 
-__all__ = ["CONVERSATION_STATEMENTS"]
+
+class Session(Scope, Protocol):
+    """What a conversation statement needs of the session that runs it
+    (:class:`~servicebroker.tsql.interpreter.Session`): the evaluation scope and these."""
+
+    rowcount: int
+    nocount: bool
+    database: str
+
+    def statement_transaction(self) -> AbstractContextManager[Transaction]: ...
+    def assign(self, name: str, value: Typed) -> None: ...
+    def emit(self, event: ResultSet | str | int | TSqlError) -> None: ...
 
 
 def _handle(session: Session, expr: n.Expr) -> uuid.UUID:

@@ -15,7 +15,17 @@ from . import nodes as n
 from .comparison import compare, like_pattern
 from .functions import AGGREGATES, DATEPART_FUNCTIONS, FUNCTIONS
 from .scope import Scope, fail, to_type
-from .types import INT, NVARCHAR, VARCHAR, ConversionFailed, SqlType, Typed, convert, precedence_of
+from .types import (
+    INT,
+    NVARCHAR,
+    NVARCHAR_MAX,
+    VARCHAR,
+    ConversionFailed,
+    SqlType,
+    Typed,
+    convert,
+    precedence_of,
+)
 
 __all__ = ["evaluate", "is_true", "test"]
 
@@ -245,8 +255,14 @@ def test(cond: n.Cond, scope: Scope) -> bool | None:
         pattern = evaluate(cond.pattern, scope)
         if value.value is None or pattern.value is None:
             return None
-        text = str(to_type(value, NVARCHAR, scope))
-        matched = like_pattern(str(to_type(pattern, NVARCHAR, scope))).fullmatch(text) is not None
+        text = str(to_type(value, NVARCHAR_MAX, scope))
+        if not (value.type.is_unicode or pattern.type.is_unicode):
+            # ASCII LIKE ignores the trailing blanks of the value; Unicode LIKE keeps them
+            # (like-transact-sql.md, "Pattern matching by using LIKE")
+            text = text.rstrip(" ")
+        matched = (
+            like_pattern(str(to_type(pattern, NVARCHAR_MAX, scope))).fullmatch(text) is not None
+        )
         return matched != cond.negated
     if isinstance(cond, n.Between):
         value = evaluate(cond.expr, scope)

@@ -319,8 +319,11 @@ def _count(value: Typed) -> int:
     return int(number)
 
 
-def _replicate(text: str, rest: list[Typed]) -> str:
-    return text * max(_count(rest[0]), 0)
+def _replicate(text: str, rest: list[Typed]) -> str | None:
+    count = _count(rest[0])
+    return (
+        None if count < 0 else text * count
+    )  # a negative count is NULL (replicate-transact-sql.md)
 
 
 def _nullif(args: list[Typed], scope: Scope) -> Typed:

@@ -186,6 +186,30 @@ def _has_aggregate(expr: n.Expr) -> bool:
     return False
 
 
+def _order_expr(expr: n.Expr, core: n.SelectCore, scope: Scope) -> n.Expr:
+    """What an ORDER BY item sorts by: a select-list column's expression when the item is its
+    alias (``ORDER BY c`` for ``COUNT(*) AS c``) or its position (``ORDER BY 2``), else the
+    item itself (select-transact-sql-order-by-clause.md)."""
+    items = [item for item in core.items if isinstance(item, n.ExprItem)]
+    positional = items and len(items) == len(core.items)  # SELECT *: positions not known here
+    if isinstance(expr, n.Literal) and isinstance(expr.value, int) and positional:
+        if not 1 <= expr.value <= len(items):
+            raise TSqlError(
+                108,
+                f"The ORDER BY position number {expr.value} is out of range of the number of "
+                "items in the select list.",
+                line=scope.line,
+                severity=15,
+            )
+        return items[expr.value - 1].expr
+    if isinstance(expr, n.Column) and len(expr.parts) == 1:
+        wanted = expr.parts[0].casefold()
+        for item in items:
+            if item.alias is not None and item.alias.casefold() == wanted:
+                return item.expr
+    return expr
+
+
 def _column_name(item: n.ExprItem) -> str:
     if item.alias is not None:
         return item.alias
@@ -231,11 +255,14 @@ def run_query(core: n.SelectCore, scope: Scope, sources: Sources) -> Query:
     else:
         groups = [(row, [row]) for row in rows]
     if core.order_by:
+        order_by = [
+            (_order_expr(expr, core, scope), descending) for expr, descending in core.order_by
+        ]
 
         def compare(
             a: tuple[Row | None, Sequence[Row]], b: tuple[Row | None, Sequence[Row]]
         ) -> int:
-            for expr, descending in core.order_by:
+            for expr, descending in order_by:
                 x = evaluate(expr, _RowScope(scope, a[0], a[1] if aggregate else None))
                 y = evaluate(expr, _RowScope(scope, b[0], b[1] if aggregate else None))
                 result = _order(x, y, scope)

@@ -17,7 +17,7 @@ import uuid
 import xml.parsers.expat
 from dataclasses import dataclass
 from datetime import datetime
-from decimal import Decimal, InvalidOperation
+from decimal import ROUND_HALF_UP, Decimal, InvalidOperation
 from typing import NamedTuple
 
 __all__ = [
@@ -36,6 +36,7 @@ __all__ = [
     "SqlType",
     "Typed",
     "convert",
+    "decimal_shape",
     "display",
     "parse_type",
     "precedence_of",
@@ -188,9 +189,35 @@ def parse_type(name: str, size: str | None = None, scale: int | None = None) -> 
     return SqlType(upper)
 
 
+_EXACT_SHAPES = {
+    "BIGINT": (19, 0),
+    "INT": (10, 0),
+    "SMALLINT": (5, 0),
+    "TINYINT": (3, 0),
+    "BIT": (1, 0),
+    "MONEY": (19, 4),
+    "SMALLMONEY": (10, 4),
+}
+
+
+def decimal_shape(t: SqlType) -> tuple[int, int] | None:
+    """The precision and scale of exact numeric type ``t`` as a DECIMAL (INT is (10, 0), MONEY
+    (19, 4); precision-scale-and-length-transact-sql.md), or None for another type."""
+    if t.name == "DECIMAL":
+        return (t.length or 38, t.scale or 0)
+    return _EXACT_SHAPES.get(t.name)
+
+
 def precedence_of(a: SqlType, b: SqlType) -> SqlType:
     """The type an operation on ``a`` and ``b`` is done in (the one of higher precedence); two
-    character types give the Unicode one when either is."""
+    character types give the Unicode one when either is; a DECIMAL and another exact numeric
+    give the DECIMAL that holds both (the integer digits of the wider, the larger scale)."""
+    if a.name == "DECIMAL" or b.name == "DECIMAL":
+        shape_a, shape_b = decimal_shape(a), decimal_shape(b)
+        if shape_a is not None and shape_b is not None:
+            scale = max(shape_a[1], shape_b[1])
+            integral = max(shape_a[0] - shape_a[1], shape_b[0] - shape_b[1])
+            return SqlType("DECIMAL", min(38, integral + scale), scale)
     ra = _PRECEDENCE.index(a.name) if a.name in _PRECEDENCE else len(_PRECEDENCE)
     rb = _PRECEDENCE.index(b.name) if b.name in _PRECEDENCE else len(_PRECEDENCE)
     if a.is_character and b.is_character:
@@ -242,6 +269,11 @@ def _text_of(value: object, source: SqlType) -> str:
 
 def _type_desc(t: SqlType) -> str:
     return str(t)
+
+
+def _numeric_name(t: SqlType) -> str:
+    """A type's name as SQL Server's arithmetic overflow message writes it."""
+    return "numeric" if t.name == "DECIMAL" else t.name.lower()
 
 
 def convert(value: object, source: SqlType, target: SqlType, *, style: int | None = None) -> object:
@@ -341,8 +373,21 @@ def convert(value: object, source: SqlType, target: SqlType, *, style: int | Non
             raise ConversionFailed(
                 8114, f"Error converting data type {_type_desc(source)} to numeric."
             ) from None
+        if not exact.is_finite():
+            raise ConversionFailed(
+                8114, f"Error converting data type {_type_desc(source)} to numeric."
+            )
         if target.scale is not None:
-            exact = exact.quantize(Decimal(1).scaleb(-target.scale))
+            # numeric to numeric rounds, half away from zero (cast-and-convert-transact-sql.md)
+            exact = exact.quantize(Decimal(1).scaleb(-target.scale), rounding=ROUND_HALF_UP)
+        if name == "DECIMAL" and target.length is not None and exact.adjusted() >= (
+            target.length - (target.scale or 0)
+        ):
+            if exact != 0:
+                raise ConversionFailed(
+                    8115,
+                    f"Arithmetic overflow error converting {_numeric_name(source)} to data type numeric.",
+                )
         return exact
     if name in _APPROX:
         try:
