@@ -116,14 +116,14 @@ class ActivationService:
 
     def register_named_procedure(self, name: str, procedure: Procedure) -> None:
         """Run ``procedure`` in this process for every queue whose ACTIVATION names ``name``
-        (a procedure name without ``:``)."""
+        (a procedure name without ``:``; matched without regard to case, as T-SQL names are)."""
         with self._lock:
-            self._named[name] = procedure
+            self._named[name.casefold()] = procedure
 
     def has_named_procedure(self, name: str) -> bool:
         """Whether :meth:`register_named_procedure` registered ``name`` in this process."""
         with self._lock:
-            return name in self._named
+            return name.casefold() in self._named
 
     def _update(self, queue_id: int, change: Callable[[MonitorState], MonitorState]) -> None:
         with self._lock:
@@ -221,7 +221,9 @@ class ActivationService:
         registered under its name, else its ``module:function`` imported."""
         assert queue.activation_procedure is not None
         with self._lock:
-            proc = self._procedures.get(queue.name) or self._named.get(queue.activation_procedure)
+            proc = self._procedures.get(queue.name) or self._named.get(
+                queue.activation_procedure.casefold()
+            )
         if proc is not None:
             return proc
         if ":" not in queue.activation_procedure:

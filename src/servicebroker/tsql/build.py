@@ -230,6 +230,92 @@ class _Builder:
     def s_save_tran(self, tree: Tree[Token], line: int) -> n.SaveTran:
         return n.SaveTran(line, self._tran_name(tree) or "")
 
+    def s_create_procedure(self, tree: Tree[Token], line: int) -> n.CreateProcedure:
+        verb, name_tree, *rest = tree.children
+        assert isinstance(verb, Tree) and isinstance(name_tree, Tree)
+        mode = {"proc_create": "CREATE", "proc_alter": "ALTER"}.get(
+            str(verb.data), "CREATE OR ALTER"
+        )
+        parameters: list[n.Parameter] = []
+        execute_as = None
+        body: list[Tree[Token] | Token] = []
+        for c in rest:
+            if isinstance(c, Tree) and c.data == "proc_params":
+                for p in c.children:
+                    assert isinstance(p, Tree)
+                    parameters.append(self.parameter(p))
+            elif isinstance(c, Tree) and c.data == "proc_options":
+                for option in c.children:
+                    if isinstance(option, Tree) and option.data == "proc_execute_as":
+                        who = option.children[0]
+                        assert isinstance(who, Token)
+                        execute_as = string_of(who) if who.type == "STRING" else str(who).upper()
+            else:
+                body.append(c)
+        return n.CreateProcedure(
+            line,
+            ".".join(self.qname(name_tree)),
+            tuple(parameters),
+            self.body(body),
+            self.text,
+            mode,
+            execute_as,
+        )
+
+    def parameter(self, tree: Tree[Token]) -> n.Parameter:
+        var, type_tree, *rest = tree.children
+        assert isinstance(type_tree, Tree)
+        default = None
+        output = False
+        for c in rest:
+            if isinstance(c, Token) and c.type == "OUTPUT_KW":
+                output = True
+            else:
+                default = self.expr(c)
+        return n.Parameter(str(var), self.data_type(type_tree), default, output)
+
+    def s_drop_procedure(self, tree: Tree[Token], line: int) -> n.DropProcedure:
+        names = tuple(
+            ".".join(self.qname(c))
+            for c in tree.children
+            if isinstance(c, Tree) and c.data == "qname"
+        )
+        if_exists = any(isinstance(c, Tree) and c.data == "if_exists" for c in tree.children)
+        return n.DropProcedure(line, names, if_exists)
+
+    def s_execute(self, tree: Tree[Token], line: int) -> n.Execute:
+        return_variable = None
+        procedure = ""
+        arguments: list[n.Argument] = []
+        for c in tree.children:
+            assert isinstance(c, Tree)
+            if c.data == "exec_return":
+                return_variable = str(c.children[0])
+            elif c.data == "qname":
+                procedure = ".".join(self.qname(c))
+            elif c.data == "exec_args":
+                for arg in c.children:
+                    assert isinstance(arg, Tree)
+                    arguments.append(self.argument(arg))
+        return n.Execute(line, procedure, tuple(arguments), return_variable)
+
+    def argument(self, tree: Tree[Token]) -> n.Argument:
+        items = list(tree.children)
+        output = bool(items) and isinstance(items[-1], Token) and items[-1].type == "OUTPUT_KW"
+        if output:
+            items = items[:-1]
+        name = None
+        if len(items) == 2:
+            name = str(items[0])
+            items = items[1:]
+        value_node = items[0]
+        if isinstance(value_node, Token) and value_node.type == "DEFAULT":
+            return n.Argument(name, None, output)
+        return n.Argument(name, self.expr(value_node), output)
+
+    def s_execute_string(self, tree: Tree[Token], line: int) -> n.ExecuteString:
+        return n.ExecuteString(line, self.expr(tree.children[0]))
+
     def s_create_database(self, tree: Tree[Token], line: int) -> n.CreateDatabase:
         return n.CreateDatabase(line, name_of(tree.children[0]))
 

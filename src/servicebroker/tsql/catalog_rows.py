@@ -11,6 +11,7 @@ from __future__ import annotations
 import dataclasses
 import typing
 import uuid
+import zlib
 from collections.abc import Callable, Sequence
 from datetime import datetime
 from typing import Any
@@ -31,7 +32,7 @@ from .types import (
     Typed,
 )
 
-__all__ = ["QUEUE_COLUMNS", "CatalogRows", "message_row"]
+__all__ = ["QUEUE_COLUMNS", "CatalogRows", "message_row", "procedure_id"]
 
 QUEUE_COLUMNS: tuple[tuple[str, SqlType], ...] = (
     ("status", SqlType("TINYINT")),
@@ -128,8 +129,10 @@ class CatalogRows:
         current: str,
         databases: Callable[[], RowSource],
         other: Callable[[str], CatalogRows],
+        procedures: Callable[[], list[str]],
     ) -> None:
         self._broker = broker
+        self._procedures = procedures
         self._current = current
         self._databases = databases
         self._other = other
@@ -184,12 +187,32 @@ class CatalogRows:
             }
             for q in self._broker.views.service_queues()
         ]
+        rows.extend(
+            {
+                "name": Typed(name, SYSNAME),
+                "object_id": Typed(procedure_id(name), INT),
+                "schema_id": Typed(1, INT),
+                "type": Typed("P ", columns[3][1]),
+                "type_desc": Typed("SQL_STORED_PROCEDURE", columns[4][1]),
+            }
+            for name in self._procedures()
+        )
         return RowSource(columns, rows)
 
     def object_id(self, name: str) -> int | None:
-        """OBJECT_ID(name) for a queue of this database (None for anything else)."""
+        """OBJECT_ID(name) for a queue or a stored procedure of this database (None for
+        anything else)."""
         last = name.split(".")[-1].strip("[]")
         for q in self._broker.views.service_queues():
             if q.name.casefold() == last.casefold():
                 return q.object_id
+        for procedure in self._procedures():
+            if procedure.casefold() == last.casefold():
+                return procedure_id(procedure)
         return None
+
+
+def procedure_id(name: str) -> int:
+    """A stored procedure's object_id: stable for its name (case aside), positive, and apart
+    from the queues' small ids."""
+    return 1_000_000_000 + zlib.crc32(name.casefold().encode()) % 1_000_000_000

@@ -14,12 +14,16 @@ import hashlib
 import re
 import threading
 import urllib.parse
+from collections.abc import Callable
 from pathlib import Path
 
-from ..broker import Broker
+from ..broker import ActivationContext, Broker
 from ..clock import Clock, SystemClock
 from ..errors import BrokerError, TSqlError
+from . import nodes as n
+from .build import build_batch
 from .interpreter import Session
+from .procedures import ProcedureStore, activation_principal, log_activation_error
 from .queries import RowSource
 from .results import Results
 from .script import split_batches
@@ -51,6 +55,7 @@ class Instance:
             f"servicebroker instance {named} database " if named else "servicebroker database "
         )
         self._brokers: dict[str, Broker] = {}
+        self._procedures: dict[str, ProcedureStore] = {}
         self._lock = threading.RLock()
         self._started = False
         if not self._postgres:
@@ -137,11 +142,44 @@ class Instance:
             key = name.casefold()
             broker = self._brokers.get(key)
             if broker is None:
+                stored = self._find(name) or name
                 broker = Broker.open(self.url_of(name), clock=self.clock)
                 self._brokers[key] = broker
+                store = ProcedureStore(broker, _parse_procedure, self._runner(stored))
+                self._procedures[key] = store
+                store.register_all()
                 if self._started:
                     broker.start()
             return broker
+
+    def procedures(self, database: str) -> ProcedureStore:
+        """The stored procedures of ``database``.
+
+        Raises:
+            TSqlError: Msg 911, no such database.
+        """
+        self.database(database)
+        with self._lock:
+            return self._procedures[database.casefold()]
+
+    def _runner(self, database: str) -> Callable[[str], Callable[[ActivationContext], None]]:
+        """What activation runs for a T-SQL procedure of ``database``: a session of its own,
+        acting as the queue's EXECUTE AS principal, that EXECs it."""
+
+        def runner(name: str) -> Callable[[ActivationContext], None]:
+            def activated(context: ActivationContext) -> None:
+                principal = activation_principal(context.broker, context.queue_name)
+                session = Session(self, database, principal=principal)
+                try:
+                    session.call_procedure(name)
+                finally:
+                    session.close()
+                for error in session.results.errors:
+                    log_activation_error(database, name, error)
+
+            return activated
+
+        return runner
 
     def create_database(self, name: str) -> None:
         """CREATE DATABASE ``name``: a new, empty broker.
@@ -189,6 +227,7 @@ class Instance:
             )
         with self._lock:
             broker = self._brokers.pop(found.casefold(), None)
+            self._procedures.pop(found.casefold(), None)
         if broker is not None:
             broker.close()
         if self._postgres:
@@ -285,6 +324,7 @@ class Instance:
         with self._lock:
             brokers = list(self._brokers.values())
             self._brokers.clear()
+            self._procedures.clear()
         for broker in brokers:
             broker.close()
 
@@ -309,6 +349,15 @@ def _instance_prefix(location: str) -> tuple[str, str]:
             f"instance={name!r}: an instance name is letters, digits and _ (30 at most)"
         )
     return server, f"sb_{name.casefold()}_"
+
+
+def _parse_procedure(definition: str) -> n.CreateProcedure:
+    """A stored definition back as its CREATE PROCEDURE node."""
+    statements = build_batch(definition)
+    procedure = statements[0] if len(statements) == 1 else None
+    if not isinstance(procedure, n.CreateProcedure):
+        raise TSqlError(2812, "A stored procedure's definition does not parse as one.")
+    return procedure
 
 
 def _no_database(name: str) -> TSqlError:

@@ -19,7 +19,6 @@ Semantics kept from SQL Server (docs/tsql.md):
 
 from __future__ import annotations
 
-import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager, suppress
 from datetime import UTC, datetime
@@ -33,15 +32,18 @@ from ..engine.transaction import Transaction
 from ..errors import BrokerError, TSqlError
 from . import nodes as n
 from .build import build_batch
+from .calls import CALL_STATEMENTS
 from .catalog_rows import CatalogRows
 from .conversations import CONVERSATION_STATEMENTS
 from .evaluate import evaluate, is_true, test
+from .procedures import ProcedureStore
 from .queries import RowSource, run_query
 from .results import Results, ResultSet
 from .scope import ErrorContext, to_type
 from .sqlerrors import broker_error, sql_message
 from .types import INT, NVARCHAR, SqlType, Typed
 from .unsupported import not_supported
+from .waits import wait_on_clock
 
 __all__ = ["InstanceSeam", "Session"]
 
@@ -76,7 +78,8 @@ class _Continue(Exception):
 
 
 class _Return(Exception):
-    pass
+    def __init__(self, value: int = 0) -> None:
+        self.value = value
 
 
 class _BatchAbort(Exception):
@@ -100,6 +103,7 @@ class InstanceSeam(Protocol):
     def database_name(self, database_id: int) -> str | None: ...
     def create_database(self, name: str) -> None: ...
     def drop_database(self, name: str) -> None: ...
+    def procedures(self, database: str) -> ProcedureStore: ...
 
 
 class Session:
@@ -113,8 +117,10 @@ class Session:
         database: str = "master",
         *,
         on_event: Callable[[ResultSet | str | int | TSqlError], None] | None = None,
+        principal: str | None = None,
     ) -> None:
         self.instance = instance
+        self.principal = principal
         self.broker: Broker = instance.database(database)
         self.database = next(
             d for d in instance.database_names() if d.casefold() == database.casefold()
@@ -133,6 +139,7 @@ class Session:
         self._caught: list[ErrorContext] = []
         self._try_depth = 0
         self._line = 1
+        self._procedure: str | None = None
 
     # -- events -----------------------------------------------------------------------------
     def emit(self, event: ResultSet | str | int | TSqlError) -> None:
@@ -224,6 +231,7 @@ class Session:
             database,
             self.instance.databases_view,
             self._rows_of,
+            self.instance.procedures(database).names,
         )
 
     # -- batches ----------------------------------------------------------------------------
@@ -272,6 +280,8 @@ class Session:
         and the transaction rolled back, where SQL Server does so)."""
         if exc.line == 1 and self._line != 1 and not exc.procedure:
             exc.line = self._line
+        if exc.procedure is None and self._procedure is not None:
+            exc.procedure = self._procedure
         self.error = exc.number
         self._autocommit_failed()
         if self._try_depth > 0 and exc.severity >= 11 and exc.severity < 20:
@@ -286,7 +296,7 @@ class Session:
             raise _BatchAbort
 
     def _execute(self, s: n.Statement) -> None:
-        conversation = CONVERSATION_STATEMENTS.get(type(s))
+        conversation = CONVERSATION_STATEMENTS.get(type(s)) or CALL_STATEMENTS.get(type(s))
         if conversation is not None:
             conversation(self, s)
             return
@@ -319,9 +329,11 @@ class Session:
         raise _Continue
 
     def _x_Return(self, s: n.Return) -> None:
+        value = 0
         if s.expr is not None:
-            evaluate(s.expr, self)
-        raise _Return
+            result = to_type(evaluate(s.expr, self), INT, self)
+            value = result if isinstance(result, int) else 0
+        raise _Return(value)
 
     def _x_TryCatch(self, s: n.TryCatch) -> None:
         self._try_depth += 1
@@ -427,25 +439,62 @@ class Session:
                 hour=int(parts[0]), minute=int(parts[1]), second=int(parts[2]), microsecond=0
             )
             seconds = (target - now).total_seconds() % 86400
-        self.instance.clock.sleep(seconds) if hasattr(self.instance.clock, "sleep") else time.sleep(
-            seconds
-        )
+        wait_on_clock(self.instance.clock, seconds)
 
     # variables and options
     def _x_Declare(self, s: n.Declare) -> None:
         for name, type_, value in s.items:
-            key = name.casefold()
-            if key in self._declared:
-                raise TSqlError(
-                    134,
-                    f"The variable name '{name}' has already been declared. Variable names must be unique within a query batch or stored procedure.",
-                    severity=15,
-                    line=s.line,
-                )
-            self._declared[key] = type_
-            self._variables[key] = Typed(None, type_)
+            self.declare(name, type_)
             if value is not None:
                 self.assign(name, evaluate(value, self))
+
+    def declare(self, name: str, type_: SqlType) -> None:
+        """DECLARE ``name`` (with its ``@``) of ``type_``, NULL.
+
+        Raises:
+            TSqlError: Msg 134, declared before in this batch or procedure.
+        """
+        key = name.casefold()
+        if key in self._declared:
+            raise TSqlError(
+                134,
+                f"The variable name '{name}' has already been declared. Variable names must be "
+                f"unique within a query batch or stored procedure.",
+                severity=15,
+                line=self._line,
+            )
+        self._declared[key] = type_
+        self._variables[key] = Typed(None, type_)
+
+    @contextmanager
+    def frame(self, procedure: str | None = None) -> Iterator[None]:
+        """Run what follows with variables of its own — a procedure's (named ``procedure``,
+        which its errors then carry) or dynamic SQL's — and the caller's back after."""
+        saved = (self._variables, self._declared, self._procedure)
+        self._variables, self._declared = {}, {}
+        if procedure is not None:
+            self._procedure = procedure
+        try:
+            yield
+        finally:
+            self._variables, self._declared, self._procedure = saved
+
+    def run_body(self, statements: tuple[n.Statement, ...] | list[n.Statement]) -> int:
+        """Run a procedure's (or dynamic SQL's) statements; the value its RETURN gave (0)."""
+        try:
+            self._run_block(statements)
+        except _Return as returned:
+            return returned.value
+        return 0
+
+    def procedures_here(self) -> ProcedureStore:
+        """The stored procedures of the session's current database."""
+        return self.instance.procedures(self.database)
+
+    def call_procedure(self, name: str) -> None:
+        """EXEC ``name`` with no arguments, as activation runs a queue's procedure; errors
+        become events of this session."""
+        self._run(n.Execute(1, name))
 
     def assign(self, name: str, value: Typed) -> None:
         key = name.casefold()
@@ -490,7 +539,7 @@ class Session:
     def tx(self) -> Transaction:
         """The broker transaction of the current statement (begun on first use)."""
         if self._tx is None:
-            self._tx = self.broker.transaction()
+            self._tx = self.broker.transaction(principal=self.principal)
         return self._tx
 
     def _autocommit(self) -> None:

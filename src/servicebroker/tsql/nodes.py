@@ -12,6 +12,7 @@ from ..ddl.parser import DdlStatement
 from .types import SqlType
 
 __all__ = [
+    "Argument",
     "Assign",
     "BeginDialog",
     "BeginTimer",
@@ -28,10 +29,14 @@ __all__ = [
     "Cond",
     "Continue",
     "CreateDatabase",
+    "CreateProcedure",
     "Ddl",
     "Declare",
     "DropDatabase",
+    "DropProcedure",
     "EndConversation",
+    "Execute",
+    "ExecuteString",
     "Exists",
     "Expr",
     "ExprItem",
@@ -48,6 +53,7 @@ __all__ = [
     "MoveConversation",
     "Negate",
     "Not",
+    "Parameter",
     "Print",
     "RaisError",
     "Receive",
@@ -565,6 +571,68 @@ class Ddl:
     statement: DdlStatement = field(compare=False)
 
 
+@dataclass(frozen=True)
+class Parameter:
+    """A stored procedure's parameter: ``@name type [= default] [OUTPUT]``."""
+
+    name: str
+    type: SqlType
+    default: Expr | None = None
+    output: bool = False
+
+
+@dataclass(frozen=True)
+class CreateProcedure:
+    """CREATE [OR ALTER] | ALTER PROCEDURE name [params] [WITH options] AS body
+    (create-procedure-transact-sql.md): the whole batch. ``source`` is the batch's text (what
+    is stored and shown by OBJECT_DEFINITION); ``mode`` CREATE, ALTER or CREATE OR ALTER."""
+
+    line: int
+    name: str
+    parameters: tuple[Parameter, ...]
+    body: tuple[Statement, ...]
+    source: str = field(compare=False)
+    mode: str = "CREATE"
+    execute_as: str | None = None
+
+
+@dataclass(frozen=True)
+class DropProcedure:
+    """DROP PROCEDURE [IF EXISTS] name [, …]."""
+
+    line: int
+    names: tuple[str, ...]
+    if_exists: bool = False
+
+
+@dataclass(frozen=True)
+class Argument:
+    """An EXEC argument: ``[@parameter =] value | DEFAULT [OUTPUT]`` (``value`` None for
+    DEFAULT)."""
+
+    name: str | None
+    value: Expr | None
+    output: bool = False
+
+
+@dataclass(frozen=True)
+class Execute:
+    """EXEC[UTE] [@return =] procedure [arguments] (execute-transact-sql.md)."""
+
+    line: int
+    procedure: str
+    arguments: tuple[Argument, ...] = ()
+    return_variable: str | None = None
+
+
+@dataclass(frozen=True)
+class ExecuteString:
+    """EXEC (expr): dynamic SQL, run as a batch of its own in the session."""
+
+    line: int
+    text: Expr
+
+
 Statement = (
     Declare
     | SetVariable
@@ -596,5 +664,9 @@ Statement = (
     | CreateDatabase
     | DropDatabase
     | Ddl
+    | CreateProcedure
+    | DropProcedure
+    | Execute
+    | ExecuteString
 )
 """A statement of a batch."""
