@@ -77,8 +77,7 @@ def test_a_varchar_body_is_the_code_page_and_cast_reads_it_back(ready: Instance)
 
 def test_receive_where_names_the_conversation(ready: Instance) -> None:
     results = ready.execute(
-        BEGIN
-        + "DECLARE @other UNIQUEIDENTIFIER;\n"
+        BEGIN + "DECLARE @other UNIQUEIDENTIFIER;\n"
         "BEGIN DIALOG @other FROM SERVICE [//t/I] TO SERVICE '//t/T' ON CONTRACT [//t/C];\n"
         "SEND ON CONVERSATION (@h, @other) MESSAGE TYPE [//t/Req] (0x01);\n"
         "DECLARE @target UNIQUEIDENTIFIER;\n"
@@ -168,9 +167,7 @@ def test_a_statement_error_lets_the_batch_go_on(ready: Instance) -> None:
     """An error that ends its statement only: the batch's next statements run and @@ERROR holds
     the number (the client still gets the error)."""
     with pytest.raises(TSqlError) as caught:
-        ready.execute(
-            f"SEND ON CONVERSATION '{uuid.uuid4()}' (0x00);\nSELECT @@ERROR AS error;"
-        )
+        ready.execute(f"SEND ON CONVERSATION '{uuid.uuid4()}' (0x00);\nSELECT @@ERROR AS error;")
     results = caught.value.results  # type: ignore[attr-defined]
     assert results.result_sets[0].values == [[8426]]
 

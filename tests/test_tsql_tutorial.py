@@ -85,13 +85,16 @@ def test_every_lesson_runs_unchanged_through_sqlcmd(instance_location: str, tmp_
 
 
 def test_lesson_2_repeats_as_the_page_says(instance_location: str, tmp_path: Path) -> None:
-    """"You can repeat the steps in this lesson as many times as you want": three rounds, each
+    """ "You can repeat the steps in this lesson as many times as you want": three rounds, each
     with its own conversation, each printing the same four result sets."""
     prelude = tmp_path / "prelude.sql"
     prelude.write_text("CREATE DATABASE AdventureWorks2008R2;\nGO\n")
     assert sqlcmd("-S", instance_location, "-b", "-i", str(prelude), "-i", str(LESSONS[0]))[0] == 0
     for _ in range(3):
-        assert sqlcmd("-S", instance_location, "-b", "-i", str(LESSONS[1])) == (0, EXPECTED_LESSON_2)
+        assert sqlcmd("-S", instance_location, "-b", "-i", str(LESSONS[1])) == (
+            0,
+            EXPECTED_LESSON_2,
+        )
 
 
 def test_the_instance_api_runs_lesson_2_and_returns_its_result_sets(instance: Instance) -> None:
