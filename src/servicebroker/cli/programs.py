@@ -14,6 +14,7 @@ import click
 from ..activator import ExternalActivator, load_config
 from ..command_options import DEFAULT_URL, url_option
 from ..errors import BrokerError
+from ..tsql import Instance
 from .shared import console, opened, printable
 
 __all__ = ["activator", "demo", "serve"]
@@ -22,11 +23,21 @@ __all__ = ["activator", "demo", "serve"]
 @click.command()
 @click.argument("url_arg", metavar="URL", required=False)
 @url_option
-def serve(url_arg: str | None, url: str) -> None:
+@click.option(
+    "-S",
+    "instance_location",
+    default=None,
+    help="Serve every database of this T-SQL instance (a folder or a PostgreSQL URL; "
+    "docs/tsql.md) instead of one broker: databases created later are served as they appear.",
+)
+def serve(url_arg: str | None, url: str, instance_location: str | None) -> None:
     """Run the broker's background work (timer, conversation timers, activation and, when
     the database has a Service Broker endpoint, its listener and the transport to other
     instances) until interrupted (Ctrl-C or SIGTERM)."""
     stop = threading.Event()
+    if instance_location is not None:
+        _serve_instance(instance_location, stop)
+        return
     with opened(url_arg or url) as broker:
         signal.signal(signal.SIGTERM, lambda *_: stop.set())
         broker.start()
@@ -45,6 +56,34 @@ def serve(url_arg: str | None, url: str) -> None:
         except KeyboardInterrupt:
             pass
         broker.stop()
+    click.echo("stopped")
+
+
+INSTANCE_POLL = 2.0
+"""Real seconds between looks for databases created in a served instance."""
+
+
+def _serve_instance(location: str, stop: threading.Event) -> None:
+    """``serve -S``: every database of the instance, started, until Ctrl-C or SIGTERM."""
+    try:
+        instance = Instance.open(location)
+    except BrokerError as exc:
+        raise click.ClickException(f"cannot open instance {location!r}: {exc}") from exc
+    with instance:
+        signal.signal(signal.SIGTERM, lambda *_: stop.set())
+        instance.start()
+        served: set[str] = set()
+        try:
+            while True:
+                for name in instance.database_names():
+                    if name.casefold() not in served:
+                        instance.database(name)
+                        served.add(name.casefold())
+                        click.echo(f"serving database {printable(name)}")
+                if stop.wait(INSTANCE_POLL):
+                    break
+        except KeyboardInterrupt:
+            pass
     click.echo("stopped")
 
 
