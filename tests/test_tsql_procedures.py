@@ -194,3 +194,21 @@ def test_activation_runs_a_tsql_procedure_on_the_brokers_clock(
     assert [t.procedure_name for t in broker.views.dm_broker_activated_tasks()] != []
     clock.advance(6)  # the procedure's WAITFOR times out: it rolls back and leaves its loop
     eventually(lambda: broker.views.dm_broker_activated_tasks() == [], timeout=30)
+
+
+def test_variables_are_the_batchs_declared_once(instance: Instance) -> None:
+    """A DECLARE runs once per batch however often a loop passes it (it keeps the value), a
+    DECLARE in a branch that does not run still declares, and a name declared twice is Msg 134
+    before anything of the batch runs (declare-local-variable-transact-sql.md)."""
+    results = instance.execute(
+        "DECLARE @i INT = 0;\n"
+        "WHILE @i < 3 BEGIN DECLARE @kept INT; SET @kept = ISNULL(@kept, 0) + 1; SET @i += 1; END\n"
+        "IF 1 = 0 BEGIN DECLARE @never INT; END\n"
+        "SET @never = 7;\n"
+        "SELECT @kept AS kept, @never AS never;"
+    )
+    assert results.result_sets[0].values == [[3, 7]]
+    with pytest.raises(TSqlError) as caught:
+        instance.execute("PRINT 'not run';\nDECLARE @a INT;\nDECLARE @a INT;")
+    assert (caught.value.number, caught.value.line) == (134, 3)
+    assert caught.value.results.messages == []  # type: ignore[attr-defined]

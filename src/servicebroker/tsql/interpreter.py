@@ -241,7 +241,8 @@ class Session:
         self._declared = {}
         try:
             statements = build_batch(text)
-        except TSqlError as exc:
+            self._declare_all(statements)
+        except TSqlError as exc:  # a compile error: nothing of the batch runs
             self.error = exc.number
             self.emit(exc)
             return
@@ -443,10 +444,24 @@ class Session:
 
     # variables and options
     def _x_Declare(self, s: n.Declare) -> None:
-        for name, type_, value in s.items:
-            self.declare(name, type_)
+        # declared when the batch was compiled (_declare_all): running a DECLARE only assigns
+        # its initial values, so one inside a loop declares once and keeps the value
+        for name, _, value in s.items:
             if value is not None:
                 self.assign(name, evaluate(value, self))
+
+    def _declare_all(self, statements: tuple[n.Statement, ...] | list[n.Statement]) -> None:
+        """Declare every variable the statements DECLARE, wherever (a DECLARE in an IF that
+        does not run still declares: T-SQL's variables are the batch's, fixed when it is
+        compiled).
+
+        Raises:
+            TSqlError: Msg 134, a name declared twice.
+        """
+        for declare in _declarations(statements):
+            self._line = declare.line
+            for name, type_, _ in declare.items:
+                self.declare(name, type_)
 
     def declare(self, name: str, type_: SqlType) -> None:
         """DECLARE ``name`` (with its ``@``) of ``type_``, NULL.
@@ -480,7 +495,12 @@ class Session:
             self._variables, self._declared, self._procedure = saved
 
     def run_body(self, statements: tuple[n.Statement, ...] | list[n.Statement]) -> int:
-        """Run a procedure's (or dynamic SQL's) statements; the value its RETURN gave (0)."""
+        """Run a procedure's (or dynamic SQL's) statements; the value its RETURN gave (0).
+
+        Raises:
+            TSqlError: Msg 134, a variable declared twice (or a parameter declared again).
+        """
+        self._declare_all(statements)
         try:
             self._run_block(statements)
         except _Return as returned:
@@ -681,3 +701,23 @@ def _format(text: str, args: list[object]) -> str:
         out.append(ch)
         i += 1
     return "".join(out)
+
+
+def _declarations(statements: tuple[n.Statement, ...] | list[n.Statement]) -> list[n.Declare]:
+    """The DECLARE statements among ``statements`` and the blocks they hold, in order."""
+    found: list[n.Declare] = []
+    for statement in statements:
+        if isinstance(statement, n.Declare):
+            found.append(statement)
+        elif isinstance(statement, n.Block):
+            found.extend(_declarations(statement.body))
+        elif isinstance(statement, n.TryCatch):
+            found.extend(_declarations(statement.body))
+            found.extend(_declarations(statement.handler))
+        elif isinstance(statement, n.If):
+            found.extend(_declarations([statement.then]))
+            if statement.otherwise is not None:
+                found.extend(_declarations([statement.otherwise]))
+        elif isinstance(statement, n.While):
+            found.extend(_declarations([statement.body]))
+    return found
