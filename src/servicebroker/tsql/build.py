@@ -316,6 +316,34 @@ class _Builder:
     def s_execute_string(self, tree: Tree[Token], line: int) -> n.ExecuteString:
         return n.ExecuteString(line, self.expr(tree.children[0]))
 
+    def _span(self, tree: Tree[Token]) -> str:
+        return self.text[tree.meta.start_pos : tree.meta.end_pos]
+
+    def _table_statement(self, tree: Tree[Token], line: int, kind: str) -> n.TableStatement:
+        names = [
+            c for c in tree.children if isinstance(c, Tree) and c.data in ("qname", "table_ref")
+        ]
+        first = names[0]
+        qname = first if first.data == "qname" else first.children[0]
+        assert isinstance(qname, Tree)
+        if_exists = any(isinstance(c, Tree) and c.data == "if_exists" for c in tree.children)
+        return n.TableStatement(line, kind, self.qname(qname), self._span(tree), if_exists)
+
+    def s_insert_statement(self, tree: Tree[Token], line: int) -> n.TableStatement:
+        return self._table_statement(tree, line, "INSERT")
+
+    def s_update_statement(self, tree: Tree[Token], line: int) -> n.TableStatement:
+        return self._table_statement(tree, line, "UPDATE")
+
+    def s_delete_statement(self, tree: Tree[Token], line: int) -> n.TableStatement:
+        return self._table_statement(tree, line, "DELETE")
+
+    def s_create_table(self, tree: Tree[Token], line: int) -> n.TableStatement:
+        return self._table_statement(tree, line, "CREATE TABLE")
+
+    def s_drop_table(self, tree: Tree[Token], line: int) -> n.TableStatement:
+        return self._table_statement(tree, line, "DROP TABLE")
+
     def s_create_database(self, tree: Tree[Token], line: int) -> n.CreateDatabase:
         return n.CreateDatabase(line, name_of(tree.children[0]))
 
@@ -467,6 +495,7 @@ class _Builder:
         distinct = False
         group_by: tuple[n.Expr, ...] = ()
         order_by: list[tuple[n.Expr, bool]] = []
+        joined = False
         for c in tree.children:
             assert isinstance(c, Tree)
             if c.data == "select_list":
@@ -479,8 +508,10 @@ class _Builder:
                 ref = c.children[0]
                 assert isinstance(ref, Tree)
                 source = self.qname(ref.children[0])  # type: ignore[arg-type]
-                if len(ref.children) > 1:
-                    alias = name_of(ref.children[1])
+                aliases = [a for a in ref.children[1:] if isinstance(a, Tree) and a.data == "name"]
+                if aliases:
+                    alias = name_of(aliases[0])
+                joined = len(c.children) > 1
             elif c.data == "where_clause":
                 where = self.cond(c.children[0])
             elif c.data == "group_by":
@@ -490,7 +521,18 @@ class _Builder:
                     assert isinstance(item, Tree)
                     descending = len(item.children) > 1 and str(item.children[1]).upper() == "DESC"
                     order_by.append((self.expr(item.children[0]), descending))
-        return n.SelectCore(items, source, alias, where, top, distinct, group_by, tuple(order_by))
+        return n.SelectCore(
+            items,
+            source,
+            alias,
+            where,
+            top,
+            distinct,
+            group_by,
+            tuple(order_by),
+            joined,
+            self._span(tree),
+        )
 
     def data_type(self, tree: Tree[Token]) -> SqlType:
         name = name_of(tree.children[0])

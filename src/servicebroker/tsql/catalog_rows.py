@@ -137,6 +137,16 @@ class CatalogRows:
         self._databases = databases
         self._other = other
 
+    def has(self, parts: tuple[str, ...]) -> bool:
+        """Whether ``parts`` names a view or a queue (else it is the application's table)."""
+        if len(parts) == 3 and parts[0].casefold() != self._current.casefold():
+            return self._other(parts[0]).has(parts[1:])
+        if len(parts) > 1 and parts[-2].casefold() == "sys":
+            return True
+        return any(
+            q.name.casefold() == parts[-1].casefold() for q in self._broker.views.service_queues()
+        )
+
     def rows(self, parts: tuple[str, ...], line: int) -> RowSource:
         """The rows of ``[database.][schema.]name`` (module docstring).
 

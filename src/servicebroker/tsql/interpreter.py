@@ -29,7 +29,7 @@ from ..broker import Broker
 from ..clock import Clock
 from ..ddl.run import run_ddl
 from ..engine.transaction import Transaction
-from ..errors import BrokerError, TSqlError
+from ..errors import BrokerError, StorageError, TSqlError
 from . import nodes as n
 from .build import build_batch
 from .calls import CALL_STATEMENTS
@@ -41,6 +41,7 @@ from .queries import RowSource, run_query
 from .results import Results, ResultSet
 from .scope import ErrorContext, to_type
 from .sqlerrors import broker_error, sql_message
+from .tables import TABLE_STATEMENTS, query_rows, run_select
 from .types import INT, NVARCHAR, SqlType, Typed
 from .unsupported import not_supported
 from .waits import wait_on_clock
@@ -201,7 +202,20 @@ class Session:
         return -1 if self._doomed else 1
 
     def subquery(self, select: n.SelectCore) -> list[list[Typed]]:
+        if self._on_tables(select):
+            return query_rows(self, select, self._line)
         return run_query(select, self, self._sources()).rows
+
+    def _on_tables(self, select: n.SelectCore) -> bool:
+        """Whether a SELECT reads the application's tables (else views, queues, nothing)."""
+        return select.joined or (
+            select.source is not None and not self._sources().has(select.source)
+        )
+
+    @property
+    def postgres(self) -> bool:
+        """Whether the current database is on PostgreSQL (else SQLite)."""
+        return self.broker.paramstyle != "qmark"
 
     def object_id(self, name: str) -> int | None:
         return self._sources().object_id(name)
@@ -273,6 +287,13 @@ class Session:
                 self.error = 0
         except TSqlError as exc:
             self._fail(exc)
+        except StorageError as exc:
+            # the database underneath failed the statement and rolled its transaction back
+            # (PostgreSQL aborts a transaction whose statement failed): the session's goes too
+            self._tx = None
+            self.trancount = 0
+            self._doomed = False
+            self._fail(broker_error(exc, self._line))
         except BrokerError as exc:
             self._fail(broker_error(exc, self._line))
 
@@ -297,7 +318,11 @@ class Session:
             raise _BatchAbort
 
     def _execute(self, s: n.Statement) -> None:
-        conversation = CONVERSATION_STATEMENTS.get(type(s)) or CALL_STATEMENTS.get(type(s))
+        conversation = (
+            CONVERSATION_STATEMENTS.get(type(s))
+            or CALL_STATEMENTS.get(type(s))
+            or TABLE_STATEMENTS.get(type(s))
+        )
         if conversation is not None:
             conversation(self, s)
             return
@@ -656,6 +681,9 @@ class Session:
 
     # queries
     def _x_Select(self, s: n.Select) -> None:
+        if self._on_tables(s.core):
+            run_select(self, s.core, s.line)
+            return
         query = run_query(s.core, self, self._sources())
         if query.assigns:
             for name, value in query.assignments:

@@ -69,6 +69,7 @@ __all__ = [
     "Star",
     "Statement",
     "Subquery",
+    "TableStatement",
     "Throw",
     "TryCatch",
     "Use",
@@ -306,6 +307,8 @@ class SelectCore:
     distinct: bool = False
     group_by: tuple[Expr, ...] = ()
     order_by: tuple[tuple[Expr, bool], ...] = ()
+    joined: bool = False
+    text: str = field(default="", compare=False)
 
 
 # -- statements -----------------------------------------------------------------------------
@@ -633,6 +636,19 @@ class ExecuteString:
     text: Expr
 
 
+@dataclass(frozen=True)
+class TableStatement:
+    """A statement on the application's own tables — CREATE TABLE, DROP TABLE, INSERT, UPDATE,
+    DELETE (``kind``) — on ``table`` (its name's parts), kept as its ``text``: it is translated
+    to the database underneath when it runs (:mod:`servicebroker.tsql.tables`)."""
+
+    line: int
+    kind: str
+    table: tuple[str, ...]
+    text: str = field(compare=False)
+    if_exists: bool = False
+
+
 Statement = (
     Declare
     | SetVariable
@@ -668,5 +684,6 @@ Statement = (
     | DropProcedure
     | Execute
     | ExecuteString
+    | TableStatement
 )
 """A statement of a batch."""

@@ -1,0 +1,282 @@
+"""The application's own tables in T-SQL (create-table-transact-sql.md, insert-transact-sql.md,
+update-transact-sql.md, delete-transact-sql.md, SELECT on them): each statement is translated by
+sqlglot from T-SQL to the database underneath (SQLite or PostgreSQL) and run through the
+session's broker transaction (``tx.execute``), so the application's rows commit or roll back
+with the messages, as SEND and RECEIVE commit with the application's data on SQL Server.
+
+What sqlglot would translate approximately is not run: a statement is read as sqlglot's tree,
+every node checked against the constructs whose translation keeps T-SQL's meaning (comparisons,
+arithmetic, ``+`` on strings as concatenation, COALESCE / ISNULL, UPPER, LOWER, ABS, the
+aggregates, CASE, joins, subqueries, TOP, the column definitions), and anything else is refused
+by name. Variables become parameters (their values converted as T-SQL converts them); GETDATE()
+and the other clock functions read the broker's clock; ``dbo.`` and database prefixes are
+dropped (a database of the instance is one schema underneath); temporary tables (``#t``) are
+refused.
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Callable
+from contextlib import AbstractContextManager
+from datetime import datetime
+from decimal import Decimal
+from typing import Any, Protocol
+
+import sqlglot
+from sqlglot import exp
+from sqlglot.errors import ParseError
+
+from ..engine.transaction import Transaction
+from ..errors import TSqlError
+from . import nodes as n
+from .results import ResultSet
+from .scope import Scope
+from .types import BIGINT, BIT, DATETIME, INT, NVARCHAR, UNIQUEIDENTIFIER, SqlType, Typed
+from .unsupported import not_supported
+
+__all__ = ["TABLE_STATEMENTS", "TableSession", "query_rows", "run_select"]
+
+
+class TableSession(Scope, Protocol):
+    """What these statements need of the session (:class:`~.interpreter.Session`)."""
+
+    rowcount: int
+    nocount: bool
+
+    @property
+    def postgres(self) -> bool: ...
+
+    def statement_transaction(self) -> AbstractContextManager[Transaction]: ...
+    def assign(self, name: str, value: Typed) -> None: ...
+    def emit(self, event: ResultSet | str | int | TSqlError) -> None: ...
+
+
+_SAFE: tuple[type[exp.Expression], ...] = (
+    exp.Select, exp.From, exp.Where, exp.Join, exp.Table, exp.TableAlias, exp.Identifier,
+    exp.Column, exp.Star, exp.Literal, exp.Null, exp.Boolean, exp.Placeholder, exp.EQ, exp.NEQ,
+    exp.GT, exp.GTE, exp.LT, exp.LTE, exp.And, exp.Or, exp.Not, exp.Is, exp.In, exp.Like,
+    exp.Between, exp.Paren, exp.Add, exp.Sub, exp.Mul, exp.Div, exp.Mod, exp.Neg, exp.DPipe,
+    exp.Alias, exp.Order, exp.Ordered, exp.Group, exp.Limit, exp.Count, exp.Sum, exp.Min,
+    exp.Max, exp.Avg, exp.Coalesce, exp.Upper, exp.Lower, exp.Abs, exp.Case, exp.If,
+    exp.Distinct, exp.Insert, exp.Schema, exp.Values, exp.Tuple, exp.Update, exp.Delete,
+    exp.Create, exp.ColumnDef, exp.DataType, exp.DataTypeParam, exp.ColumnConstraint,
+    exp.NotNullColumnConstraint, exp.PrimaryKeyColumnConstraint, exp.PrimaryKey,
+    exp.UniqueColumnConstraint, exp.GeneratedAsIdentityColumnConstraint,
+    exp.DefaultColumnConstraint, exp.Drop, exp.Subquery, exp.Exists, exp.Var,
+    exp.Properties, exp.Reference, exp.ForeignKey, exp.Constraint, exp.WithTableHint,
+    exp.Returning,
+)  # fmt: skip
+"""The sqlglot nodes whose translation keeps T-SQL's meaning (module docstring)."""
+
+
+def _db_value(value: Typed) -> object:
+    """A T-SQL value as the database driver takes it."""
+    v = value.value
+    if isinstance(v, uuid.UUID):
+        return str(v).upper()
+    if isinstance(v, Decimal):
+        return float(v) if not value.type.is_numeric or value.type.scale else v
+    return v
+
+
+def _typed(value: object) -> Typed:
+    """A value the database returned, with the T-SQL type it reads as."""
+    if value is None:
+        return Typed(None, NVARCHAR)
+    if isinstance(value, bool):
+        return Typed(int(value), BIT)
+    if isinstance(value, int):
+        return Typed(value, INT if -(2**31) <= value < 2**31 else BIGINT)
+    if isinstance(value, float):
+        return Typed(value, SqlType("FLOAT"))
+    if isinstance(value, Decimal):
+        return Typed(value, SqlType("DECIMAL", 38, max(0, -value.as_tuple().exponent)))  # type: ignore[operator]
+    if isinstance(value, bytes | memoryview):
+        return Typed(bytes(value), SqlType("VARBINARY"))
+    if isinstance(value, uuid.UUID):
+        return Typed(value, UNIQUEIDENTIFIER)
+    if isinstance(value, datetime):
+        return Typed(value.replace(tzinfo=None), DATETIME)
+    return Typed(str(value), NVARCHAR)
+
+
+class _Translation:
+    """One statement's text translated: the SQL, its parameters, the variables a SELECT
+    assigns (in select-list order) and its column names."""
+
+    def __init__(self, session: TableSession, text: str, line: int) -> None:
+        self.session = session
+        self.line = line
+        self.params: list[object] = []
+        self.targets: list[str] = []
+        self.names: list[str] = []
+        try:
+            tree = sqlglot.parse_one(text, read="tsql")
+        except ParseError:
+            raise TSqlError(
+                102,
+                "Incorrect syntax in a statement on the application's tables.",
+                severity=15,
+                line=line,
+            ) from None
+        tree = tree.transform(self._rewrite).transform(_concatenation)
+        self._check(tree)
+        if isinstance(tree, exp.Select):
+            self._assignments(tree)
+        if isinstance(tree, exp.Insert | exp.Update | exp.Delete):
+            # the rows changed, counted by the database as it changes them
+            tree.set("returning", exp.Returning(expressions=[exp.Literal.number(1)]))
+        if session.postgres and self.params:
+            # psycopg reads % as a placeholder's start when there are parameters
+            for literal in tree.find_all(exp.Literal):
+                if literal.is_string and "%" in literal.name:
+                    literal.replace(exp.Literal.string(literal.name.replace("%", "%%")))
+        self.sql = tree.sql(dialect="postgres" if session.postgres else "sqlite")
+        if not session.postgres:
+            self.sql = self.sql.replace("%s", "?")
+
+    def _rewrite(self, node: exp.Expression) -> exp.Expression:
+        if isinstance(node, exp.Parameter):
+            value = self.session.variable("@" + node.name, self.line)
+            self.params.append(_db_value(value))
+            return exp.Placeholder()
+        if isinstance(node, exp.CurrentTimestamp) or (
+            isinstance(node, exp.Anonymous)
+            and node.name.upper() in ("GETUTCDATE", "SYSUTCDATETIME")
+        ):
+            utc = isinstance(node, exp.Anonymous)
+            self.params.append(self.session.utc_now() if utc else self.session.now())
+            return exp.Placeholder()
+        if isinstance(node, exp.Uuid):
+            self.params.append(str(uuid.uuid4()).upper())
+            return exp.Placeholder()
+        if isinstance(node, exp.National):
+            return exp.Literal.string(node.name)
+        if isinstance(node, exp.Table):
+            if node.this is not None and getattr(node.this, "args", {}).get("temporary"):
+                raise not_supported("A temporary table (#name)", self.line)
+            node.set("db", None)
+            node.set("catalog", None)
+            return node
+        if isinstance(node, exp.DataTypeParam) and node.name.upper() == "MAX":
+            return exp.Var(this="")  # dropped below
+        return node
+
+    def _check(self, tree: exp.Expression) -> None:
+        for node in tree.walk():
+            if isinstance(node, exp.DataType):
+                node.set(
+                    "expressions",
+                    [e for e in node.expressions if not (isinstance(e, exp.Var) and not e.name)],
+                )
+            if not isinstance(node, _SAFE):
+                what = node.sql(dialect="tsql")[:40] or node.key
+                raise not_supported(
+                    f"{type(node).__name__.upper()} ({what}) in a statement on the application's tables",
+                    self.line,
+                )
+
+    def _assignments(self, select: exp.Select) -> None:
+        items = []
+        for item in select.expressions:
+            if isinstance(item, exp.EQ) and isinstance(item.this, exp.Placeholder):
+                raise AssertionError("unreachable: an assignment's variable is read first")
+            items.append(item)
+        self.names = [item.alias_or_name for item in items]
+
+
+def _concatenation(node: exp.Expression) -> exp.Expression:
+    """``a + b`` where either side is a string: T-SQL's concatenation, ``||`` underneath."""
+    if isinstance(node, exp.Add) and (_is_text(node.this) or _is_text(node.expression)):
+        return exp.DPipe(this=node.this, expression=node.expression)
+    return node
+
+
+def _is_text(node: exp.Expression) -> bool:
+    return (
+        (isinstance(node, exp.Literal) and node.is_string)
+        or isinstance(node, exp.National | exp.DPipe)
+        or (isinstance(node, exp.Paren) and _is_text(node.this))
+    )
+
+
+def _split_assignments(text: str) -> tuple[str, list[str]]:
+    """``SELECT @a = x, @b = y FROM …`` as ``SELECT x, y FROM …`` and its targets (sqlglot
+    reads ``@a = x`` as a comparison)."""
+    tree = sqlglot.parse_one(text, read="tsql")
+    if not isinstance(tree, exp.Select):
+        return text, []
+    targets: list[str] = []
+    plain = 0
+    items = []
+    for item in tree.expressions:
+        if isinstance(item, exp.EQ) and isinstance(item.this, exp.Parameter):
+            targets.append("@" + item.this.name)
+            items.append(item.expression)
+        else:
+            plain += 1
+            items.append(item)
+    if targets and plain:
+        raise TSqlError(
+            141,
+            "A SELECT statement that assigns a value to a variable must not be combined with "
+            "data-retrieval operations.",
+            severity=15,
+        )
+    tree.set("expressions", items)
+    return tree.sql(dialect="tsql"), targets
+
+
+def query_rows(session: TableSession, core: n.SelectCore, line: int) -> list[list[Typed]]:
+    """The rows of a SELECT on the application's tables (a subquery, EXISTS, IN)."""
+    translation = _Translation(session, core.text, line)
+    with session.statement_transaction() as tx:
+        rows = tx.execute(translation.sql, translation.params)
+    return [[_typed(v) for v in row] for row in rows]
+
+
+def run_select(session: TableSession, core: n.SelectCore, line: int) -> None:
+    """A SELECT on the application's tables: a result set, or variables assigned from its last
+    row (none when no row comes)."""
+    text, targets = _split_assignments(core.text)
+    translation = _Translation(session, text, line)
+    with session.statement_transaction() as tx:
+        rows = tx.execute(translation.sql, translation.params)
+    session.rowcount = len(rows)
+    if targets:
+        if rows:
+            for target, value in zip(targets, rows[-1], strict=False):
+                session.assign(target, _typed(value))
+        return
+    typed = [[_typed(v) for v in row] for row in rows]
+    names = translation.names
+    if len(names) != (len(rows[0]) if rows else len(names)):
+        names = [""] * len(rows[0])
+    types = [
+        next((r[i].type for r in typed if r[i].value is not None), NVARCHAR)
+        for i in range(len(names))
+    ]
+    session.emit(ResultSet(list(zip(names, types, strict=True)), typed))
+    if not session.nocount:
+        session.emit(len(rows))
+
+
+def run_table_statement(session: TableSession, s: n.TableStatement) -> None:
+    """CREATE TABLE, DROP TABLE, INSERT, UPDATE, DELETE on the application's tables; the DML
+    ones set @@ROWCOUNT and print ``(N rows affected)``."""
+    if s.table and s.table[-1].startswith("#"):
+        raise not_supported("A temporary table (#name)", s.line)
+    translation = _Translation(session, s.text, s.line)
+    with session.statement_transaction() as tx:
+        rows = tx.execute(translation.sql, translation.params)
+    if s.kind in ("INSERT", "UPDATE", "DELETE"):
+        session.rowcount = len(rows)
+        if not session.nocount:
+            session.emit(len(rows))
+
+
+TABLE_STATEMENTS: dict[type[Any], Callable[[Any, Any], None]] = {
+    n.TableStatement: run_table_statement,
+}
+"""The runner of the table statements' node type."""

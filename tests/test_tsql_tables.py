@@ -1,0 +1,131 @@
+"""The application's own tables in T-SQL (create-table-transact-sql.md, insert-transact-sql.md,
+update-transact-sql.md, delete-transact-sql.md): translated to the database underneath and run
+in the session's transaction, so a RECEIVE and the rows it leads to commit or roll back
+together (docs/tsql.md). Each test runs on a folder instance and on a PostgreSQL one."""
+
+from __future__ import annotations
+
+from datetime import datetime
+
+import pytest
+
+from servicebroker import Instance, ManualClock, TSqlError
+
+TABLE = """
+CREATE TABLE dbo.Orders (
+    id INT IDENTITY(1,1) PRIMARY KEY,
+    customer NVARCHAR(50) NOT NULL,
+    amount DECIMAL(10, 2),
+    placed DATETIME
+);
+"""
+
+
+def test_insert_update_delete_count_their_rows(instance: Instance) -> None:
+    results = instance.execute(
+        TABLE
+        + "INSERT INTO dbo.Orders (customer, amount) VALUES (N'ann', 10), ('bob', 3), ('cy', 1);\n"
+        "UPDATE Orders SET amount = amount * 2 WHERE amount < 5;\n"
+        "SELECT @@ROWCOUNT AS updated;\n"
+        "DELETE FROM Orders WHERE customer = 'cy';\n"
+        "SELECT customer, amount FROM Orders ORDER BY customer;"
+    )
+    assert results.row_counts == [3, 2, 1, 1, 2]
+    updated, rows = results.result_sets
+    assert updated.values == [[2]]
+    assert rows.names == ["customer", "amount"]
+    assert [[c, float(a)] for c, a in rows.values] == [["ann", 10.0], ["bob", 6.0]]
+
+
+def test_variables_are_parameters_and_select_assigns_from_the_last_row(instance: Instance) -> None:
+    results = instance.execute(
+        TABLE + "DECLARE @who NVARCHAR(50) = N'ann', @n INT, @last NVARCHAR(50) = N'none';\n"
+        "INSERT INTO Orders (customer, amount) VALUES (@who, 5), (@who + N'-2', 7);\n"
+        "SELECT @n = COUNT(*) FROM Orders WHERE customer LIKE @who + N'%';\n"
+        "SELECT @last = customer FROM Orders ORDER BY id;\n"
+        "SELECT @last = customer FROM Orders WHERE customer = N'nobody';\n"  # no row: unchanged
+        "SELECT @n AS n, @last AS last_one;"
+    )
+    assert results.result_sets[0].values == [[2, "ann-2"]]
+
+
+def test_getdate_in_a_statement_reads_the_brokers_clock(
+    instance: Instance, clock: ManualClock
+) -> None:
+    results = instance.execute(
+        TABLE + "INSERT INTO Orders (customer, placed) VALUES ('ann', GETDATE());\n"
+        "SELECT placed FROM Orders;"
+    )
+    (placed,) = results.result_sets[0].values[0]
+    assert str(placed)[:19] == datetime.fromtimestamp(clock.now()).isoformat(" ")[:19]
+
+
+def test_exists_and_joins_read_the_tables(instance: Instance) -> None:
+    results = instance.execute(
+        TABLE + "CREATE TABLE Customers (name NVARCHAR(50) PRIMARY KEY, city NVARCHAR(50));\n"
+        "INSERT INTO Customers VALUES ('ann', 'Oslo'), ('bob', 'Lima');\n"
+        "INSERT INTO Orders (customer, amount) VALUES ('ann', 1), ('ann', 2), ('bob', 5);\n"
+        "IF EXISTS (SELECT * FROM Orders WHERE amount > 4) PRINT 'a big order';\n"
+        "SELECT c.city, SUM(o.amount) AS total FROM Orders o JOIN Customers c ON c.name = "
+        "o.customer GROUP BY c.city ORDER BY c.city;"
+    )
+    assert results.messages == ["a big order"]
+    assert [[c, float(t)] for c, t in results.result_sets[0].values] == [
+        ["Lima", 5.0],
+        ["Oslo", 3.0],
+    ]
+
+
+def test_a_rollback_undoes_the_rows_and_the_receive_together(instance: Instance) -> None:
+    """SEND and RECEIVE commit in the same transaction as the application's data: rolled
+    back, the message is on the queue again and the row is gone."""
+    instance.execute(
+        TABLE + "CREATE QUEUE q; CREATE SERVICE [//s] ON QUEUE q ([DEFAULT]);\n"
+        "DECLARE @h UNIQUEIDENTIFIER;\n"
+        "BEGIN DIALOG @h FROM SERVICE [//s] TO SERVICE '//s' WITH ENCRYPTION = OFF;\n"
+        "SEND ON CONVERSATION @h (N'order');"
+    )
+    results = instance.execute(
+        "BEGIN TRANSACTION;\n"
+        "DECLARE @body NVARCHAR(100);\n"
+        "RECEIVE TOP (1) @body = message_body FROM q;\n"
+        "INSERT INTO Orders (customer) VALUES (@body);\n"
+        "ROLLBACK;\n"
+        "SELECT (SELECT COUNT(*) FROM q) AS on_queue, (SELECT COUNT(*) FROM Orders) AS orders;"
+    )
+    assert results.result_sets[0].values == [[1, 0]]
+    results = instance.execute(
+        "BEGIN TRANSACTION;\n"
+        "DECLARE @body NVARCHAR(100);\n"
+        "RECEIVE TOP (1) @body = message_body FROM q;\n"
+        "INSERT INTO Orders (customer) VALUES (@body);\n"
+        "COMMIT;\n"
+        "SELECT (SELECT COUNT(*) FROM q) AS on_queue, (SELECT customer FROM Orders) AS who;"
+    )
+    assert results.result_sets[0].values == [[0, "order"]]
+
+
+def test_what_would_translate_approximately_is_refused_by_name(instance: Instance) -> None:
+    """LEN ignores trailing blanks in T-SQL and LENGTH does not: refused, never run
+    approximately; the batch ends (docs/tsql.md)."""
+    with pytest.raises(TSqlError) as caught:
+        instance.execute(TABLE + "SELECT LEN(customer) FROM Orders;\nPRINT 'not reached'")
+    assert caught.value.number == 40000
+    assert "LENGTH" in caught.value.message and "not supported" in caught.value.message
+    assert caught.value.results.messages == []  # type: ignore[attr-defined]
+
+
+def test_a_failed_statement_ends_the_transaction_it_ran_in(instance: Instance) -> None:
+    """A duplicate key fails the statement and, as the database underneath aborts the
+    transaction, the session's transaction with it: @@TRANCOUNT is 0 (docs/tsql.md: a
+    deliberate difference from SQL Server, which keeps it)."""
+    with pytest.raises(TSqlError) as caught:
+        instance.execute(
+            "CREATE TABLE t (k INT PRIMARY KEY);\n"
+            "BEGIN TRANSACTION;\n"
+            "INSERT INTO t VALUES (1);\n"
+            "INSERT INTO t VALUES (1);\n"
+            "SELECT @@TRANCOUNT AS depth, (SELECT COUNT(*) FROM t) AS rows_left;"
+        )
+    assert caught.value.line == 4
+    assert caught.value.results.result_sets[0].values == [[0, 0]]  # type: ignore[attr-defined]
