@@ -127,5 +127,6 @@ def test_a_failed_statement_ends_the_transaction_it_ran_in(instance: Instance) -
             "INSERT INTO t VALUES (1);\n"
             "SELECT @@TRANCOUNT AS depth, (SELECT COUNT(*) FROM t) AS rows_left;"
         )
-    assert caught.value.line == 4
+    assert (caught.value.number, caught.value.severity, caught.value.line) == (2627, 14, 4)
+    assert caught.value.message.startswith("Violation of PRIMARY KEY constraint")
     assert caught.value.results.result_sets[0].values == [[0, 0]]  # type: ignore[attr-defined]

@@ -22,7 +22,6 @@ from __future__ import annotations
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager, suppress
 from datetime import UTC, datetime
-from decimal import Decimal
 from typing import Protocol
 
 from ..broker import Broker
@@ -40,11 +39,11 @@ from .procedures import ProcedureStore
 from .queries import RowSource, run_query
 from .results import Results, ResultSet
 from .scope import ErrorContext, to_type
-from .sqlerrors import broker_error, sql_message
+from .signals import SIGNAL_STATEMENTS
+from .sqlerrors import broker_error
 from .tables import TABLE_STATEMENTS, query_rows, run_select
 from .types import INT, NVARCHAR, SqlType, Typed
 from .unsupported import not_supported
-from .waits import wait_on_clock
 
 __all__ = ["InstanceSeam", "Session"]
 
@@ -213,6 +212,11 @@ class Session:
         )
 
     @property
+    def clock(self) -> Clock:
+        """The broker's clock (every database of an instance reads the instance's)."""
+        return self.instance.clock
+
+    @property
     def postgres(self) -> bool:
         """Whether the current database is on PostgreSQL (else SQLite)."""
         return self.broker.paramstyle != "qmark"
@@ -322,6 +326,7 @@ class Session:
             CONVERSATION_STATEMENTS.get(type(s))
             or CALL_STATEMENTS.get(type(s))
             or TABLE_STATEMENTS.get(type(s))
+            or SIGNAL_STATEMENTS.get(type(s))
         )
         if conversation is not None:
             conversation(self, s)
@@ -387,85 +392,6 @@ class Session:
             self._try_depth -= 1
             raise
         self._try_depth -= 1
-
-    def _x_Print(self, s: n.Print) -> None:
-        value = evaluate(s.expr, self)
-        text = to_type(value, SqlType("NVARCHAR", 8000), self)
-        self.emit("" if text is None else str(text))
-
-    def _x_RaisError(self, s: n.RaisError) -> None:
-        message = evaluate(s.message, self)
-        severity = to_type(evaluate(s.severity, self), INT, self)
-        state = to_type(evaluate(s.state, self), INT, self)
-        args = [evaluate(a, self).value for a in s.args]
-        if isinstance(message.value, int):
-            number = message.value
-            text = sql_message(number, *args) if number < 50000 else f"Error {number}"
-        else:
-            number = 50000
-            text = _format(str(to_type(message, NVARCHAR, self) or ""), args)
-        assert isinstance(severity, int) and isinstance(state, int)
-        if severity <= 10:
-            self.emit(text)
-            return
-        error = TSqlError(number, text, severity=min(severity, 25), state=state, line=s.line)
-        raise error
-
-    def _x_Throw(self, s: n.Throw) -> None:
-        if s.number is None:
-            caught = self.caught()
-            if caught is None:
-                raise TSqlError(
-                    10704,
-                    "To rethrow an error, a THROW statement must be used inside a CATCH block. Insert the THROW statement inside a CATCH block, or add error parameters to the THROW statement.",
-                    severity=15,
-                    line=s.line,
-                )
-            error = TSqlError(
-                caught.number,
-                caught.message,
-                severity=caught.severity,
-                state=caught.state,
-                line=caught.line,
-                procedure=caught.procedure,
-            )
-        else:
-            assert s.message is not None and s.state is not None
-            number = to_type(evaluate(s.number, self), INT, self)
-            state = to_type(evaluate(s.state, self), INT, self)
-            text = to_type(evaluate(s.message, self), NVARCHAR, self)
-            assert isinstance(number, int) and isinstance(state, int)
-            if number < 50000:
-                raise TSqlError(
-                    35100,
-                    f"Error number {number} in the THROW statement is outside the valid range. Specify an error number in the valid range of 50000 to 2147483647.",
-                    line=s.line,
-                )
-            error = TSqlError(number, str(text), severity=16, state=state, line=s.line)
-        error.ends_batch = True  # type: ignore[attr-defined]
-        raise error
-
-    def _x_WaitforDelay(self, s: n.WaitforDelay) -> None:
-        text = str(to_type(evaluate(s.expr, self), NVARCHAR, self) or "")
-        try:
-            parts = [float(p) for p in text.split(":")]
-        except ValueError:
-            raise TSqlError(
-                148,
-                f"Incorrect time syntax in time string '{text}' used with WAITFOR.",
-                severity=15,
-                line=s.line,
-            ) from None
-        while len(parts) < 3:
-            parts.insert(0, 0.0)
-        seconds = parts[0] * 3600 + parts[1] * 60 + parts[2]
-        if s.kind == "TIME":
-            now = self.now()
-            target = now.replace(
-                hour=int(parts[0]), minute=int(parts[1]), second=int(parts[2]), microsecond=0
-            )
-            seconds = (target - now).total_seconds() % 86400
-        wait_on_clock(self.instance.clock, seconds)
 
     # variables and options
     def _x_Declare(self, s: n.Declare) -> None:
@@ -696,39 +622,6 @@ class Session:
         self.emit(ResultSet(query.columns, query.rows))
         if not self.nocount:
             self.emit(len(query.rows))
-
-
-def _format(text: str, args: list[object]) -> str:
-    """RAISERROR's printf-style message with its arguments (%s, %d, %i, %u, %x, %%)."""
-    out = []
-    i = 0
-    arg = 0
-    while i < len(text):
-        ch = text[i]
-        if ch == "%" and i + 1 < len(text):
-            j = i + 1
-            while j < len(text) and text[j] in "-+ 0#123456789.*lhI64":
-                j += 1
-            if j < len(text) and text[j] in "sdiuxXo":
-                value = args[arg] if arg < len(args) else None
-                arg += 1
-                if value is None:
-                    out.append("(null)")
-                elif text[j] in "xX":
-                    out.append(format(int(value), text[j]))  # type: ignore[call-overload]
-                elif isinstance(value, Decimal | float):
-                    out.append(str(int(value)) if text[j] in "diu" else str(value))
-                else:
-                    out.append(str(value))
-                i = j + 1
-                continue
-            if text[j : j + 1] == "%":
-                out.append("%")
-                i = j + 1
-                continue
-        out.append(ch)
-        i += 1
-    return "".join(out)
 
 
 def _declarations(statements: tuple[n.Statement, ...] | list[n.Statement]) -> list[n.Declare]:

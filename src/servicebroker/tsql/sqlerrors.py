@@ -20,6 +20,7 @@ from ..errors import (
     MessageValidationError,
     PermissionDeniedError,
     QueueDisabledError,
+    StorageError,
     TransactionError,
     TSqlError,
 )
@@ -99,6 +100,34 @@ def broker_error(exc: BrokerError, line: int) -> TSqlError:
 
 
 def _match(exc: BrokerError, text: str, statement: str, line: int) -> TSqlError | None:
+    if isinstance(exc, StorageError):
+        m = re.search(
+            r'no such table: (?:\w+\.)?([^\s);]+)|relation "([^"]+)" does not exist', text
+        )
+        if m:
+            return _error(208, line, m.group(1) or m.group(2))
+        m = re.search(
+            r"UNIQUE constraint failed: ([\w.]+)|duplicate key value violates unique constraint \"([^\"]+)\"",
+            text,
+        )
+        if m:
+            constraint = m.group(1) or m.group(2)
+            return _error(
+                2627,
+                line,
+                "PRIMARY KEY",
+                constraint,
+                constraint.split(".")[0],
+                "not reported by the database underneath",
+            )
+        m = re.search(
+            r'NOT NULL constraint failed: (\w+)\.(\w+)|null value in column "([^"]+)" of relation "([^"]+)"',
+            text,
+        )
+        if m:
+            column, table = (m.group(2), m.group(1)) if m.group(1) else (m.group(3), m.group(4))
+            return _error(515, line, column, table, "INSERT")
+        return None
     if isinstance(exc, PermissionDeniedError):
         return _error(229, line, exc.permission, exc.securable, "", "dbo")
     if isinstance(exc, QueueDisabledError):
