@@ -9,7 +9,7 @@ it.
 from __future__ import annotations
 
 from datetime import timedelta
-from decimal import Decimal
+from decimal import ROUND_DOWN, ROUND_HALF_UP, Decimal, localcontext
 
 from . import nodes as n
 from .comparison import compare, like_pattern
@@ -19,11 +19,13 @@ from .types import (
     INT,
     NVARCHAR,
     NVARCHAR_MAX,
+    UNTYPED_NULL,
     VARCHAR,
     ConversionFailed,
     SqlType,
     Typed,
     convert,
+    decimal_shape,
     precedence_of,
 )
 
@@ -40,10 +42,12 @@ def evaluate(expr: n.Expr, scope: Scope) -> Typed:
             (8134), an undeclared variable (137), an unknown function (195).
     """
     if isinstance(expr, n.Literal):
-        return Typed(expr.value, expr.type)
+        return _literal(expr)
     if isinstance(expr, n.Variable):
         return scope.variable(expr.name, scope.line)
     if isinstance(expr, n.Column):
+        if len(expr.parts) == 1 and expr.parts[0].upper() == "CURRENT_TIMESTAMP":
+            return FUNCTIONS["CURRENT_TIMESTAMP"]([], scope)  # a function written without ()
         return scope.column(expr.parts)
     if isinstance(expr, n.GlobalVariable):
         return scope.global_variable(expr.name)
@@ -77,6 +81,22 @@ def evaluate(expr: n.Expr, scope: Scope) -> Typed:
     if isinstance(expr, n.FunctionCall):
         return _function(expr, scope)
     raise AssertionError(f"unknown expression {expr!r}")
+
+
+def _literal(expr: n.Literal) -> Typed:
+    """A constant's value and type. A number's precision is its own digits, as SQL Server types
+    a constant: ``1.50`` is decimal(3, 2), and ``3`` an int that meets a DECIMAL as
+    decimal(1, 0) (its ``length``); NULL is the untyped NULL."""
+    value = expr.value
+    if value is None and expr.type == INT:
+        return UNTYPED_NULL
+    if isinstance(value, Decimal) and expr.type.name == "DECIMAL" and expr.type.length == 38:
+        scale = expr.type.scale or 0
+        digits = len(value.as_tuple().digits)
+        return Typed(value, SqlType("DECIMAL", min(38, max(digits, scale, 1)), scale))
+    if isinstance(value, int) and expr.type.is_integer and expr.type.length is None:
+        return Typed(value, SqlType(expr.type.name, len(str(abs(value)))))
+    return Typed(value, expr.type)
 
 
 def _cast(expr: n.Cast, scope: Scope) -> Typed:
@@ -178,6 +198,10 @@ def _binary(expr: n.Binary, scope: Scope) -> Typed:
             f"{ {'+': 'add', '-': 'subtract', '*': 'multiply', '/': 'divide', '%': 'modulo'}[op] } operator.",
             scope,
         )
+    if result_type.name == "DECIMAL":
+        shapes = decimal_shape(left.type), decimal_shape(right.type)
+        if shapes[0] is not None and shapes[1] is not None:
+            return _decimal(op, left, right, shapes[0], shapes[1], scope)
     a = to_type(left, result_type, scope)
     b = to_type(right, result_type, scope)
     assert isinstance(a, int | Decimal | float) and isinstance(b, int | Decimal | float)
@@ -201,6 +225,7 @@ def _binary(expr: n.Binary, scope: Scope) -> Typed:
         else:
             value = a % b  # type: ignore[operator]
     if result_type.is_integer and isinstance(value, int):
+        result_type = SqlType(result_type.name)  # not a constant's digits any more
         bits = {"BIGINT": 63, "INT": 31, "SMALLINT": 15, "TINYINT": 8, "BIT": 31}[result_type.name]
         if not -(1 << bits) <= value < (1 << bits):
             raise fail(
@@ -209,6 +234,66 @@ def _binary(expr: n.Binary, scope: Scope) -> Typed:
                 scope,
             )
     return Typed(value, result_type)
+
+
+def _decimal_type(op: str, p1: int, s1: int, p2: int, s2: int) -> tuple[int, int]:
+    """The precision and scale of ``e1 op e2`` on DECIMALs (precision-scale-and-length-
+    transact-sql.md): at most 38 digits, the scale cut to keep the integer digits."""
+    if op in "+-":
+        scale = max(s1, s2)
+        integral = max(p1 - s1, p2 - s2)
+        precision = scale + integral + 1
+        if precision > 38:
+            scale = min(scale, 38 - integral)
+    elif op == "%":
+        scale = max(s1, s2)
+        precision = min(p1 - s1, p2 - s2) + scale
+    else:
+        if op == "*":
+            precision, scale = p1 + p2 + 1, s1 + s2
+        else:
+            scale = max(6, s1 + p2 + 1)
+            precision = p1 - s1 + s2 + scale
+        if precision > 38:
+            integral = precision - scale
+            scale = min(scale, 38 - integral) if integral < 32 else min(scale, 6)
+    return min(precision, 38), max(scale, 0)
+
+
+def _decimal(
+    op: str,
+    left: Typed,
+    right: Typed,
+    shape1: tuple[int, int],
+    shape2: tuple[int, int],
+    scope: Scope,
+) -> Typed:
+    """``left op right`` in exact decimal arithmetic, typed and scaled as SQL Server does (a
+    quotient is cut, the other results rounded, to the result's scale)."""
+    precision, scale = _decimal_type(op, *shape1, *shape2)
+    a, b = Decimal(left.value), Decimal(right.value)  # type: ignore[arg-type]
+    if op in "/%" and b == 0:
+        raise fail(8134, "Divide by zero error encountered.", scope)
+    with localcontext() as context:
+        context.prec = 100
+        if op == "+":
+            exact = a + b
+        elif op == "-":
+            exact = a - b
+        elif op == "*":
+            exact = a * b
+        elif op == "/":
+            exact = a / b
+        else:
+            exact = a % b  # the sign of the dividend, as T-SQL's %
+        value = exact.quantize(
+            Decimal(1).scaleb(-scale), rounding=ROUND_DOWN if op == "/" else ROUND_HALF_UP
+        )
+    if value != 0 and value.adjusted() >= precision - scale:
+        raise fail(
+            8115, "Arithmetic overflow error converting expression to data type numeric.", scope
+        )
+    return Typed(value, SqlType("DECIMAL", precision, scale))
 
 
 # -- conditions ------------------------------------------------------------------------------

@@ -17,12 +17,15 @@ from .scope import Scope, fail, to_type
 from .types import (
     BIGINT,
     DATETIME,
+    DATETIME2,
     INT,
     NVARCHAR,
     SYSNAME,
     UNIQUEIDENTIFIER,
+    UNTYPED_NULL,
     SqlType,
     Typed,
+    fit_date,
     precedence_of,
 )
 
@@ -131,6 +134,8 @@ def _isnull(args: list[Typed], scope: Scope) -> Typed:
     value, fallback = _args(args, scope, 2, "ISNULL")
     if value.value is not None:
         return value
+    if value is UNTYPED_NULL:  # ISNULL(NULL, x) has x's type (isnull-transact-sql.md)
+        return fallback
     return Typed(
         to_type(fallback, value.type, scope) if fallback.value is not None else None, value.type
     )
@@ -138,8 +143,15 @@ def _isnull(args: list[Typed], scope: Scope) -> Typed:
 
 def _coalesce(args: list[Typed], scope: Scope) -> Typed:
     values = _args(args, scope, (2, 255), "COALESCE")
-    result_type = values[0].type
-    for v in values[1:]:
+    typed = [v for v in values if v is not UNTYPED_NULL]  # the NULL constant has no type
+    if not typed:
+        raise fail(
+            4127,
+            "At least one of the arguments to COALESCE must be a typed NULL.",
+            scope,
+        )
+    result_type = typed[0].type
+    for v in typed[1:]:
         result_type = precedence_of(result_type, v.type)
     for v in values:
         if v.value is not None:
@@ -244,6 +256,11 @@ def _datalength(args: list[Typed], scope: Scope) -> Typed:
     return Typed(8, INT)
 
 
+def _date_type(value: Typed) -> SqlType:
+    """The type a date argument is read as: its own date type, or DATETIME for a string."""
+    return value.type if value.type.is_date else DATETIME
+
+
 def _dateadd(args: list[Typed], scope: Scope) -> Typed:
     if len(args) != 3:
         raise fail(174, "The dateadd function requires 3 argument(s).", scope, severity=15)
@@ -252,12 +269,10 @@ def _dateadd(args: list[Typed], scope: Scope) -> Typed:
     when = args[2]
     if number.value is None or when.value is None:
         return Typed(None, DATETIME)
-    when_value = to_type(when, DATETIME, scope)
+    type_ = _date_type(when)
+    when_value = to_type(when, type_, scope)
     assert isinstance(when_value, datetime)
-    return Typed(
-        _date_add(part, _int(number, scope) or 0, when_value),
-        when.type if when.type.is_date else DATETIME,
-    )
+    return Typed(fit_date(_date_add(part, _int(number, scope) or 0, when_value), type_.name), type_)
 
 
 def _datediff(args: list[Typed], scope: Scope) -> Typed:
@@ -268,8 +283,8 @@ def _datediff(args: list[Typed], scope: Scope) -> Typed:
     end = args[2]
     if start.value is None or end.value is None:
         return Typed(None, INT)
-    s = to_type(start, DATETIME, scope)
-    e = to_type(end, DATETIME, scope)
+    s = to_type(start, _date_type(start), scope)
+    e = to_type(end, _date_type(end), scope)
     assert isinstance(s, datetime) and isinstance(e, datetime)
     return Typed(_date_diff(part, s, e), INT)
 
@@ -334,11 +349,19 @@ def _nullif(args: list[Typed], scope: Scope) -> Typed:
 
 
 def _now(args: list[Typed], scope: Scope) -> Typed:
-    return Typed(scope.now(), DATETIME)
+    return Typed(fit_date(scope.now(), "DATETIME"), DATETIME)
 
 
 def _utc_now(args: list[Typed], scope: Scope) -> Typed:
-    return Typed(scope.utc_now(), DATETIME)
+    return Typed(fit_date(scope.utc_now(), "DATETIME"), DATETIME)
+
+
+def _sys_now(args: list[Typed], scope: Scope) -> Typed:
+    return Typed(scope.now(), DATETIME2)  # SYSDATETIME(): datetime2(7), no rounding
+
+
+def _sys_utc_now(args: list[Typed], scope: Scope) -> Typed:
+    return Typed(scope.utc_now(), DATETIME2)
 
 
 def _xact_state(args: list[Typed], scope: Scope) -> Typed:
@@ -384,10 +407,10 @@ FUNCTIONS: Mapping[str, Callable[[list[Typed], Scope], Typed]] = {
     "CHARINDEX": _charindex,
     "QUOTENAME": _quotename,
     "GETDATE": _now,
-    "SYSDATETIME": _now,
+    "SYSDATETIME": _sys_now,
     "CURRENT_TIMESTAMP": _now,
     "GETUTCDATE": _utc_now,
-    "SYSUTCDATETIME": _utc_now,
+    "SYSUTCDATETIME": _sys_utc_now,
     "DATEADD": _dateadd,
     "DATEDIFF": _datediff,
     "NEWID": _newid,

@@ -16,7 +16,7 @@ import re
 import uuid
 import xml.parsers.expat
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import datetime, timedelta
 from decimal import ROUND_HALF_UP, Decimal, InvalidOperation
 from typing import NamedTuple
 
@@ -24,11 +24,13 @@ __all__ = [
     "BIGINT",
     "BIT",
     "DATETIME",
+    "DATETIME2",
     "INT",
     "NVARCHAR",
     "NVARCHAR_MAX",
     "SYSNAME",
     "UNIQUEIDENTIFIER",
+    "UNTYPED_NULL",
     "VARBINARY_MAX",
     "VARCHAR",
     "XML",
@@ -38,6 +40,7 @@ __all__ = [
     "convert",
     "decimal_shape",
     "display",
+    "fit_date",
     "parse_type",
     "precedence_of",
 ]
@@ -101,8 +104,8 @@ class ConversionFailed(Exception):
 @dataclass(frozen=True)
 class SqlType:
     """A T-SQL data type: ``name`` upper case (``"NVARCHAR"``), ``length`` in characters for the
-    character types and bytes for the binary ones (``None``: MAX, or no length), ``scale`` for
-    DECIMAL."""
+    character types and bytes for the binary ones (``None``: MAX, or no length), the precision
+    of a DECIMAL (and the digits of an integer constant), ``scale`` for DECIMAL."""
 
     name: str
     length: int | None = None
@@ -148,6 +151,7 @@ SYSNAME = SqlType("NVARCHAR", 128)
 VARBINARY_MAX = SqlType("VARBINARY")
 UNIQUEIDENTIFIER = SqlType("UNIQUEIDENTIFIER")
 DATETIME = SqlType("DATETIME")
+DATETIME2 = SqlType("DATETIME2")
 XML = SqlType("XML")
 DECIMAL = SqlType("DECIMAL", 18, 0)
 FLOAT = SqlType("FLOAT")
@@ -158,6 +162,11 @@ class Typed(NamedTuple):
 
     value: object
     type: SqlType
+
+
+UNTYPED_NULL = Typed(None, INT)
+"""The NULL constant as evaluated: an INT NULL, told apart (by identity) where SQL Server gives
+the constant no type of its own — ISNULL(NULL, x) and COALESCE(NULL, x) take x's type."""
 
 
 def parse_type(name: str, size: str | None = None, scale: int | None = None) -> SqlType:
@@ -202,9 +211,12 @@ _EXACT_SHAPES = {
 
 def decimal_shape(t: SqlType) -> tuple[int, int] | None:
     """The precision and scale of exact numeric type ``t`` as a DECIMAL (INT is (10, 0), MONEY
-    (19, 4); precision-scale-and-length-transact-sql.md), or None for another type."""
+    (19, 4), an integer constant its digits; precision-scale-and-length-transact-sql.md), or
+    None for another type."""
     if t.name == "DECIMAL":
         return (t.length or 38, t.scale or 0)
+    if t.name in _INTEGERS and t.length is not None:
+        return (t.length, 0)  # an integer constant: its own digits
     return _EXACT_SHAPES.get(t.name)
 
 
@@ -242,6 +254,9 @@ _DATE_FORMATS = (
     "%Y-%m-%d",
     "%Y%m%d %H:%M:%S",
     "%Y%m%d",
+    "%H:%M:%S.%f",  # a time alone is on 1900-01-01, as SQL Server takes it
+    "%H:%M:%S",
+    "%H:%M",
 )
 
 
@@ -309,9 +324,20 @@ def convert(value: object, source: SqlType, target: SqlType, *, style: int | Non
             _check_xml(text)
             return text
         if target.length is not None and len(text) > target.length:
-            if isinstance(value, int) and not isinstance(value, bool):
-                return "*"  # an int that does not fit a short string (SQL Server writes '*')
+            # a number that does not fit: an int is '*' in CHAR and VARCHAR, an error in NCHAR
+            # and NVARCHAR, as any other number is (cast-and-convert-transact-sql.md,
+            # "Truncating and rounding results")
+            if isinstance(value, int) and not isinstance(value, bool) and not target.is_unicode:
+                return "*"
+            if isinstance(value, int | Decimal | float) and not isinstance(value, bool):
+                what = "expression" if isinstance(value, int) else _numeric_name(source)
+                raise ConversionFailed(
+                    8115,
+                    f"Arithmetic overflow error converting {what} to data type {name.lower()}.",
+                )
             text = text[: target.length]
+        if name in ("CHAR", "NCHAR") and target.length is not None:
+            text = text.ljust(target.length)  # fixed length: padded with blanks (char-and-varchar)
         return text
     if name in _BINARIES:
         if isinstance(value, bytes):
@@ -380,14 +406,16 @@ def convert(value: object, source: SqlType, target: SqlType, *, style: int | Non
         if target.scale is not None:
             # numeric to numeric rounds, half away from zero (cast-and-convert-transact-sql.md)
             exact = exact.quantize(Decimal(1).scaleb(-target.scale), rounding=ROUND_HALF_UP)
-        if name == "DECIMAL" and target.length is not None and exact.adjusted() >= (
-            target.length - (target.scale or 0)
+        if (
+            name == "DECIMAL"
+            and target.length is not None
+            and exact != 0
+            and exact.adjusted() >= target.length - (target.scale or 0)
         ):
-            if exact != 0:
-                raise ConversionFailed(
-                    8115,
-                    f"Arithmetic overflow error converting {_numeric_name(source)} to data type numeric.",
-                )
+            raise ConversionFailed(
+                8115,
+                f"Arithmetic overflow error converting {_numeric_name(source)} to data type numeric.",
+            )
         return exact
     if name in _APPROX:
         try:
@@ -420,12 +448,12 @@ def convert(value: object, source: SqlType, target: SqlType, *, style: int | Non
         )
     if name in _DATES:
         if isinstance(value, datetime):
-            return value
+            return fit_date(value, name)
         if isinstance(value, str):
             text = value.strip()
             for fmt in _DATE_FORMATS:
                 try:
-                    return datetime.strptime(text, fmt)
+                    return fit_date(datetime.strptime(text, fmt), name)
                 except ValueError:
                     continue
             raise ConversionFailed(
@@ -439,6 +467,25 @@ def convert(value: object, source: SqlType, target: SqlType, *, style: int | Non
         529,
         f"Explicit conversion from data type {_type_desc(source)} to {_type_desc(target)} is not allowed.",
     )
+
+
+def fit_date(value: datetime, name: str) -> datetime:
+    """``value`` as date and time type ``name`` holds it: a DATE has no time, a SMALLDATETIME
+    is rounded to the minute (29.999 seconds and up go up), a DATETIME to its ticks of 1/300
+    second, shown as .000, .003 or .007, after finer fractions are cut
+    (datetime-transact-sql.md, smalldatetime-…, date-…)."""
+    if name == "DATE":
+        return value.replace(hour=0, minute=0, second=0, microsecond=0)
+    if name == "SMALLDATETIME":
+        minute = value.replace(second=0, microsecond=0)
+        late = value.second * 1_000_000 + value.microsecond >= 29_999_000
+        return minute + timedelta(minutes=1) if late else minute
+    if name == "DATETIME":
+        # finer fractions are cut to the millisecond, which is rounded to ticks of 1/300 s
+        ticks = (value.microsecond // 1000 * 3 + 5) // 10
+        milliseconds = (ticks * 10 + 1) // 3  # the tick as SQL Server shows it, to the ms
+        return value.replace(microsecond=0) + timedelta(milliseconds=milliseconds)
+    return value
 
 
 def _xml_text(body: bytes) -> str:
