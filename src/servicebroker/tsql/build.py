@@ -466,7 +466,10 @@ class _Builder:
         return tuple(name_of(c) for c in tree.children if isinstance(c, Tree))
 
     def top(self, tree: Tree[Token]) -> n.Expr:
-        return self.expr(tree.children[0])
+        count = tree.children[0]
+        if isinstance(count, Token):  # TOP n, without parentheses
+            return n.Literal(int(str(count)), INT)
+        return self.expr(count)
 
     def select_list(self, tree: Tree[Token]) -> tuple[n.SelectItem, ...]:
         items: list[n.SelectItem] = []
@@ -534,9 +537,17 @@ class _Builder:
             self._span(tree),
         )
 
-    def data_type(self, tree: Tree[Token]) -> SqlType:
+    def data_type(self, tree: Tree[Token], *, converting: bool = False) -> SqlType:
+        """The type ``tree`` names; ``converting`` (CAST, CONVERT): a character or binary type
+        without a length has 30, as there (a declaration's has 1)."""
         name = name_of(tree.children[0])
         size = None
+        if (
+            converting
+            and len(tree.children) == 1
+            and name.upper() in ("CHAR", "VARCHAR", "NCHAR", "NVARCHAR", "BINARY", "VARBINARY")
+        ):
+            size = "30"
         scale = None
         if len(tree.children) > 1:
             size_tree = tree.children[1]
@@ -584,6 +595,8 @@ class _Builder:
             value_d = Decimal(text)
             scale = len(text.split(".", 1)[1]) if "." in text else 0
             return n.Literal(value_d, SqlType("DECIMAL", 38, scale))
+        if rule == "float":
+            return n.Literal(float(str(c[0])), SqlType("FLOAT"))
         if rule == "binary":
             digits = str(c[0])[2:]
             if len(digits) % 2:
@@ -614,10 +627,12 @@ class _Builder:
                 return n.FunctionCall(path[-1].upper(), args, target=target)
             return n.FunctionCall(path[-1].upper(), args, star)
         if rule in ("cast", "try_cast"):
-            return n.Cast(self.expr(c[0]), self.data_type(c[1]), try_=rule == "try_cast")  # type: ignore[arg-type]
+            to_type = self.data_type(c[1], converting=True)  # type: ignore[arg-type]
+            return n.Cast(self.expr(c[0]), to_type, try_=rule == "try_cast")
         if rule in ("convert", "try_convert"):
             style = self.expr(c[2]) if len(c) > 2 else None
-            return n.Cast(self.expr(c[1]), self.data_type(c[0]), style, try_=rule == "try_convert")  # type: ignore[arg-type]
+            to_type = self.data_type(c[0], converting=True)  # type: ignore[arg-type]
+            return n.Cast(self.expr(c[1]), to_type, style, try_=rule == "try_convert")
         if rule in ("add", "subtract", "multiply", "divide", "modulo"):
             op = {"add": "+", "subtract": "-", "multiply": "*", "divide": "/", "modulo": "%"}[rule]
             return n.Binary(op, self.expr(c[0]), self.expr(c[1]))

@@ -47,26 +47,22 @@ from .unsupported import not_supported
 
 __all__ = ["InstanceSeam", "Session"]
 
-_BATCH_ENDING = {
-    245,
-    8114,
-    8169,
-    241,
-    208,
-    2812,
-    137,
-    134,
-    128,
-    8115,
-    9400,
-    911,
-    529,
-    402,
-    263,
-    141,
-    207,
-}
+_BATCH_ENDING = frozenset(
+    {245, 8114, 8169, 241, 208, 2812, 137, 134, 128, 9400, 911, 529, 402, 263, 141, 207}
+)
 """Errors that end the batch, as SQL Server's compile and conversion errors do."""
+
+_ROWCOUNT_ZERO = (
+    n.Print,
+    n.SetOption,
+    n.BeginTran,
+    n.CommitTran,
+    n.RollbackTran,
+    n.SaveTran,
+    n.Use,
+)
+"""Statements that set @@ROWCOUNT to 0 (rowcount-transact-sql.md: USE, SET option, PRINT,
+BEGIN / COMMIT TRANSACTION, …)."""
 
 
 class _Break(Exception):
@@ -289,6 +285,10 @@ class Session:
             self._execute(statement)
             if not isinstance(statement, n.If | n.While | n.Block | n.TryCatch):
                 self.error = 0
+            if isinstance(statement, n.SetVariable):
+                self.rowcount = 1  # rowcount-transact-sql.md: SET @v = … sets it to 1
+            elif isinstance(statement, _ROWCOUNT_ZERO):
+                self.rowcount = 0
         except TSqlError as exc:
             self._fail(exc)
         except StorageError as exc:
@@ -315,7 +315,12 @@ class Session:
                 self._doomed = True
             raise _ToCatch(exc)
         self.emit(exc)
-        if self.xact_abort and self.trancount > 0 and exc.severity >= 11:
+        if (
+            self.xact_abort
+            and self.trancount > 0
+            and exc.severity >= 11
+            and not getattr(exc, "raiserror", False)  # XACT_ABORT does not apply to RAISERROR
+        ):
             self._rollback_all()
             raise _BatchAbort
         if exc.number in _BATCH_ENDING or exc.severity >= 20 or getattr(exc, "ends_batch", False):
@@ -339,13 +344,16 @@ class Session:
         self._run_block(s.body)
 
     def _x_If(self, s: n.If) -> None:
-        if is_true(test(s.cond, self)):
+        outcome = is_true(test(s.cond, self))
+        self.error = 0  # the IF is a statement: it reset @@ERROR once its condition is read
+        if outcome:
             self._run(s.then)
         elif s.otherwise is not None:
             self._run(s.otherwise)
 
     def _x_While(self, s: n.While) -> None:
         while is_true(test(s.cond, self)):
+            self.error = 0
             try:
                 self._run(s.body)
             except _Break:

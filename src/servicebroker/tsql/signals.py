@@ -6,8 +6,8 @@ WAITFOR DELAY | TIME (waitfor-transact-sql.md, on the broker's clock).
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable
-from decimal import Decimal
 from typing import Any, Protocol
 
 from ..clock import Clock
@@ -16,7 +16,7 @@ from . import nodes as n
 from .evaluate import evaluate
 from .results import ResultSet
 from .scope import Scope, to_type
-from .sqlerrors import sql_message
+from .sqlerrors import has_message, sql_message
 from .types import INT, NVARCHAR, SqlType
 from .waits import wait_on_clock
 
@@ -43,17 +43,32 @@ def raiserror(session: Signalling, s: n.RaisError) -> None:
     severity = to_type(evaluate(s.severity, session), INT, session)
     state = to_type(evaluate(s.state, session), INT, session)
     args = [evaluate(a, session).value for a in s.args]
+    assert isinstance(severity, int) and isinstance(state, int)
     if isinstance(message.value, int):
         number = message.value
-        text = sql_message(number, *args) if number < 50000 else f"Error {number}"
+        if number < 13000 or number == 50000:
+            raise TSqlError(
+                2732,
+                sql_message(2732, number, 13000, 2147483647),
+                line=s.line,
+            )
+        if has_message(number):
+            text = sql_message(number, *args)
+        else:  # no sp_addmessage here: a user-defined number is one sys.messages lacks
+            text = (
+                f"Error {number}, severity {severity}, state {state} was raised, but no message "
+                f"with that error number was found in sys.messages. If error is larger than "
+                f"50000, make sure the user-defined message is added using sp_addmessage."
+            )
+            number = 18054
     else:
         number = 50000
         text = _format(str(to_type(message, NVARCHAR, session) or ""), args)
-    assert isinstance(severity, int) and isinstance(state, int)
     if severity <= 10:
         session.emit(text)
         return
     error = TSqlError(number, text, severity=min(severity, 25), state=state, line=s.line)
+    error.raiserror = True  # type: ignore[attr-defined]  # SET XACT_ABORT does not apply to it
     raise error
 
 
@@ -115,37 +130,34 @@ def waitfor_delay(session: Signalling, s: n.WaitforDelay) -> None:
     wait_on_clock(session.clock, seconds)
 
 
+_SPEC = re.compile(r"%([-+ 0#]*)(\*|\d+)?(?:\.(\*|\d+))?(?:h|l|I64)?([sdiuxXo%])")
+
+
 def _format(text: str, args: list[object]) -> str:
-    """RAISERROR's printf-style message with its arguments (%s, %d, %i, %u, %x, %%)."""
-    out = []
-    i = 0
-    arg = 0
-    while i < len(text):
-        ch = text[i]
-        if ch == "%" and i + 1 < len(text):
-            j = i + 1
-            while j < len(text) and text[j] in "-+ 0#123456789.*lhI64":
-                j += 1
-            if j < len(text) and text[j] in "sdiuxXo":
-                value = args[arg] if arg < len(args) else None
-                arg += 1
-                if value is None:
-                    out.append("(null)")
-                elif text[j] in "xX":
-                    out.append(format(int(value), text[j]))  # type: ignore[call-overload]
-                elif isinstance(value, Decimal | float):
-                    out.append(str(int(value)) if text[j] in "diu" else str(value))
-                else:
-                    out.append(str(value))
-                i = j + 1
-                continue
-            if text[j : j + 1] == "%":
-                out.append("%")
-                i = j + 1
-                continue
-        out.append(ch)
-        i += 1
-    return "".join(out)
+    """RAISERROR's printf-style message (raiserror-transact-sql.md): ``%[flags][width]
+    [.precision]type`` with types d, i, u, s, x, X, o and ``%%``; a width or precision of
+    ``*`` takes the next argument; a missing argument prints ``(null)``."""
+    values = iter(args)
+
+    def put(match: re.Match[str]) -> str:
+        flags, width, precision, kind = match.groups()
+        if kind == "%":
+            return "%"
+        if width == "*":
+            width = str(next(values, 0))
+        if precision == "*":
+            precision = str(next(values, 0))
+        value = next(values, None)
+        if value is None:
+            return "(null)"
+        spec = "%" + flags + (width or "") + (f".{precision}" if precision else "")
+        if kind in "diu":
+            return str((spec + "d") % int(value))  # type: ignore[call-overload]
+        if kind in "xXo":
+            return str((spec + kind) % int(value))  # type: ignore[call-overload]
+        return str((spec + "s") % (value,))
+
+    return _SPEC.sub(put, text)
 
 
 SIGNAL_STATEMENTS: dict[type[Any], Callable[[Any, Any], None]] = {

@@ -25,9 +25,9 @@ from ..errors import (
     TSqlError,
 )
 
-__all__ = ["broker_error", "severity_of", "sql_message"]
+__all__ = ["broker_error", "has_message", "severity_of", "sql_message"]
 
-_PLACEHOLDER = re.compile(r"%(?:\.\*ls|ls|S_MSG|I64d|[-+ 0#]?\d*(?:\.\d+)?[sdiuxXo])")
+_PLACEHOLDER = re.compile(r"%(?:\.\*ls|ls|S_MSG|I64d|[-+ 0#]?\d*(?:\.\d+)?[lh]?[sdiuxXo])")
 
 
 @functools.cache
@@ -40,6 +40,11 @@ def _messages() -> dict[int, tuple[int, str]]:
         number, severity, message = line.split("\t", 2)
         out[int(number)] = (int(severity), message)
     return out
+
+
+def has_message(number: int) -> bool:
+    """Whether sys.messages (the table here) has message ``number``."""
+    return number in _messages()
 
 
 def severity_of(number: int) -> int:
