@@ -79,10 +79,10 @@ def test_the_tutorial_batches_that_are_not_ddl_are_refused_and_nothing_runs(
 ) -> None:
     # Lesson 2's batch starts with DECLARE: T-SQL variables and control flow are not DDL; the
     # conversation statements run through the Python API (lesson_2_dialog above)
-    lesson_2 = (DATA / "tutorial_lesson2.sql").read_text(encoding="utf-8")
+    lesson_2 = (DATA / "tsql" / "single_database_lesson2.sql").read_text(encoding="utf-8")
     with pytest.raises(
         CatalogError,
-        match=r"line 9, column 5: not a Service Broker DDL statement: 'DECLARE @InitDlgHandle",
+        match=r"line 8, column 5: not a Service Broker DDL statement: 'DECLARE @InitDlgHandle",
     ):
         broker.execute_ddl(lesson_2)
     # Lesson 3 as written guards each DROP with IF EXISTS (SELECT … FROM sys.services …)

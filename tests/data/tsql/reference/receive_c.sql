@@ -1,0 +1,5 @@
+-- MicrosoftDocs/sql-docs, docs/t-sql/statements/receive-transact-sql.md,
+-- commit 10fbb6cc80bf160cc9d35422e7aec00f856c3829, Examples:
+-- "C. Receiving the first available message in the queue".
+-- The example verbatim (only the trailing blanks of the page's lines dropped).
+RECEIVE TOP (1) * FROM ExpenseQueue ;
