@@ -611,11 +611,14 @@ def _syntax_error(text: str, exc: UnexpectedInput) -> CatalogError:
         if word in _CONVERSATION_WORDS:
             why = (
                 "it is a Service Broker conversation statement or T-SQL control flow: run "
-                "conversations through the Python API (broker.transaction()) or the "
-                "servicebroker send / receive commands"
+                "T-SQL batches with servicebroker sqlcmd or Instance.execute (docs/tsql.md), "
+                "or conversations through the Python API (broker.transaction())"
             )
         else:
-            why = "execute_ddl runs Service Broker DDL only (no T-SQL batches, tables or variables)"
+            why = (
+                "execute_ddl runs Service Broker DDL only; T-SQL batches, tables and variables "
+                "run with servicebroker sqlcmd or Instance.execute (docs/tsql.md)"
+            )
         return CatalogError(
             f"line {line}, column {column}: not a Service Broker DDL statement: {head!r}: {why}"
         )
