@@ -213,3 +213,25 @@ def test_ddl_errors_are_sql_servers(ready: Instance) -> None:
         "Cannot drop the queue 'no_such_queue', because it does not exist or you do not have "
         "permission.",
     )
+
+
+def test_an_unknown_queue_is_msg_208_and_another_databases_queue_is_refused(
+    ready: Instance,
+) -> None:
+    for text in (
+        "RECEIVE * FROM no_such_queue",
+        "DECLARE @g UNIQUEIDENTIFIER; GET CONVERSATION GROUP @g FROM no_such_queue",
+    ):
+        with pytest.raises(TSqlError) as caught:
+            ready.execute(text)
+        assert (caught.value.number, caught.value.message) == (
+            208,
+            "Invalid object name 'no_such_queue'.",
+        ), text
+    ready.execute("CREATE DATABASE Other")
+    with pytest.raises(TSqlError) as caught:
+        ready.execute(
+            "DECLARE @g UNIQUEIDENTIFIER; GET CONVERSATION GROUP @g FROM Other.dbo.tq",
+        )
+    assert caught.value.number == 40000
+    assert "another database" in caught.value.message

@@ -155,6 +155,8 @@ def _receive_where(session: Session, cond: n.Cond) -> dict[str, uuid.UUID]:
 
 
 def get_conversation_group(session: Session, s: n.GetConversationGroup) -> None:
+    if len(s.queue) == 3 and s.queue[0].casefold() != session.database.casefold():
+        raise not_supported("GET CONVERSATION GROUP from a queue of another database", s.line)
     timeout = _timeout(session, s.waitfor, s.timeout)
     with session.statement_transaction() as tx:
         group = tx.get_conversation_group(s.queue[-1], timeout=timeout)

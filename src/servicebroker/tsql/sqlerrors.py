@@ -137,7 +137,10 @@ def _match(exc: BrokerError, text: str, statement: str, line: int) -> TSqlError 
         return _error(229, line, exc.permission, exc.securable, "", "dbo")
     if isinstance(exc, QueueDisabledError):
         m = re.search(r"queue " + _QUOTED, text)
-        return _error(9617, line, m.group(1) if m else "")
+        name = m.group(1) if m else ""
+        if "does not exist" in text or "was dropped" in text:
+            return _error(208, line, name)
+        return _error(9617, line, name)
     if isinstance(exc, MessageValidationError):
         m = re.search(r"message type " + _QUOTED + r" is not sent by the (\w+)", text)
         if m:
