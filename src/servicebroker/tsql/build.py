@@ -3,22 +3,24 @@
 (:func:`servicebroker.ddl.parser.ddl_statement`), so a statement reads the same in
 ``execute_ddl`` and in a batch.
 
-A syntax error is SQL Server's Msg 102 ("Incorrect syntax near 'x'.") or, at a keyword, Msg 156
-("Incorrect syntax near the keyword 'x'."), level 15, with the batch line.
+A syntax error is SQL Server's Msg 102 ("Incorrect syntax near 'x'.") or, at a reserved keyword,
+Msg 156 ("Incorrect syntax near the keyword 'x'."), level 15, with the batch line; the other
+errors of a batch's text and shape (an unclosed string or comment, a name too long, a constant
+out of range, nesting too deep) are found with the parse, before anything runs
+(:func:`servicebroker.syntax.parse_batch`).
 """
 
 from __future__ import annotations
 
 from decimal import Decimal
 
-from lark import Token, Tree, UnexpectedInput
-from lark.exceptions import UnexpectedCharacters, UnexpectedToken
+from lark import Token, Tree
 
 from ..ddl.parser import DDL_RULES, ddl_statement
 from ..errors import CatalogError, TSqlError
-from ..syntax import parse
+from ..syntax import parse_batch
 from . import nodes as n
-from .types import BIGINT, DECIMAL, INT, SqlType, parse_type
+from .types import BIGINT, INT, SqlType, parse_type
 
 __all__ = ["build_batch", "name_of", "string_of"]
 
@@ -27,61 +29,12 @@ def build_batch(text: str) -> list[n.Statement]:
     """The statements of one batch (GO already split off).
 
     Raises:
-        TSqlError: a syntax error (Msg 102 / 156, level 15); a DDL value this broker refuses
-            (Msg 102 with the DDL parser's text); an unknown type name (Msg 2715).
+        TSqlError: what the parse refuses (a syntax error, Msg 102 / 156, and the rest of
+            :func:`~servicebroker.syntax.parse_batch`'s, level 15); a DDL value this broker
+            refuses (Msg 102 with the DDL parser's text); an unknown type name (Msg 2715).
     """
-    try:
-        tree = parse(text, "batch")
-    except UnexpectedInput as exc:
-        raise _syntax_error(text, exc) from None
+    tree = parse_batch(text)
     return [_Builder(text).statement(child) for child in tree.children if isinstance(child, Tree)]
-
-
-_KEYWORD_TYPES = {"ON", "OFF", "DEFAULT", "ANY", "ALL", "CATCH", "GO"}
-
-
-def _syntax_error(text: str, exc: UnexpectedInput) -> TSqlError:
-    if isinstance(exc, UnexpectedToken) and exc.token.type == "$END":
-        words = text.rstrip().split()
-        near = words[-1] if words else ""
-        last = text.rstrip().count("\n") + 1
-        return TSqlError(102, f"Incorrect syntax near '{near}'.", severity=15, line=last)
-    line: int = exc.line if isinstance(exc.line, int) and exc.line > 0 else 1
-    pos: int = exc.pos_in_stream if isinstance(exc.pos_in_stream, int) else 0
-    if isinstance(exc, UnexpectedToken):
-        token = exc.token
-        word = str(token)
-        if (
-            token.type.startswith("_")
-            or token.type in _KEYWORD_TYPES
-            or (
-                token.type.isupper()
-                and token.type not in ("IDENT", "STRING", "INT", "BRACKETED")
-                and word.isalpha()
-            )
-        ):
-            return TSqlError(
-                156, f"Incorrect syntax near the keyword '{word}'.", severity=15, line=line
-            )
-        return TSqlError(102, f"Incorrect syntax near '{word}'.", severity=15, line=line)
-    if isinstance(exc, UnexpectedCharacters):
-        near = text[pos : pos + 1]
-        if near == "'":
-            return TSqlError(
-                105,
-                f"Unclosed quotation mark after the character string '{text[pos + 1 :]}'.",
-                severity=15,
-                line=line,
-            )
-        if near == "[":
-            return TSqlError(
-                105,
-                f"Unclosed quotation mark after the character string '{text[pos + 1 :]}'.",
-                severity=15,
-                line=line,
-            )
-        return TSqlError(102, f"Incorrect syntax near '{near}'.", severity=15, line=line)
-    return TSqlError(102, "Incorrect syntax.", severity=15, line=line)
 
 
 def name_of(token: Token | Tree[Token]) -> str:
@@ -588,8 +541,11 @@ class _Builder:
                 text, SqlType("NVARCHAR" if unicode_ else "VARCHAR", max(len(text), 1))
             )
         if rule == "integer":
-            value = int(str(c[0]))
-            return n.Literal(value, INT if value < 2**31 else BIGINT if value < 2**63 else DECIMAL)
+            digits = str(c[0])
+            value = int(digits)
+            if value < 2**63:
+                return n.Literal(value, INT if value < 2**31 else BIGINT)
+            return n.Literal(Decimal(value), SqlType("DECIMAL", len(digits.lstrip("0")), 0))
         if rule == "decimal":
             text = str(c[0])
             value_d = Decimal(text)

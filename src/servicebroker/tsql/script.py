@@ -22,13 +22,18 @@ _COMMAND = re.compile(r"^\s*:(\w+)\s*(.*?)\s*$")
 _VARIABLE = re.compile(r"\$\((\w+)\)")
 
 
+_CLOSING = {"'": "'", '"': '"', "[": "]"}
+
+
 def _scan(line: str, state: str) -> str:
-    """The lexical state at the end of ``line`` ('' code, '/*' in a comment, "'" in a string)
-    when it starts in ``state`` (a GO inside a comment or a string is not a batch end)."""
+    """The lexical state at the end of ``line`` ('' code, '/*' once per level of nested
+    comment, "'" in a string, '"' or '[' in a delimited name) when it starts in ``state`` (a GO
+    inside a comment, a string or a name is not a batch end)."""
     i = 0
     n = len(line)
-    depth = 1 if state == "/*" else 0
-    quote = state if state in ("'",) else ""
+    depth = state.count("/*")
+    quote = _CLOSING.get(state, "")
+    opened = state if quote else ""
     while i < n:
         ch = line[i]
         if depth:
@@ -45,19 +50,20 @@ def _scan(line: str, state: str) -> str:
                 if i + 1 < n and line[i + 1] == quote:
                     i += 2
                     continue
-                quote = ""
+                quote = opened = ""
         elif line.startswith("--", i):
             break
         elif line.startswith("/*", i):
             depth = 1
             i += 2
             continue
-        elif ch == "'":
-            quote = "'"
+        elif ch in _CLOSING:
+            quote = _CLOSING[ch]
+            opened = ch
         i += 1
     if depth:
-        return "/*"
-    return quote
+        return "/*" * depth
+    return opened
 
 
 def split_batches(text: str) -> Iterator[tuple[str, int]]:
@@ -70,10 +76,9 @@ def split_batches(text: str) -> Iterator[tuple[str, int]]:
     for number, line in enumerate(text.split("\n"), start=1):
         match = _GO.match(line) if not state else None
         if match is not None:
-            count = int(match.group(1) or 1)
             batch = "\n".join(lines)
-            for _ in range(count):
-                if batch.strip():
+            if batch.strip():
+                for _ in range(int(match.group(1) or 1)):
                     yield batch, start
             lines = []
             start = number + 1
@@ -96,24 +101,26 @@ class Script:
     exit_on_error: bool = False
     failed: bool = False
     exited: bool = False
+    _depth: int = field(default=0, init=False, repr=False)  # :r files read one inside another
 
     def run_file(self, path: str) -> None:
         """Run the script in file ``path``.
 
         Raises:
-            TSqlError: the file cannot be read (sqlcmd's "Invalid filename").
+            TSqlError: the file cannot be read (sqlcmd's "Invalid filename") or is not text.
         """
-        try:
-            text = Path(path).read_text(encoding="utf-8-sig")
-        except OSError:
-            raise TSqlError(0, f"Sqlcmd: '{path}': Invalid filename.", severity=16) from None
-        self.run_text(text, base=Path(path).parent)
+        self.run_text(_read(Path(path)), base=Path(path).parent)
 
     def run_text(self, text: str, base: Path | None = None) -> None:
-        """Run script ``text``; ``:r`` paths are read relative to ``base``."""
+        """Run script ``text``; ``:r`` paths are read relative to ``base``.
+
+        Raises:
+            TSqlError: a sqlcmd error (an undefined ``$(name)``, an unknown command, a file
+                ``:r`` cannot read); the script stops there, as sqlcmd's does.
+        """
         lines: list[str] = []
         state = ""
-        for line in text.replace("\r\n", "\n").split("\n"):
+        for number, line in enumerate(text.replace("\r\n", "\n").split("\n"), start=1):
             if self.exited:
                 return
             if not state:
@@ -122,12 +129,13 @@ class Script:
                 if go is not None:
                     batch = "\n".join(lines)
                     lines = []
-                    for _ in range(int(go.group(1) or 1)):
-                        if batch.strip() and self._run(batch):
-                            return
+                    if batch.strip():
+                        for _ in range(int(go.group(1) or 1)):
+                            if self._run(batch):
+                                return
                     continue
                 if command is not None:
-                    self._command(command.group(1).lower(), command.group(2), base, lines)
+                    self._command(command.group(1).lower(), command.group(2), base, lines, number)
                     continue
                 if line.strip().lower() in ("exit", "quit", "exit()"):
                     batch = "\n".join(lines)
@@ -136,7 +144,7 @@ class Script:
                         self._run(batch)
                     self.exited = True
                     return
-            lines.append(self._substitute(line))
+            lines.append(self._substitute(line, number))
             state = _scan(line, state)
         batch = "\n".join(lines)
         if batch.strip() and not self.exited:
@@ -151,7 +159,7 @@ class Script:
                 return True
         return False
 
-    def _substitute(self, line: str) -> str:
+    def _substitute(self, line: str, number: int) -> str:
         def value(match: re.Match[str]) -> str:
             name = match.group(1)
             for key, found in self.variables.items():
@@ -159,14 +167,17 @@ class Script:
                     return found
             raise TSqlError(
                 0,
-                f"Sqlcmd: Error: Syntax error at line 1 near command '$({name})': "
+                f"Sqlcmd: Error: Syntax error at line {number} near command '$({name})': "
                 f"'{name}' scripting variable not defined.",
                 severity=16,
+                line=number,
             )
 
         return _VARIABLE.sub(value, line)
 
-    def _command(self, name: str, rest: str, base: Path | None, lines: list[str]) -> None:
+    def _command(
+        self, name: str, rest: str, base: Path | None, lines: list[str], number: int
+    ) -> None:
         if name == "setvar":
             parts = rest.split(None, 1)
             if not parts:
@@ -176,17 +187,26 @@ class Script:
                 value = value[1:-1].replace('""', '"')
             self.variables[parts[0]] = value
         elif name == "r":
-            path = Path(self._substitute(rest).strip().strip('"'))
+            path = Path(self._substitute(rest, number).strip().strip('"'))
             if base is not None and not path.is_absolute():
                 path = base / path
-            try:
-                text = path.read_text(encoding="utf-8-sig")
-            except OSError:
-                raise TSqlError(0, f"Sqlcmd: '{path}': Invalid filename.", severity=16) from None
+            if self._depth >= _MAX_INCLUDES:
+                raise TSqlError(
+                    0,
+                    f"Sqlcmd: Error: Syntax error at line {number} near command ':r': "
+                    f"'{path}' is read {_MAX_INCLUDES} files deep (a file that reads itself?).",
+                    severity=16,
+                    line=number,
+                )
+            text = _read(path)
             # :r puts the file's lines into the current batch; its own GO lines split batches
             pending = "\n".join(lines)
             lines.clear()
-            self.run_text(pending + "\n" + text if pending.strip() else text, base=path.parent)
+            self._depth += 1
+            try:
+                self.run_text(pending + "\n" + text if pending.strip() else text, base=path.parent)
+            finally:
+                self._depth -= 1
         elif name == "on":
             words = rest.lower().split()
             if words[:1] == ["error"] and len(words) > 1:
@@ -199,4 +219,32 @@ class Script:
                 f"Sqlcmd: Error: the command ':{name}' is not supported by servicebroker sqlcmd "
                 f"(it runs :setvar, :r, :on error, :exit; one instance per run, so no :connect).",
                 severity=16,
+                line=number,
             )
+
+
+_MAX_INCLUDES = 32
+"""How many ``:r`` files may be read one inside another (a file that reads itself stops here)."""
+
+
+def _read(path: Path) -> str:
+    """The text of script file ``path``: UTF-16 with its byte-order mark (as SSMS saves Unicode
+    scripts), else UTF-8 (a BOM skipped).
+
+    Raises:
+        TSqlError: the file cannot be read (sqlcmd's "Invalid filename") or is not text.
+    """
+    try:
+        data = path.read_bytes()
+    except OSError:
+        raise TSqlError(0, f"Sqlcmd: '{path}': Invalid filename.", severity=16) from None
+    encoding = "utf-16" if data[:2] in (b"\xff\xfe", b"\xfe\xff") else "utf-8-sig"
+    try:
+        return data.decode(encoding)
+    except UnicodeDecodeError as exc:
+        raise TSqlError(
+            0,
+            f"Sqlcmd: '{path}': not {encoding.upper().removesuffix('-SIG')} text "
+            f"(byte {exc.start}).",
+            severity=16,
+        ) from None
