@@ -192,8 +192,12 @@ def _parameters(declaration: str, line: int) -> tuple[n.Parameter, ...]:
     params = []
     for part in parts:
         output = bool(_OUTPUT.search(part))
-        (declare,) = build_batch("DECLARE " + _OUTPUT.sub("", part))
-        assert isinstance(declare, n.Declare)
+        statements = build_batch("DECLARE " + _OUTPUT.sub("", part))
+        declare = statements[0] if len(statements) == 1 else None
+        if not isinstance(declare, n.Declare) or len(declare.items) != 1:
+            raise TSqlError(
+                102, f"Incorrect syntax near '{part.strip()[:40]}'.", severity=15, line=line
+            )
         ((name, type_, default),) = declare.items
         params.append(n.Parameter(name, type_, default, output))
     return tuple(params)

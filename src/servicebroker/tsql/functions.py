@@ -6,6 +6,7 @@ datepart). A datepart (``DATEADD(day, …)``) arrives as its word, in a VARCHAR.
 
 from __future__ import annotations
 
+import calendar
 import re
 import uuid
 from collections.abc import Callable, Mapping
@@ -70,18 +71,25 @@ def _datepart(value: Typed, scope: Scope) -> str:
     return _DATEPARTS[word]
 
 
+class _DateOverflow(Exception):
+    """DATEADD left the years 1 to 9999 (Msg 517)."""
+
+
 def _date_add(part: str, number: int, when: datetime) -> datetime:
+    """``when`` plus ``number`` ``part``s, the day of month cut to the month's last.
+
+    Raises:
+        _DateOverflow: the result is outside the years 1 to 9999.
+    """
     if part in ("year", "quarter", "month"):
         months = number * {"year": 12, "quarter": 3, "month": 1}[part]
         month0 = when.month - 1 + months
         year = when.year + month0 // 12
         month = month0 % 12 + 1
-        day = when.day
-        while True:
-            try:
-                return when.replace(year=year, month=month, day=day)
-            except ValueError:
-                day -= 1
+        if not 1 <= year <= 9999:
+            raise _DateOverflow
+        day = min(when.day, calendar.monthrange(year, month)[1])
+        return when.replace(year=year, month=month, day=day)
     seconds = {
         "day": 86400.0,
         "week": 7 * 86400.0,
@@ -91,7 +99,10 @@ def _date_add(part: str, number: int, when: datetime) -> datetime:
         "millisecond": 0.001,
         "microsecond": 0.000001,
     }[part]
-    return when + timedelta(seconds=number * seconds)
+    try:
+        return when + timedelta(seconds=number * seconds)
+    except OverflowError:
+        raise _DateOverflow from None
 
 
 def _date_diff(part: str, start: datetime, end: datetime) -> int:
@@ -272,7 +283,13 @@ def _dateadd(args: list[Typed], scope: Scope) -> Typed:
     type_ = _date_type(when)
     when_value = to_type(when, type_, scope)
     assert isinstance(when_value, datetime)
-    return Typed(fit_date(_date_add(part, _int(number, scope) or 0, when_value), type_.name), type_)
+    try:
+        added = _date_add(part, _int(number, scope) or 0, when_value)
+    except _DateOverflow:
+        raise fail(
+            517, f"Adding a value to a '{type_.name.lower()}' column caused an overflow.", scope
+        ) from None
+    return Typed(fit_date(added, type_.name), type_)
 
 
 def _datediff(args: list[Typed], scope: Scope) -> Typed:

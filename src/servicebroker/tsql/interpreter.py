@@ -52,6 +52,9 @@ _BATCH_ENDING = frozenset(
 )
 """Errors that end the batch, as SQL Server's compile and conversion errors do."""
 
+MAX_NESTLEVEL = 32
+"""How deep procedures and dynamic SQL may call each other (@@NESTLEVEL; Msg 217 beyond)."""
+
 _ROWCOUNT_ZERO = (
     n.Print,
     n.SetOption,
@@ -136,6 +139,7 @@ class Session:
         self._try_depth = 0
         self._line = 1
         self._procedure: str | None = None
+        self._nesting = 0
 
     # -- events -----------------------------------------------------------------------------
     def emit(self, event: ResultSet | str | int | TSqlError) -> None:
@@ -300,6 +304,14 @@ class Session:
             self._fail(broker_error(exc, self._line))
         except BrokerError as exc:
             self._fail(broker_error(exc, self._line))
+        except ArithmeticError:  # a value beyond what Python's types hold (1e308 * 10, …)
+            self._fail(
+                TSqlError(
+                    8115,
+                    "Arithmetic overflow error converting expression to data type float.",
+                    line=self._line,
+                )
+            )
 
     def _fail(self, exc: TSqlError) -> None:
         """An error reached the statement level: to CATCH, or reported (and the batch ended,
@@ -444,13 +456,22 @@ class Session:
     def frame(self, procedure: str | None = None) -> Iterator[None]:
         """Run what follows with variables of its own — a procedure's (named ``procedure``,
         which its errors then carry) or dynamic SQL's — and the caller's back after."""
+        if self._nesting >= MAX_NESTLEVEL:
+            raise TSqlError(
+                217,
+                f"Maximum stored procedure, function, trigger, or view nesting level exceeded "
+                f"(limit {MAX_NESTLEVEL}).",
+                line=self._line,
+            )
         saved = (self._variables, self._declared, self._procedure)
+        self._nesting += 1
         self._variables, self._declared = {}, {}
         if procedure is not None:
             self._procedure = procedure
         try:
             yield
         finally:
+            self._nesting -= 1
             self._variables, self._declared, self._procedure = saved
 
     def run_body(self, statements: tuple[n.Statement, ...] | list[n.Statement]) -> int:

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable
+from decimal import Decimal
 from typing import Any, Protocol
 
 from ..clock import Clock
@@ -63,7 +64,10 @@ def raiserror(session: Signalling, s: n.RaisError) -> None:
             number = 18054
     else:
         number = 50000
-        text = _format(str(to_type(message, NVARCHAR, session) or ""), args)
+        try:
+            text = _format(str(to_type(message, NVARCHAR, session) or ""), args)
+        except _Mismatch as mismatch:
+            raise TSqlError(2786, sql_message(2786, mismatch.position), line=s.line) from None
     if severity <= 10:
         session.emit(text)
         return
@@ -107,27 +111,40 @@ def throw(session: Signalling, s: n.Throw) -> None:
     raise error
 
 
+_TIME = re.compile(r"\s*(\d{1,2}):(\d{1,2})(?::(\d{1,2})(?:\.(\d{1,3}))?)?\s*")
+
+
 def waitfor_delay(session: Signalling, s: n.WaitforDelay) -> None:
+    """WAITFOR DELAY 'hh:mm[:ss[.mmm]]' (at most 23:59:59.997) or TIME 'hh:mm[:ss]' (the next
+    such time of day), on the broker's clock.
+
+    Raises:
+        TSqlError: Msg 148, a time string that is not a time of day.
+    """
     text = str(to_type(evaluate(s.expr, session), NVARCHAR, session) or "")
-    try:
-        parts = [float(p) for p in text.split(":")]
-    except ValueError:
+    match = _TIME.fullmatch(text)
+    hours, minutes, secs = (int(match.group(i) or 0) for i in (1, 2, 3)) if match else (99, 0, 0)
+    if match is None or hours > 23 or minutes > 59 or secs > 59:
         raise TSqlError(
             148,
             f"Incorrect time syntax in time string '{text}' used with WAITFOR.",
             severity=15,
             line=s.line,
-        ) from None
-    while len(parts) < 3:
-        parts.insert(0, 0.0)
-    seconds = parts[0] * 3600 + parts[1] * 60 + parts[2]
+        )
+    fraction = int((match.group(4) or "0").ljust(3, "0")) / 1000
+    seconds = hours * 3600 + minutes * 60 + secs + fraction
     if s.kind == "TIME":
         now = session.now()
-        target = now.replace(
-            hour=int(parts[0]), minute=int(parts[1]), second=int(parts[2]), microsecond=0
-        )
+        target = now.replace(hour=hours, minute=minutes, second=secs, microsecond=0)
         seconds = (target - now).total_seconds() % 86400
     wait_on_clock(session.clock, seconds)
+
+
+class _Mismatch(Exception):
+    """A RAISERROR argument whose type its format specification does not take (Msg 2786)."""
+
+    def __init__(self, position: int) -> None:
+        self.position = position
 
 
 _SPEC = re.compile(r"%([-+ 0#]*)(\*|\d+)?(?:\.(\*|\d+))?(?:h|l|I64)?([sdiuxXo%])")
@@ -138,11 +155,15 @@ def _format(text: str, args: list[object]) -> str:
     [.precision]type`` with types d, i, u, s, x, X, o and ``%%``; a width or precision of
     ``*`` takes the next argument; a missing argument prints ``(null)``."""
     values = iter(args)
+    seen = 0
 
     def put(match: re.Match[str]) -> str:
+        nonlocal seen
         flags, width, precision, kind = match.groups()
         if kind == "%":
             return "%"
+        seen += 1
+        position = seen
         if width == "*":
             width = str(next(values, 0))
         if precision == "*":
@@ -151,6 +172,9 @@ def _format(text: str, args: list[object]) -> str:
         if value is None:
             return "(null)"
         spec = "%" + flags + (width or "") + (f".{precision}" if precision else "")
+        wanted_number = kind in "diuxXo"
+        if wanted_number != isinstance(value, int | Decimal | float) or isinstance(value, bool):
+            raise _Mismatch(position)
         if kind in "diu":
             return str((spec + "d") % int(value))  # type: ignore[call-overload]
         if kind in "xXo":

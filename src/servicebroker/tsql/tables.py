@@ -111,6 +111,7 @@ class _Translation:
         self.params: list[object] = []
         self.targets: list[str] = []
         self.names: list[str] = []
+        self.tables: list[str] = []
         try:
             tree = sqlglot.parse_one(text, read="tsql")
         except ParseError:
@@ -156,8 +157,16 @@ class _Translation:
         if isinstance(node, exp.Table):
             if node.this is not None and getattr(node.this, "args", {}).get("temporary"):
                 raise not_supported("A temporary table (#name)", self.line)
+            schema = node.args.get("db")
+            if node.args.get("catalog") is not None or (
+                schema is not None and schema.name.casefold() != "dbo"
+            ):
+                # another database, or a schema other than dbo: not the application's tables
+                raise TSqlError(
+                    208, f"Invalid object name '{node.sql(dialect='tsql')}'.", line=self.line
+                )
             node.set("db", None)
-            node.set("catalog", None)
+            self.tables.append(node.name.casefold())
             return node
         if isinstance(node, exp.DataTypeParam) and node.name.upper() == "MAX":
             return exp.Var(this="")  # dropped below
@@ -228,10 +237,30 @@ def _split_assignments(text: str) -> tuple[str, list[str]]:
     return tree.sql(dialect="tsql"), targets
 
 
+REGISTRY = "servicebroker_sql_tables"
+"""The table, in each database, that lists the tables T-SQL created: the only ones T-SQL reads
+and writes — never the broker's own tables, nor the database's catalogs."""
+
+
+def _registered(tx: Transaction, postgres: bool) -> set[str]:
+    tx.execute(f"CREATE TABLE IF NOT EXISTS {REGISTRY} (name VARCHAR(128) PRIMARY KEY)")
+    return {str(row[0]) for row in tx.execute(f"SELECT name FROM {REGISTRY}")}
+
+
+def _check_known(tx: Transaction, session: TableSession, tables: list[str], line: int) -> set[str]:
+    """The registered tables; Msg 208 for a table of ``tables`` T-SQL did not create."""
+    known = _registered(tx, session.postgres)
+    for table in tables:
+        if table not in known:
+            raise TSqlError(208, f"Invalid object name '{table}'.", line=line)
+    return known
+
+
 def query_rows(session: TableSession, core: n.SelectCore, line: int) -> list[list[Typed]]:
     """The rows of a SELECT on the application's tables (a subquery, EXISTS, IN)."""
     translation = _Translation(session, core.text, line)
     with session.statement_transaction() as tx:
+        _check_known(tx, session, translation.tables, line)
         rows = tx.execute(translation.sql, translation.params)
     return [[_typed(v) for v in row] for row in rows]
 
@@ -242,6 +271,7 @@ def run_select(session: TableSession, core: n.SelectCore, line: int) -> None:
     text, targets = _split_assignments(core.text)
     translation = _Translation(session, text, line)
     with session.statement_transaction() as tx:
+        _check_known(tx, session, translation.tables, line)
         rows = tx.execute(translation.sql, translation.params)
     session.rowcount = len(rows)
     if targets:
@@ -268,8 +298,38 @@ def run_table_statement(session: TableSession, s: n.TableStatement) -> None:
     if s.table and s.table[-1].startswith("#"):
         raise not_supported("A temporary table (#name)", s.line)
     translation = _Translation(session, s.text, s.line)
+    mark = "%s" if session.postgres else "?"
+    target = s.table[-1].casefold()
     with session.statement_transaction() as tx:
-        rows = tx.execute(translation.sql, translation.params)
+        if s.kind == "CREATE TABLE":
+            if target in _registered(tx, session.postgres):
+                raise TSqlError(
+                    2714,
+                    f"There is already an object named '{s.table[-1]}' in the database.",
+                    line=s.line,
+                )
+            rows = tx.execute(translation.sql, translation.params)
+            tx.execute(f"INSERT INTO {REGISTRY} (name) VALUES ({mark})", (target,))
+        elif s.kind == "DROP TABLE":
+            known = _registered(tx, session.postgres)
+            dropped = [t for t in translation.tables if t in known]
+            missing = [t for t in translation.tables if t not in known]
+            if missing and not s.if_exists:
+                raise TSqlError(
+                    3701,
+                    f"Cannot drop the table '{missing[0]}', because it does not exist or you do "
+                    f"not have permission.",
+                    severity=11,
+                    line=s.line,
+                )
+            for table in dropped:
+                quoted = '"' + table.replace('"', '""') + '"'
+                tx.execute(f"DROP TABLE {quoted}")
+                tx.execute(f"DELETE FROM {REGISTRY} WHERE name = {mark}", (table,))
+            rows = []
+        else:
+            _check_known(tx, session, translation.tables, s.line)
+            rows = tx.execute(translation.sql, translation.params)
     if s.kind in ("INSERT", "UPDATE", "DELETE"):
         session.rowcount = len(rows)
         if not session.nocount:

@@ -344,7 +344,7 @@ def convert(value: object, source: SqlType, target: SqlType, *, style: int | Non
             data = value
         elif isinstance(value, str):
             data = (
-                value.encode("utf-16-le")
+                value.encode("utf-16-le", "surrogatepass")
                 if source.is_unicode
                 else value.encode(CODE_PAGE, "replace")
             )
