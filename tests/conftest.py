@@ -182,7 +182,7 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     )
     parser.addoption(
         "--transport-crash-cycles",
-        default="50",
+        default="20",
         help="SIGKILL cycles of tests/test_transport_crash.py (the long form: 300)",
     )
     parser.addoption(

@@ -441,7 +441,7 @@ script = (
 )
 
 PROPERTY = settings(
-    max_examples=150,
+    max_examples=80,
     deadline=timedelta(seconds=BOUND),
     # no shrinking, one failure: a script that harms the store harms it for every example
     # after it, so a shrinker would blame innocent ones; the examples are short to read as drawn

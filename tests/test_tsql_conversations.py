@@ -235,3 +235,23 @@ def test_an_unknown_queue_is_msg_208_and_another_databases_queue_is_refused(
         )
     assert caught.value.number == 40000
     assert "another database" in caught.value.message
+
+
+def test_dialog_options_with_or_without_commas(ready: Instance) -> None:
+    """begin-dialog-conversation-transact-sql.md writes its options with or without commas
+    between them (its example E: RELATED_CONVERSATION_GROUP = @g LIFETIME = 600)."""
+    results = ready.execute(
+        "DECLARE @h UNIQUEIDENTIFIER, @g UNIQUEIDENTIFIER = NEWID();\n"
+        "BEGIN DIALOG @h FROM SERVICE [//t/I] TO SERVICE '//t/T' ON CONTRACT [//t/C]\n"
+        "    WITH RELATED_CONVERSATION_GROUP = @g LIFETIME = 600, ENCRYPTION = OFF;\n"
+        "SELECT COUNT(*) AS n FROM sys.conversation_endpoints WHERE conversation_group_id = @g;"
+    )
+    assert results.result_sets[0].values == [[1]]
+
+
+def test_a_table_variable_is_refused_by_name(ready: Instance) -> None:
+    with pytest.raises(TSqlError) as caught:
+        ready.execute("DECLARE @t TABLE (a INT, b NVARCHAR(10));\nPRINT 'not reached'")
+    assert caught.value.number == 40000
+    assert caught.value.message.startswith("A table variable (DECLARE @t TABLE)")
+    assert caught.value.results.messages == []  # type: ignore[attr-defined]

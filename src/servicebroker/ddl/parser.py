@@ -24,7 +24,7 @@ from lark.exceptions import UnexpectedToken, VisitError
 from ..errors import CatalogError
 from ..syntax import parse
 
-__all__ = ["DDL_RULES", "DdlStatement", "ddl_statement", "parse_ddl"]
+__all__ = ["BROKER_DATABASE_OPTIONS", "DDL_RULES", "DdlStatement", "ddl_statement", "parse_ddl"]
 
 VALIDATION_NAMES = ("NONE", "EMPTY", "WELL_FORMED_XML", "JSON")
 """VALIDATION = … values accepted (JSON is this broker's own, DLG-3)."""
@@ -355,6 +355,8 @@ class _Build(Transformer[Token, Any]):
 
 
 _BROKER_OPTIONS = ("ENABLE_BROKER", "DISABLE_BROKER", "NEW_BROKER", "ERROR_BROKER_CONVERSATIONS")
+BROKER_DATABASE_OPTIONS = frozenset((*_BROKER_OPTIONS, "HONOR_BROKER_PRIORITY"))
+"""The ALTER DATABASE … SET options that are Service Broker's (the rest are refused here)."""
 
 
 def _string(tok: Token) -> str:

@@ -16,11 +16,12 @@ from decimal import Decimal
 
 from lark import Token, Tree
 
-from ..ddl.parser import DDL_RULES, ddl_statement
+from ..ddl.parser import BROKER_DATABASE_OPTIONS, DDL_RULES, ddl_statement
 from ..errors import CatalogError, TSqlError
 from ..syntax import parse_batch
 from . import nodes as n
 from .types import BIGINT, INT, SqlType, parse_type
+from .unsupported import not_supported
 
 __all__ = ["build_batch", "name_of", "string_of"]
 
@@ -74,6 +75,8 @@ class _Builder:
         line = _line(tree)
         if rule == "use":
             return n.Use(line, name_of(tree.children[0]))
+        if rule == "alter_database":
+            return self.alter_database(tree, line)
         if rule in DDL_RULES:
             try:
                 return n.Ddl(line, ddl_statement(tree, self.text))
@@ -85,6 +88,37 @@ class _Builder:
         result: n.Statement = method(tree, line)
         return result
 
+    def alter_database(self, tree: Tree[Token], line: int) -> n.Statement:
+        """ALTER DATABASE … SET: the Service Broker options run as DDL; TRUSTWORTHY and the
+        options a broker has nothing to do with are the instance's (docs/tsql.md)."""
+        broker_options = []
+        others: list[tuple[str, str]] = []
+        for child in tree.children:
+            if isinstance(child, Tree) and child.data == "database_option":
+                key = str(child.children[0]).upper()
+                if key in BROKER_DATABASE_OPTIONS:
+                    broker_options.append(child)
+                    continue
+                value = " ".join(str(c).upper() for c in child.children[1:])
+                others.append((key, value))
+        if not others:
+            try:
+                return n.Ddl(line, ddl_statement(tree, self.text))
+            except CatalogError as exc:
+                raise TSqlError(102, str(exc), severity=15, line=line) from None
+        broker = None
+        if broker_options:
+            kept = [
+                c
+                for c in tree.children
+                if not (isinstance(c, Tree) and c.data == "database_option") or c in broker_options
+            ]
+            try:
+                broker = ddl_statement(Tree(tree.data, kept, tree.meta), self.text)
+            except CatalogError as exc:
+                raise TSqlError(102, str(exc), severity=15, line=line) from None
+        return n.DatabaseOptions(line, name_of(tree.children[0]), tuple(others), broker)
+
     def body(self, children: list[Tree[Token] | Token]) -> tuple[n.Statement, ...]:
         return tuple(self.statement(c) for c in children if isinstance(c, Tree))
 
@@ -92,6 +126,8 @@ class _Builder:
         items = []
         for decl in tree.children:
             assert isinstance(decl, Tree)
+            if decl.data == "table_variable":
+                raise not_supported(f"A table variable (DECLARE {decl.children[0]} TABLE)", line)
             var, type_tree, *value = decl.children
             assert isinstance(type_tree, Tree)
             items.append(

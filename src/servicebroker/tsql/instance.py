@@ -266,11 +266,39 @@ class Instance:
                     "database_id": Typed(number, INT),
                     "service_broker_guid": Typed(row.service_broker_guid, UNIQUEIDENTIFIER),
                     "is_broker_enabled": Typed(int(row.is_broker_enabled), BIT),
-                    "is_trustworthy_on": Typed(0, BIT),
+                    "is_trustworthy_on": Typed(int(self.option(name, "TRUSTWORTHY") == "ON"), BIT),
                     "is_honor_broker_priority_on": Typed(int(row.is_honor_broker_priority_on), BIT),
                 }
             )
         return RowSource(columns, rows)
+
+    def set_option(self, database: str, key: str, value: str) -> None:
+        """Record ALTER DATABASE … SET ``key`` ``value`` (TRUSTWORTHY ON, …) for ``database``,
+        in the database itself (table ``servicebroker_database_options``).
+
+        Raises:
+            TSqlError: Msg 911, no such database.
+        """
+        broker = self.database(database)
+        mark = "?" if broker.paramstyle == "qmark" else "%s"
+        with broker.transaction() as tx:
+            tx.execute(_OPTIONS_TABLE)
+            tx.execute(f"DELETE FROM servicebroker_database_options WHERE name = {mark}", (key,))
+            tx.execute(
+                f"INSERT INTO servicebroker_database_options (name, value) VALUES ({mark}, {mark})",
+                (key, value),
+            )
+
+    def option(self, database: str, key: str) -> str | None:
+        """The value :meth:`set_option` recorded for ``key`` in ``database``, or None."""
+        broker = self.database(database)
+        mark = "?" if broker.paramstyle == "qmark" else "%s"
+        with broker.transaction() as tx:
+            tx.execute(_OPTIONS_TABLE)
+            rows = tx.execute(
+                f"SELECT value FROM servicebroker_database_options WHERE name = {mark}", (key,)
+            )
+        return str(rows[0][0]) if rows else None
 
     def database_id(self, name: str) -> int | None:
         """DB_ID(name): the database's place in :meth:`database_names` (master is 1)."""
@@ -349,6 +377,12 @@ def _instance_prefix(location: str) -> tuple[str, str]:
             f"instance={name!r}: an instance name is letters, digits and _ (30 at most)"
         )
     return server, f"sb_{name.casefold()}_"
+
+
+_OPTIONS_TABLE = (
+    "CREATE TABLE IF NOT EXISTS servicebroker_database_options "
+    "(name VARCHAR(128) PRIMARY KEY, value VARCHAR(128) NOT NULL)"
+)
 
 
 def _parse_procedure(definition: str) -> n.CreateProcedure:

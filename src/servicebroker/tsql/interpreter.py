@@ -26,7 +26,6 @@ from typing import Protocol
 
 from ..broker import Broker
 from ..clock import Clock
-from ..ddl.run import run_ddl
 from ..engine.transaction import Transaction
 from ..errors import BrokerError, StorageError, TSqlError
 from . import nodes as n
@@ -34,6 +33,7 @@ from .build import build_batch
 from .calls import CALL_STATEMENTS
 from .catalog_rows import CatalogRows
 from .conversations import CONVERSATION_STATEMENTS
+from .databases import DATABASE_STATEMENTS
 from .evaluate import evaluate, is_true, test
 from .procedures import ProcedureStore
 from .queries import RowSource, run_query
@@ -102,6 +102,7 @@ class InstanceSeam(Protocol):
     def database_name(self, database_id: int) -> str | None: ...
     def create_database(self, name: str) -> None: ...
     def drop_database(self, name: str) -> None: ...
+    def set_option(self, database: str, key: str, value: str) -> None: ...
     def procedures(self, database: str) -> ProcedureStore: ...
 
 
@@ -344,6 +345,7 @@ class Session:
             or CALL_STATEMENTS.get(type(s))
             or TABLE_STATEMENTS.get(type(s))
             or SIGNAL_STATEMENTS.get(type(s))
+            or DATABASE_STATEMENTS.get(type(s))
         )
         if conversation is not None:
             conversation(self, s)
@@ -601,39 +603,6 @@ class Session:
         raise not_supported("SAVE TRANSACTION", s.line)
 
     # databases
-    def _x_Use(self, s: n.Use) -> None:
-        if self.trancount > 0:
-            raise not_supported(
-                "USE inside a transaction (a transaction spans one database here)", s.line
-            )
-        broker = self.instance.database(s.database)
-        self.broker = broker
-        self.database = next(
-            d for d in self.instance.database_names() if d.casefold() == s.database.casefold()
-        )
-        self.emit(f"Changed database context to '{self.database}'.")
-
-    def _x_CreateDatabase(self, s: n.CreateDatabase) -> None:
-        self.instance.create_database(s.name)
-
-    def _x_DropDatabase(self, s: n.DropDatabase) -> None:
-        for name in s.names:
-            if s.if_exists and self.instance.database_id(name) is None:
-                continue
-            if name.casefold() == self.database.casefold():
-                raise TSqlError(
-                    3702, f'Cannot drop database "{name}" because it is currently in use.'
-                )
-            self.instance.drop_database(name)
-
-    def _x_Ddl(self, s: n.Ddl) -> None:
-        statement = s.statement
-        if statement.statement == "ALTER DATABASE":
-            broker = self.instance.database(statement.name)
-        else:
-            broker = self.broker
-        run_ddl(broker, [statement])
-
     # queries
     def _x_Select(self, s: n.Select) -> None:
         if self._on_tables(s.core):
