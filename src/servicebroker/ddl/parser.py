@@ -22,7 +22,7 @@ from lark import Token, Transformer, Tree, UnexpectedInput
 from lark.exceptions import UnexpectedToken, VisitError
 
 from ..errors import CatalogError
-from ..syntax import parse
+from ..syntax import name_text, parse, string_text
 
 __all__ = ["BROKER_DATABASE_OPTIONS", "DDL_RULES", "DdlStatement", "ddl_statement", "parse_ddl"]
 
@@ -90,13 +90,7 @@ class _Build(Transformer[Token, Any]):
 
     # -- names -------------------------------------------------------------------------
     def name(self, items: list[Token]) -> str:
-        tok = items[0]
-        text = str(tok)
-        if tok.type == "BRACKETED":
-            return text[1:-1].replace("]]", "]")
-        if tok.type == "QUOTED":
-            return text[1:-1].replace('""', '"')
-        return text
+        return name_text(items[0])
 
     def qname(self, items: list[str]) -> str:
         return _QName(items)  # one namespace here: the database and schema prefixes are dropped
@@ -359,10 +353,7 @@ BROKER_DATABASE_OPTIONS = frozenset((*_BROKER_OPTIONS, "HONOR_BROKER_PRIORITY"))
 """The ALTER DATABASE … SET options that are Service Broker's (the rest are refused here)."""
 
 
-def _string(tok: Token) -> str:
-    text = str(tok)
-    body = text[1:] if text[0] in "Nn" else text
-    return body[1:-1].replace("''", "'")
+_string = string_text
 
 
 def _options(items: list[Any], where: str) -> dict[str, Any]:

@@ -29,7 +29,7 @@ from lark.exceptions import UnexpectedCharacters, UnexpectedToken
 
 from ..errors import TSqlError
 
-__all__ = ["MAX_NESTING", "RESERVED", "parse", "parse_batch"]
+__all__ = ["MAX_NESTING", "RESERVED", "name_text", "parse", "parse_batch", "string_text"]
 
 _PARSER = Lark(
     resources.files(__package__).joinpath("tsql.lark").read_text(encoding="utf-8"),
@@ -38,6 +38,26 @@ _PARSER = Lark(
     propagate_positions=True,
     cache=True,
 )
+
+
+def name_text(token: Token) -> str:
+    """A name token as T-SQL reads it: ``[a]]b]`` is ``a]b``, ``"a"`` is ``a``, a plain name
+    itself."""
+    text = str(token)
+    if token.type == "BRACKETED":
+        return text[1:-1].replace("]]", "]")
+    if token.type == "QUOTED":
+        return text[1:-1].replace('""', '"')
+    return text
+
+
+def string_text(token: Token) -> str:
+    """A string literal token's text: ``N'…'`` or ``'…'`` without its quotes, doubled quotes
+    undone."""
+    text = str(token)
+    if text[:1] in "nN":
+        text = text[1:]
+    return text[1:-1].replace("''", "'")
 
 
 def parse(text: str, start: Literal["start", "batch"]) -> Tree[Token]:

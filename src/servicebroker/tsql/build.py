@@ -18,7 +18,7 @@ from lark import Token, Tree
 
 from ..ddl.parser import BROKER_DATABASE_OPTIONS, DDL_RULES, ddl_statement
 from ..errors import CatalogError, TSqlError
-from ..syntax import parse_batch
+from ..syntax import name_text, parse_batch, string_text
 from . import nodes as n
 from .types import BIGINT, INT, SqlType, parse_type
 from .unsupported import not_supported
@@ -39,24 +39,16 @@ def build_batch(text: str) -> list[n.Statement]:
 
 
 def name_of(token: Token | Tree[Token]) -> str:
-    """A name as T-SQL reads it: ``[a]]b]`` is ``a]b``, ``"a"`` is ``a``."""
+    """A name (a token, or a ``name`` tree holding one) as T-SQL reads it
+    (:func:`servicebroker.syntax.name_text`)."""
     if isinstance(token, Tree):
         token = token.children[0]
     assert isinstance(token, Token)
-    text = str(token)
-    if token.type == "BRACKETED":
-        return text[1:-1].replace("]]", "]")
-    if token.type == "QUOTED":
-        return text[1:-1].replace('""', '"')
-    return text
+    return name_text(token)
 
 
-def string_of(token: Token) -> str:
-    """A string literal's text (``N'…'`` or ``'…'``, doubled quotes undone)."""
-    text = str(token)
-    if text[:1] in "nN":
-        text = text[1:]
-    return text[1:-1].replace("''", "'")
+string_of = string_text
+"""A string literal's text (:func:`servicebroker.syntax.string_text`)."""
 
 
 def _line(tree: Tree[Token]) -> int:

@@ -38,16 +38,16 @@ class Caller(Scope, Protocol):
     def run_body(self, statements: tuple[n.Statement, ...] | list[n.Statement]) -> int: ...
 
 
-def create_procedure(session: Caller, s: n.CreateProcedure) -> None:
+def _create_procedure(session: Caller, s: n.CreateProcedure) -> None:
     session.procedures_here().put(s)
 
 
-def drop_procedure(session: Caller, s: n.DropProcedure) -> None:
+def _drop_procedure(session: Caller, s: n.DropProcedure) -> None:
     for name in s.names:
         session.procedures_here().drop(name, if_exists=s.if_exists, line=s.line)
 
 
-def execute(session: Caller, s: n.Execute) -> None:
+def _execute(session: Caller, s: n.Execute) -> None:
     if s.procedure.split(".")[-1].casefold() == "sp_executesql":
         rc = _sp_executesql(session, s)
     else:
@@ -203,7 +203,7 @@ def _parameters(declaration: str, line: int) -> tuple[n.Parameter, ...]:
     return tuple(params)
 
 
-def execute_string(session: Caller, s: n.ExecuteString) -> None:
+def _execute_string(session: Caller, s: n.ExecuteString) -> None:
     text = to_type(evaluate(s.text, session), SqlType("NVARCHAR"), session)
     body = build_batch("" if text is None else str(text))
     with session.frame(None):
@@ -211,9 +211,9 @@ def execute_string(session: Caller, s: n.ExecuteString) -> None:
 
 
 CALL_STATEMENTS: dict[type[Any], Callable[[Any, Any], None]] = {
-    n.CreateProcedure: create_procedure,
-    n.DropProcedure: drop_procedure,
-    n.Execute: execute,
-    n.ExecuteString: execute_string,
+    n.CreateProcedure: _create_procedure,
+    n.DropProcedure: _drop_procedure,
+    n.Execute: _execute,
+    n.ExecuteString: _execute_string,
 }
 """The runner of each procedure and dynamic-SQL statement's node type."""

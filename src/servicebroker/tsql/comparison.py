@@ -14,6 +14,8 @@ __all__ = ["compare", "like_pattern"]
 
 
 def like_pattern(pattern: str) -> re.Pattern[str]:
+    """LIKE's ``pattern`` (``%``, ``_``, ``[a-c]``, ``[^a]``) as a case-insensitive regular
+    expression to ``fullmatch``."""
     out = []
     i = 0
     while i < len(pattern):
@@ -51,6 +53,13 @@ def _comparable(value: Typed, other: Typed, scope: Scope) -> object:
 
 
 def compare(op: str, left: Typed, right: Typed, scope: Scope) -> bool | None:
+    """``left op right`` for ``op`` in ``= <> != < > <= >= !< !>``: None (UNKNOWN) when either
+    is NULL, else compared in the type of higher precedence.
+
+    Raises:
+        TSqlError: a conversion the comparison needs fails (245, …); Msg 402, types that do
+            not compare.
+    """
     if left.value is None or right.value is None:
         return None
     a = _comparable(left, right, scope)

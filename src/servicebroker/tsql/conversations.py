@@ -53,7 +53,7 @@ def _handle(session: Session, expr: n.Expr) -> uuid.UUID:
     return converted
 
 
-def begin_dialog(session: Session, s: n.BeginDialog) -> None:
+def _begin_dialog(session: Session, s: n.BeginDialog) -> None:
     to_service = to_type(evaluate(s.to_service, session), NVARCHAR, session)
     if to_service is None:
         raise TSqlError(
@@ -85,7 +85,7 @@ def begin_dialog(session: Session, s: n.BeginDialog) -> None:
     session.assign(s.variable, Typed(handle, UNIQUEIDENTIFIER))
 
 
-def send(session: Session, s: n.Send) -> None:
+def _send(session: Session, s: n.Send) -> None:
     handles = [_handle(session, h) for h in s.handles]
     body = b""
     if s.body is not None:
@@ -109,7 +109,7 @@ def _timeout(session: Session, waitfor: bool, expr: n.Expr | None) -> float | No
     return ms / 1000.0
 
 
-def receive(session: Session, s: n.Receive) -> None:
+def _receive(session: Session, s: n.Receive) -> None:
     if s.into is not None:
         raise not_supported("RECEIVE … INTO a table variable", s.line)
     queue = s.queue[-1]
@@ -154,7 +154,7 @@ def _receive_where(session: Session, cond: n.Cond) -> dict[str, uuid.UUID]:
     )
 
 
-def get_conversation_group(session: Session, s: n.GetConversationGroup) -> None:
+def _get_conversation_group(session: Session, s: n.GetConversationGroup) -> None:
     if len(s.queue) == 3 and s.queue[0].casefold() != session.database.casefold():
         raise not_supported("GET CONVERSATION GROUP from a queue of another database", s.line)
     timeout = _timeout(session, s.waitfor, s.timeout)
@@ -167,7 +167,7 @@ def get_conversation_group(session: Session, s: n.GetConversationGroup) -> None:
         session.assign(s.variable, Typed(None, UNIQUEIDENTIFIER))
 
 
-def end_conversation(session: Session, s: n.EndConversation) -> None:
+def _end_conversation(session: Session, s: n.EndConversation) -> None:
     handle = _handle(session, s.handle)
     error = None
     description = None
@@ -182,7 +182,7 @@ def end_conversation(session: Session, s: n.EndConversation) -> None:
         tx.end_conversation(handle, error=error, description=description, cleanup=s.cleanup)
 
 
-def begin_timer(session: Session, s: n.BeginTimer) -> None:
+def _begin_timer(session: Session, s: n.BeginTimer) -> None:
     handle = _handle(session, s.handle)
     timeout = to_type(evaluate(s.timeout, session), BIGINT, session)
     if not isinstance(timeout, int):
@@ -191,7 +191,7 @@ def begin_timer(session: Session, s: n.BeginTimer) -> None:
         tx.begin_conversation_timer(handle, float(timeout))
 
 
-def move_conversation(session: Session, s: n.MoveConversation) -> None:
+def _move_conversation(session: Session, s: n.MoveConversation) -> None:
     handle = _handle(session, s.handle)
     group = _handle(session, s.group)
     with session.statement_transaction() as tx:
@@ -209,12 +209,12 @@ class _Fixed:
 
 
 CONVERSATION_STATEMENTS: dict[type[Any], Callable[[Session, Any], None]] = {
-    n.BeginDialog: begin_dialog,
-    n.Send: send,
-    n.Receive: receive,
-    n.GetConversationGroup: get_conversation_group,
-    n.EndConversation: end_conversation,
-    n.BeginTimer: begin_timer,
-    n.MoveConversation: move_conversation,
+    n.BeginDialog: _begin_dialog,
+    n.Send: _send,
+    n.Receive: _receive,
+    n.GetConversationGroup: _get_conversation_group,
+    n.EndConversation: _end_conversation,
+    n.BeginTimer: _begin_timer,
+    n.MoveConversation: _move_conversation,
 }
 """The statement runner of each conversation statement's node type."""

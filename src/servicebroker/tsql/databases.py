@@ -58,7 +58,7 @@ underneath's or does not exist (docs/tsql.md). TRUSTWORTHY is recorded and shown
 sys.databases; any other option is refused by name."""
 
 
-def use(session: DatabaseSession, s: n.Use) -> None:
+def _use(session: DatabaseSession, s: n.Use) -> None:
     if session.trancount > 0:
         raise not_supported(
             "USE inside a transaction (a transaction spans one database here)", s.line
@@ -71,7 +71,7 @@ def use(session: DatabaseSession, s: n.Use) -> None:
     session.emit(f"Changed database context to '{session.database}'.")
 
 
-def database_options(session: DatabaseSession, s: n.DatabaseOptions) -> None:
+def _database_options(session: DatabaseSession, s: n.DatabaseOptions) -> None:
     broker = session.instance.database(s.database)
     for key, value in s.options:
         if key == "TRUSTWORTHY":
@@ -87,11 +87,11 @@ def database_options(session: DatabaseSession, s: n.DatabaseOptions) -> None:
         session.instance.set_option(s.database, key, value)
 
 
-def create_database(session: DatabaseSession, s: n.CreateDatabase) -> None:
+def _create_database(session: DatabaseSession, s: n.CreateDatabase) -> None:
     session.instance.create_database(s.name)
 
 
-def drop_database(session: DatabaseSession, s: n.DropDatabase) -> None:
+def _drop_database(session: DatabaseSession, s: n.DropDatabase) -> None:
     for name in s.names:
         if s.if_exists and session.instance.database_id(name) is None:
             continue
@@ -100,7 +100,7 @@ def drop_database(session: DatabaseSession, s: n.DropDatabase) -> None:
         session.instance.drop_database(name)
 
 
-def ddl(session: DatabaseSession, s: n.Ddl) -> None:
+def _ddl(session: DatabaseSession, s: n.Ddl) -> None:
     statement = s.statement
     if statement.statement == "ALTER DATABASE":
         broker = session.instance.database(statement.name)
@@ -110,10 +110,10 @@ def ddl(session: DatabaseSession, s: n.Ddl) -> None:
 
 
 DATABASE_STATEMENTS: dict[type[Any], Callable[[Any, Any], None]] = {
-    n.Use: use,
-    n.DatabaseOptions: database_options,
-    n.CreateDatabase: create_database,
-    n.DropDatabase: drop_database,
-    n.Ddl: ddl,
+    n.Use: _use,
+    n.DatabaseOptions: _database_options,
+    n.CreateDatabase: _create_database,
+    n.DropDatabase: _drop_database,
+    n.Ddl: _ddl,
 }
 """The runner of each of these statements' node type."""

@@ -27,6 +27,7 @@ from .procedures import ProcedureStore, activation_principal, log_activation_err
 from .queries import RowSource
 from .results import Results
 from .script import split_batches
+from .tables import ensure_registry, placeholder
 from .types import BIT, INT, SYSNAME, UNIQUEIDENTIFIER, Typed
 
 __all__ = ["Instance"]
@@ -148,6 +149,7 @@ class Instance:
                 store = ProcedureStore(broker, _parse_procedure, self._runner(stored))
                 self._procedures[key] = store
                 store.register_all()
+                ensure_registry(broker)
                 if self._started:
                     broker.start()
             return broker
@@ -280,7 +282,7 @@ class Instance:
             TSqlError: Msg 911, no such database.
         """
         broker = self.database(database)
-        mark = "?" if broker.paramstyle == "qmark" else "%s"
+        mark = placeholder(broker)
         with broker.transaction() as tx:
             tx.execute(_OPTIONS_TABLE)
             tx.execute(f"DELETE FROM servicebroker_database_options WHERE name = {mark}", (key,))
@@ -292,7 +294,7 @@ class Instance:
     def option(self, database: str, key: str) -> str | None:
         """The value :meth:`set_option` recorded for ``key`` in ``database``, or None."""
         broker = self.database(database)
-        mark = "?" if broker.paramstyle == "qmark" else "%s"
+        mark = placeholder(broker)
         with broker.transaction() as tx:
             tx.execute(_OPTIONS_TABLE)
             rows = tx.execute(

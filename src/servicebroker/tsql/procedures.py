@@ -18,6 +18,7 @@ from collections.abc import Callable
 from ..broker import ActivationContext, Broker
 from ..errors import BrokerError, TSqlError
 from . import nodes as n
+from .tables import placeholder
 
 __all__ = ["TABLE", "ProcedureStore"]
 
@@ -54,7 +55,7 @@ class ProcedureStore:
         self._ready = False
 
     def _mark(self) -> str:
-        return "?" if self._broker.paramstyle == "qmark" else "%s"
+        return placeholder(self._broker)
 
     def _ensure(self) -> None:
         if not self._ready:

@@ -38,16 +38,20 @@ class Results:
 
     @property
     def result_sets(self) -> list[ResultSet]:
+        """The result sets, in order."""
         return [e for e in self.events if isinstance(e, ResultSet)]
 
     @property
     def messages(self) -> list[str]:
+        """The messages (PRINT, informational RAISERROR, USE's), in order."""
         return [e for e in self.events if isinstance(e, str)]
 
     @property
     def row_counts(self) -> list[int]:
+        """The row counts, in order."""
         return [e for e in self.events if isinstance(e, int)]
 
     @property
     def errors(self) -> list[TSqlError]:
+        """The errors raised to the client, in order."""
         return [e for e in self.events if isinstance(e, TSqlError)]

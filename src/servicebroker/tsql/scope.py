@@ -30,7 +30,16 @@ class ErrorContext:
 
 
 class Scope(Protocol):
-    """What evaluation reads."""
+    """What evaluation reads (the session implements it; a query's row scope wraps it).
+
+    ``variable(name, line)`` the value of ``@name`` (Msg 137 when undeclared); ``global_variable``
+    ``@@ROWCOUNT`` and the like; ``column(parts)`` the current row's column (Msg 207 when there is
+    none); ``now()`` / ``utc_now()`` the broker's clock as naive datetimes; ``caught()`` the error
+    a CATCH block handles; ``xact_state()`` XACT_STATE(); ``subquery(select)`` a subquery's rows;
+    ``object_id``, ``database_id``, ``database_name`` OBJECT_ID, DB_ID and DB_NAME;
+    ``aggregate(call)`` COUNT / SUM / … over the current group (Msg 147 outside one); ``line`` the
+    batch line of the statement running.
+    """
 
     def variable(self, name: str, line: int) -> Typed: ...
     def global_variable(self, name: str) -> Typed: ...
@@ -49,6 +58,7 @@ class Scope(Protocol):
 
 
 def fail(number: int, message: str, scope: Scope, severity: int = 16) -> TSqlError:
+    """SQL Server's error ``number`` with ``message`` at the scope's line (to raise)."""
     return TSqlError(number, message, severity=severity, line=scope.line)
 
 

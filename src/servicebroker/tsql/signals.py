@@ -33,13 +33,13 @@ class Signalling(Scope, Protocol):
     def emit(self, event: ResultSet | str | int | TSqlError) -> None: ...
 
 
-def print_(session: Signalling, s: n.Print) -> None:
+def _print(session: Signalling, s: n.Print) -> None:
     value = evaluate(s.expr, session)
     text = to_type(value, SqlType("NVARCHAR", 8000), session)
     session.emit("" if text is None else str(text))
 
 
-def raiserror(session: Signalling, s: n.RaisError) -> None:
+def _raiserror(session: Signalling, s: n.RaisError) -> None:
     message = evaluate(s.message, session)
     severity = to_type(evaluate(s.severity, session), INT, session)
     state = to_type(evaluate(s.state, session), INT, session)
@@ -76,7 +76,7 @@ def raiserror(session: Signalling, s: n.RaisError) -> None:
     raise error
 
 
-def throw(session: Signalling, s: n.Throw) -> None:
+def _throw(session: Signalling, s: n.Throw) -> None:
     if s.number is None:
         caught = session.caught()
         if caught is None:
@@ -114,7 +114,7 @@ def throw(session: Signalling, s: n.Throw) -> None:
 _TIME = re.compile(r"\s*(\d{1,2}):(\d{1,2})(?::(\d{1,2})(?:\.(\d{1,3}))?)?\s*")
 
 
-def waitfor_delay(session: Signalling, s: n.WaitforDelay) -> None:
+def _waitfor_delay(session: Signalling, s: n.WaitforDelay) -> None:
     """WAITFOR DELAY 'hh:mm[:ss[.mmm]]' (at most 23:59:59.997) or TIME 'hh:mm[:ss]' (the next
     such time of day), on the broker's clock.
 
@@ -185,9 +185,9 @@ def _format(text: str, args: list[object]) -> str:
 
 
 SIGNAL_STATEMENTS: dict[type[Any], Callable[[Any, Any], None]] = {
-    n.Print: print_,
-    n.RaisError: raiserror,
-    n.Throw: throw,
-    n.WaitforDelay: waitfor_delay,
+    n.Print: _print,
+    n.RaisError: _raiserror,
+    n.Throw: _throw,
+    n.WaitforDelay: _waitfor_delay,
 }
 """The runner of each of these statements' node type."""

@@ -27,6 +27,7 @@ import sqlglot
 from sqlglot import exp
 from sqlglot.errors import ParseError
 
+from ..broker import Broker
 from ..engine.transaction import Transaction
 from ..errors import TSqlError
 from . import nodes as n
@@ -35,7 +36,15 @@ from .scope import Scope
 from .types import BIGINT, BIT, DATETIME, INT, NVARCHAR, UNIQUEIDENTIFIER, SqlType, Typed
 from .unsupported import not_supported
 
-__all__ = ["TABLE_STATEMENTS", "TableSession", "query_rows", "run_select"]
+__all__ = [
+    "REGISTRY",
+    "TABLE_STATEMENTS",
+    "TableSession",
+    "ensure_registry",
+    "placeholder",
+    "query_rows",
+    "run_select",
+]
 
 
 class TableSession(Scope, Protocol):
@@ -242,18 +251,34 @@ REGISTRY = "servicebroker_sql_tables"
 and writes — never the broker's own tables, nor the database's catalogs."""
 
 
-def _registered(tx: Transaction, postgres: bool) -> set[str]:
-    tx.execute(f"CREATE TABLE IF NOT EXISTS {REGISTRY} (name VARCHAR(128) PRIMARY KEY)")
-    return {str(row[0]) for row in tx.execute(f"SELECT name FROM {REGISTRY}")}
+def placeholder(broker: Broker) -> str:
+    """The parameter placeholder of application SQL on ``broker``: ``?`` on SQLite, ``%s`` on
+    PostgreSQL (:attr:`Broker.paramstyle`)."""
+    return "?" if broker.paramstyle == "qmark" else "%s"
 
 
-def _check_known(tx: Transaction, session: TableSession, tables: list[str], line: int) -> set[str]:
-    """The registered tables; Msg 208 for a table of ``tables`` T-SQL did not create."""
-    known = _registered(tx, session.postgres)
+def ensure_registry(broker: Broker) -> None:
+    """Make the table of T-SQL's tables (:data:`REGISTRY`) in ``broker``'s database if it is
+    missing: done once, when an instance opens the database, so that no statement pays for it."""
+    broker.execute(f"CREATE TABLE IF NOT EXISTS {REGISTRY} (name VARCHAR(128) PRIMARY KEY)")
+
+
+def _registered(tx: Transaction, session: TableSession, tables: list[str]) -> set[str]:
+    """Which of ``tables`` T-SQL created (one query, for those names only)."""
+    if not tables:
+        return set()
+    mark = "%s" if session.postgres else "?"
+    marks = ", ".join([mark] * len(tables))
+    rows = tx.execute(f"SELECT name FROM {REGISTRY} WHERE name IN ({marks})", tables)
+    return {str(row[0]) for row in rows}
+
+
+def _check_known(tx: Transaction, session: TableSession, tables: list[str], line: int) -> None:
+    """Msg 208 for a table of ``tables`` T-SQL did not create."""
+    known = _registered(tx, session, tables)
     for table in tables:
         if table not in known:
             raise TSqlError(208, f"Invalid object name '{table}'.", line=line)
-    return known
 
 
 def query_rows(session: TableSession, core: n.SelectCore, line: int) -> list[list[Typed]]:
@@ -302,7 +327,7 @@ def run_table_statement(session: TableSession, s: n.TableStatement) -> None:
     target = s.table[-1].casefold()
     with session.statement_transaction() as tx:
         if s.kind == "CREATE TABLE":
-            if target in _registered(tx, session.postgres):
+            if _registered(tx, session, [target]):
                 raise TSqlError(
                     2714,
                     f"There is already an object named '{s.table[-1]}' in the database.",
@@ -311,7 +336,7 @@ def run_table_statement(session: TableSession, s: n.TableStatement) -> None:
             rows = tx.execute(translation.sql, translation.params)
             tx.execute(f"INSERT INTO {REGISTRY} (name) VALUES ({mark})", (target,))
         elif s.kind == "DROP TABLE":
-            known = _registered(tx, session.postgres)
+            known = _registered(tx, session, translation.tables)
             dropped = [t for t in translation.tables if t in known]
             missing = [t for t in translation.tables if t not in known]
             if missing and not s.if_exists:

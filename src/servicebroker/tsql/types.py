@@ -113,26 +113,32 @@ class SqlType:
 
     @property
     def is_unicode(self) -> bool:
+        """NCHAR, NVARCHAR, SYSNAME, XML: text kept as UTF-16 when it becomes bytes."""
         return self.name in ("NCHAR", "NVARCHAR", "NTEXT", "SYSNAME", "XML")
 
     @property
     def is_character(self) -> bool:
+        """A character type."""
         return self.name in _CHARS
 
     @property
     def is_binary(self) -> bool:
+        """BINARY or VARBINARY."""
         return self.name in _BINARIES
 
     @property
     def is_integer(self) -> bool:
+        """An integer type (BIT included)."""
         return self.name in _INTEGERS
 
     @property
     def is_numeric(self) -> bool:
+        """A number type: integer, exact or approximate."""
         return self.name in _INTEGERS or self.name in _EXACT or self.name in _APPROX
 
     @property
     def is_date(self) -> bool:
+        """A date or time type."""
         return self.name in _DATES
 
     def __str__(self) -> str:
