@@ -72,12 +72,15 @@ class PeriodicTask:
 
 @dataclass(frozen=True)
 class TimerStatistics:
-    """What the timer has done: notifications counted, timers fired, lifetimes expired."""
+    """What the timer has done: notifications counted, timers fired, lifetimes expired, and
+    ``next_tick_time``, the broker time (seconds) of the next notification it will run: one at
+    or before the clock's now is due and not yet run."""
 
     ticks: int
     last_tick_time: float | None
     conversation_timers_fired: int
     lifetimes_expired: int
+    next_tick_time: float
 
 
 class PeriodicTasks:
@@ -100,14 +103,12 @@ class PeriodicTasks:
         return max(0, math.floor((now - start) / self.interval)) - self.ticks
 
     def tick_to(self, count: int, now: float) -> list[str]:
-        """Count ``count`` more notifications at ``now`` and run each task once if any of them
-        is a multiple of its ``every``; a clock jump of many ticks runs each task once.
+        """Run each task once if any of ``count`` more notifications at ``now`` is a multiple
+        of its ``every`` (a clock jump of many ticks runs each task once), then count them.
         Returns the names of the tasks run."""
         if count <= 0:
             return []
         first, last = self.ticks + 1, self.ticks + count
-        self.ticks = last
-        self.last_tick_time = now
         ran = []
         for task in self._tasks:
             if last // task.every >= math.ceil(first / task.every):
@@ -116,6 +117,9 @@ class PeriodicTasks:
                 except Exception:
                     log.exception("periodic task %s failed", task.name)
                 ran.append(task.name)
+        # counted once its tasks have run: a notification in progress is still due
+        self.ticks = last
+        self.last_tick_time = now
         return ran
 
 
@@ -147,6 +151,7 @@ class BrokerTimer:
                 self.tasks.last_tick_time,
                 self._timers_fired,
                 self._lifetimes_expired,
+                self._start + (self.tasks.ticks + 1) * self.tasks.interval,
             )
 
     def take_lead(self, now: float) -> None:
@@ -164,7 +169,7 @@ class BrokerTimer:
 
     def next_wakeup(self, now: float) -> float:
         """The broker time of the next thing to do (next tick or next due timer)."""
-        next_tick = self._start + (self.tasks.ticks + 1) * self.tasks.interval
+        next_tick = self.statistics().next_tick_time
         with self._context.storage.connection() as conn:
             due = conn.next_due_time()
         return min(next_tick, due) if due is not None else next_tick

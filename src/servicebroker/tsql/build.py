@@ -12,15 +12,13 @@ out of range, nesting too deep) are found with the parse, before anything runs
 
 from __future__ import annotations
 
-from decimal import Decimal
-
 from lark import Token, Tree
 
 from ..ddl.parser import BROKER_DATABASE_OPTIONS, DDL_RULES, ddl_statement
 from ..errors import CatalogError, TSqlError
-from ..syntax import name_text, parse_batch, string_text
+from ..syntax import parse_batch
 from . import nodes as n
-from .types import BIGINT, INT, SqlType, parse_type
+from .build_expressions import ExpressionBuilder, line_of, name_of, string_of
 from .unsupported import not_supported
 
 __all__ = ["build_batch", "name_of", "string_of"]
@@ -38,33 +36,17 @@ def build_batch(text: str) -> list[n.Statement]:
     return [_Builder(text).statement(child) for child in tree.children if isinstance(child, Tree)]
 
 
-def name_of(token: Token | Tree[Token]) -> str:
-    """A name (a token, or a ``name`` tree holding one) as T-SQL reads it
-    (:func:`servicebroker.syntax.name_text`)."""
-    if isinstance(token, Tree):
-        token = token.children[0]
-    assert isinstance(token, Token)
-    return name_text(token)
-
-
-string_of = string_text
-"""A string literal's text (:func:`servicebroker.syntax.string_text`)."""
-
-
-def _line(tree: Tree[Token]) -> int:
-    return tree.meta.line if not tree.meta.empty else 1
-
-
 class _Builder:
     """Parse tree → nodes for one batch's ``text``."""
 
     def __init__(self, text: str) -> None:
         self.text = text
+        self.x = ExpressionBuilder(text)
 
     # -- statements ------------------------------------------------------------------------
     def statement(self, tree: Tree[Token]) -> n.Statement:
         rule = str(tree.data)
-        line = _line(tree)
+        line = line_of(tree)
         if rule == "use":
             return n.Use(line, name_of(tree.children[0]))
         if rule == "alter_database":
@@ -123,33 +105,33 @@ class _Builder:
             var, type_tree, *value = decl.children
             assert isinstance(type_tree, Tree)
             items.append(
-                (str(var), self.data_type(type_tree), self.expr(value[0]) if value else None)
+                (str(var), self.x.data_type(type_tree), self.x.expr(value[0]) if value else None)
             )
         return n.Declare(line, tuple(items))
 
     def s_set_variable(self, tree: Tree[Token], line: int) -> n.SetVariable:
         var, op, value = tree.children
-        return n.SetVariable(line, str(var), str(op), self.expr(value))
+        return n.SetVariable(line, str(var), str(op), self.x.expr(value))
 
     def s_set_option(self, tree: Tree[Token], line: int) -> n.SetOption:
         words = [str(c).upper() for c in tree.children]
         return n.SetOption(line, tuple(words[:-1]), words[-1])
 
     def s_select_statement(self, tree: Tree[Token], line: int) -> n.Select:
-        return n.Select(line, self.select_core(tree.children[0]))  # type: ignore[arg-type]
+        return n.Select(line, self.x.select_core(tree.children[0]))  # type: ignore[arg-type]
 
     def s_if_statement(self, tree: Tree[Token], line: int) -> n.If:
         cond, then, *otherwise = tree.children
         return n.If(
             line,
-            self.cond(cond),
+            self.x.cond(cond),
             self.statement(then),  # type: ignore[arg-type]
             self.statement(otherwise[0]) if otherwise else None,  # type: ignore[arg-type]
         )
 
     def s_while_statement(self, tree: Tree[Token], line: int) -> n.While:
         cond, body = tree.children
-        return n.While(line, self.cond(cond), self.statement(body))  # type: ignore[arg-type]
+        return n.While(line, self.x.cond(cond), self.statement(body))  # type: ignore[arg-type]
 
     def s_break_statement(self, tree: Tree[Token], line: int) -> n.Break:
         return n.Break(line)
@@ -158,7 +140,7 @@ class _Builder:
         return n.Continue(line)
 
     def s_return_statement(self, tree: Tree[Token], line: int) -> n.Return:
-        return n.Return(line, self.expr(tree.children[0]) if tree.children else None)
+        return n.Return(line, self.x.expr(tree.children[0]) if tree.children else None)
 
     def s_block(self, tree: Tree[Token], line: int) -> n.Block:
         return n.Block(line, self.body(tree.children))
@@ -171,11 +153,13 @@ class _Builder:
         return n.TryCatch(line, self.body(children[:split]), self.body(children[split + 1 :]))
 
     def s_print_statement(self, tree: Tree[Token], line: int) -> n.Print:
-        return n.Print(line, self.expr(tree.children[0]))
+        return n.Print(line, self.x.expr(tree.children[0]))
 
     def s_raiserror(self, tree: Tree[Token], line: int) -> n.RaisError:
         exprs = [
-            self.expr(c) for c in tree.children if not (isinstance(c, Token) and c.type == "IDENT")
+            self.x.expr(c)
+            for c in tree.children
+            if not (isinstance(c, Token) and c.type == "IDENT")
         ]
         options = tuple(
             str(c).upper() for c in tree.children if isinstance(c, Token) and c.type == "IDENT"
@@ -185,12 +169,12 @@ class _Builder:
     def s_throw(self, tree: Tree[Token], line: int) -> n.Throw:
         if not tree.children:
             return n.Throw(line)
-        number, message, state = (self.expr(c) for c in tree.children)
+        number, message, state = (self.x.expr(c) for c in tree.children)
         return n.Throw(line, number, message, state)
 
     def s_waitfor_delay(self, tree: Tree[Token], line: int) -> n.WaitforDelay:
         kind, value = tree.children
-        return n.WaitforDelay(line, str(kind).upper(), self.expr(value))
+        return n.WaitforDelay(line, str(kind).upper(), self.x.expr(value))
 
     def _tran_name(self, tree: Tree[Token]) -> str | None:
         for c in tree.children:
@@ -235,7 +219,7 @@ class _Builder:
                 body.append(c)
         return n.CreateProcedure(
             line,
-            ".".join(self.qname(name_tree)),
+            ".".join(self.x.qname(name_tree)),
             tuple(parameters),
             self.body(body),
             self.text,
@@ -252,12 +236,12 @@ class _Builder:
             if isinstance(c, Token) and c.type == "OUTPUT_KW":
                 output = True
             else:
-                default = self.expr(c)
-        return n.Parameter(str(var), self.data_type(type_tree), default, output)
+                default = self.x.expr(c)
+        return n.Parameter(str(var), self.x.data_type(type_tree), default, output)
 
     def s_drop_procedure(self, tree: Tree[Token], line: int) -> n.DropProcedure:
         names = tuple(
-            ".".join(self.qname(c))
+            ".".join(self.x.qname(c))
             for c in tree.children
             if isinstance(c, Tree) and c.data == "qname"
         )
@@ -273,7 +257,7 @@ class _Builder:
             if c.data == "exec_return":
                 return_variable = str(c.children[0])
             elif c.data == "qname":
-                procedure = ".".join(self.qname(c))
+                procedure = ".".join(self.x.qname(c))
             elif c.data == "exec_args":
                 for arg in c.children:
                     assert isinstance(arg, Tree)
@@ -292,13 +276,10 @@ class _Builder:
         value_node = items[0]
         if isinstance(value_node, Token) and value_node.type == "DEFAULT":
             return n.Argument(name, None, output)
-        return n.Argument(name, self.expr(value_node), output)
+        return n.Argument(name, self.x.expr(value_node), output)
 
     def s_execute_string(self, tree: Tree[Token], line: int) -> n.ExecuteString:
-        return n.ExecuteString(line, self.expr(tree.children[0]))
-
-    def _span(self, tree: Tree[Token]) -> str:
-        return self.text[tree.meta.start_pos : tree.meta.end_pos]
+        return n.ExecuteString(line, self.x.expr(tree.children[0]))
 
     def _table_statement(self, tree: Tree[Token], line: int, kind: str) -> n.TableStatement:
         names = [
@@ -308,7 +289,7 @@ class _Builder:
         qname = first if first.data == "qname" else first.children[0]
         assert isinstance(qname, Tree)
         if_exists = any(isinstance(c, Tree) and c.data == "if_exists" for c in tree.children)
-        return n.TableStatement(line, kind, self.qname(qname), self._span(tree), if_exists)
+        return n.TableStatement(line, kind, self.x.qname(qname), self.x.span(tree), if_exists)
 
     def s_insert_statement(self, tree: Tree[Token], line: int) -> n.TableStatement:
         return self._table_statement(tree, line, "INSERT")
@@ -354,13 +335,13 @@ class _Builder:
                         encryption = str(option.children[0].children[0]).upper() == "ON"  # type: ignore[union-attr]
                     else:
                         key, value = option.children
-                        options.append((str(key).upper(), self.expr(value)))
+                        options.append((str(key).upper(), self.x.expr(value)))
         return n.BeginDialog(
             line,
             variable,
             name_of(names[0]),
-            self.expr(exprs[0]),
-            self.expr(exprs[1]) if len(exprs) > 1 else None,
+            self.x.expr(exprs[0]),
+            self.x.expr(exprs[1]) if len(exprs) > 1 else None,
             contract,
             tuple(options),
             encryption,
@@ -370,14 +351,14 @@ class _Builder:
         children = [c for c in tree.children if not (isinstance(c, Token) and c.type == "ON")]
         handles_tree = children[0]
         assert isinstance(handles_tree, Tree)
-        handles = tuple(self.expr(c) for c in handles_tree.children)
+        handles = tuple(self.x.expr(c) for c in handles_tree.children)
         message_type = None
         body = None
         for c in children[1:]:
             if isinstance(c, Tree) and c.data == "name":
                 message_type = name_of(c)
             else:
-                body = self.expr(c)
+                body = self.x.expr(c)
         return n.Send(line, handles, message_type, body)
 
     def s_receive_statement(self, tree: Tree[Token], line: int) -> n.Receive:
@@ -391,7 +372,7 @@ class _Builder:
         if len(tree.children) > 1:
             timeout_tree = tree.children[1]
             assert isinstance(timeout_tree, Tree)
-            timeout = self.expr(timeout_tree.children[0])
+            timeout = self.x.expr(timeout_tree.children[0])
         top = None
         items: tuple[n.SelectItem, ...] = ()
         queue: tuple[str, ...] = ()
@@ -400,15 +381,15 @@ class _Builder:
         for c in receive.children:
             assert isinstance(c, Tree)
             if c.data == "top":
-                top = self.top(c)
+                top = self.x.top(c)
             elif c.data == "select_list":
-                items = self.select_list(c)
+                items = self.x.select_list(c)
             elif c.data == "qname":
-                queue = self.qname(c)
+                queue = self.x.qname(c)
             elif c.data == "into_table":
                 into = str(c.children[0])
             elif c.data == "where_clause":
-                where = self.cond(c.children[0])
+                where = self.x.cond(c.children[0])
         return n.Receive(line, items, queue, top, into, where, waitfor, timeout)
 
     def s_get_group_statement(self, tree: Tree[Token], line: int) -> n.GetConversationGroup:
@@ -419,270 +400,25 @@ class _Builder:
         if len(tree.children) > 1:
             timeout_tree = tree.children[1]
             assert isinstance(timeout_tree, Tree)
-            timeout = self.expr(timeout_tree.children[0])
+            timeout = self.x.expr(timeout_tree.children[0])
         variable, queue = get.children
-        return n.GetConversationGroup(line, str(variable), self.qname(queue), waitfor, timeout)  # type: ignore[arg-type]
+        return n.GetConversationGroup(line, str(variable), self.x.qname(queue), waitfor, timeout)  # type: ignore[arg-type]
 
     def s_end_conversation(self, tree: Tree[Token], line: int) -> n.EndConversation:
-        handle = self.expr(tree.children[0])
+        handle = self.x.expr(tree.children[0])
         if len(tree.children) == 1:
             return n.EndConversation(line, handle)
         option = tree.children[1]
         assert isinstance(option, Tree)
         if option.data == "end_with_cleanup":
             return n.EndConversation(line, handle, cleanup=True)
-        error, description = (self.expr(c) for c in option.children)
+        error, description = (self.x.expr(c) for c in option.children)
         return n.EndConversation(line, handle, error, description)
 
     def s_begin_timer(self, tree: Tree[Token], line: int) -> n.BeginTimer:
-        handle, timeout = (self.expr(c) for c in tree.children)
+        handle, timeout = (self.x.expr(c) for c in tree.children)
         return n.BeginTimer(line, handle, timeout)
 
     def s_move_conversation(self, tree: Tree[Token], line: int) -> n.MoveConversation:
-        handle, group = (self.expr(c) for c in tree.children)
+        handle, group = (self.x.expr(c) for c in tree.children)
         return n.MoveConversation(line, handle, group)
-
-    # -- queries ---------------------------------------------------------------------------
-    def qname(self, tree: Tree[Token]) -> tuple[str, ...]:
-        return tuple(name_of(c) for c in tree.children if isinstance(c, Tree))
-
-    def top(self, tree: Tree[Token]) -> n.Expr:
-        count = tree.children[0]
-        if isinstance(count, Token):  # TOP n, without parentheses
-            return n.Literal(int(str(count)), INT)
-        return self.expr(count)
-
-    def select_list(self, tree: Tree[Token]) -> tuple[n.SelectItem, ...]:
-        items: list[n.SelectItem] = []
-        for item in tree.children:
-            assert isinstance(item, Tree)
-            if item.data == "assign_item":
-                var, value = item.children
-                items.append(n.Assign(str(var), self.expr(value)))
-            elif item.data == "star_item":
-                items.append(n.Star())
-            else:
-                expr = self.expr(item.children[0])
-                alias = None
-                if len(item.children) > 1:
-                    a = item.children[1]
-                    alias = string_of(a) if isinstance(a, Token) else name_of(a)
-                items.append(n.ExprItem(expr, alias))
-        return tuple(items)
-
-    def select_core(self, tree: Tree[Token]) -> n.SelectCore:
-        items: tuple[n.SelectItem, ...] = ()
-        source = None
-        alias = None
-        where = None
-        top = None
-        distinct = False
-        group_by: tuple[n.Expr, ...] = ()
-        order_by: list[tuple[n.Expr, bool]] = []
-        joined = False
-        for c in tree.children:
-            assert isinstance(c, Tree)
-            if c.data == "select_list":
-                items = self.select_list(c)
-            elif c.data == "distinct":
-                distinct = True
-            elif c.data == "top":
-                top = self.top(c)
-            elif c.data == "from_clause":
-                ref = c.children[0]
-                assert isinstance(ref, Tree)
-                source = self.qname(ref.children[0])  # type: ignore[arg-type]
-                aliases = [a for a in ref.children[1:] if isinstance(a, Tree) and a.data == "name"]
-                if aliases:
-                    alias = name_of(aliases[0])
-                joined = len(c.children) > 1
-            elif c.data == "where_clause":
-                where = self.cond(c.children[0])
-            elif c.data == "group_by":
-                group_by = tuple(self.expr(e) for e in c.children)
-            elif c.data == "order_by":
-                for item in c.children:
-                    assert isinstance(item, Tree)
-                    descending = len(item.children) > 1 and str(item.children[1]).upper() == "DESC"
-                    order_by.append((self.expr(item.children[0]), descending))
-        return n.SelectCore(
-            items,
-            source,
-            alias,
-            where,
-            top,
-            distinct,
-            group_by,
-            tuple(order_by),
-            joined,
-            self._span(tree),
-        )
-
-    def data_type(self, tree: Tree[Token], *, converting: bool = False) -> SqlType:
-        """The type ``tree`` names; ``converting`` (CAST, CONVERT): a character or binary type
-        without a length has 30, as there (a declaration's has 1)."""
-        name = name_of(tree.children[0])
-        size = None
-        if (
-            converting
-            and len(tree.children) == 1
-            and name.upper() in ("CHAR", "VARCHAR", "NCHAR", "NVARCHAR", "BINARY", "VARBINARY")
-        ):
-            size = "30"
-        scale = None
-        if len(tree.children) > 1:
-            size_tree = tree.children[1]
-            assert isinstance(size_tree, Tree)
-            size = str(size_tree.children[0])
-        if len(tree.children) > 2:
-            scale = int(str(tree.children[2]))
-        try:
-            return parse_type(name, size, scale)
-        except KeyError:
-            raise TSqlError(
-                2715,
-                f"Column, parameter, or variable #0: Cannot find data type {name}.",
-                line=_line(tree),
-            ) from None
-        except ValueError:
-            raise TSqlError(
-                131,
-                f"The size ({size}) given to the type '{name.lower()}' exceeds the maximum allowed for any data type (8000).",
-                severity=15,
-                line=_line(tree),
-            ) from None
-
-    # -- expressions -----------------------------------------------------------------------
-    def expr(self, node: Tree[Token] | Token) -> n.Expr:
-        if isinstance(node, Token):  # a bare VARIABLE where the grammar inlines it
-            if node.type == "VARIABLE":
-                return n.Variable(str(node))
-            raise AssertionError(f"unexpected token {node.type}")
-        rule = str(node.data)
-        c = node.children
-        if rule == "string":
-            token = c[0]
-            assert isinstance(token, Token)
-            unicode_ = str(token)[:1] in "nN"
-            text = string_of(token)
-            return n.Literal(
-                text, SqlType("NVARCHAR" if unicode_ else "VARCHAR", max(len(text), 1))
-            )
-        if rule == "integer":
-            digits = str(c[0])
-            value = int(digits)
-            if value < 2**63:
-                return n.Literal(value, INT if value < 2**31 else BIGINT)
-            return n.Literal(Decimal(value), SqlType("DECIMAL", len(digits.lstrip("0")), 0))
-        if rule == "decimal":
-            text = str(c[0])
-            value_d = Decimal(text)
-            scale = len(text.split(".", 1)[1]) if "." in text else 0
-            return n.Literal(value_d, SqlType("DECIMAL", 38, scale))
-        if rule == "float":
-            return n.Literal(float(str(c[0])), SqlType("FLOAT"))
-        if rule == "binary":
-            digits = str(c[0])[2:]
-            if len(digits) % 2:
-                digits = "0" + digits
-            data = bytes.fromhex(digits)
-            return n.Literal(data, SqlType("VARBINARY", max(len(data), 1)))
-        if rule == "null":
-            return n.Literal(None, INT)
-        if rule == "variable":
-            return n.Variable(str(c[0]))
-        if rule == "global_variable":
-            return n.GlobalVariable(str(c[0])[2:].upper())
-        if rule == "column":
-            return n.Column(self.path(c[0]))  # type: ignore[arg-type]
-        if rule == "function_call":
-            path = self.path(c[0])  # type: ignore[arg-type]
-            args: tuple[n.Expr, ...] = ()
-            star = False
-            if len(c) > 1:
-                if isinstance(c[1], Token) and c[1].type == "STAR":
-                    star = True
-                else:
-                    args = tuple(self.expr(a) for a in c[1].children)  # type: ignore[union-attr]
-            if len(path) > 1 and path[-1].lower() in ("value", "query", "exist", "nodes", "modify"):
-                target: n.Expr = (
-                    n.Variable(path[0]) if path[0].startswith("@") else n.Column(path[:-1])
-                )
-                return n.FunctionCall(path[-1].upper(), args, target=target)
-            return n.FunctionCall(path[-1].upper(), args, star)
-        if rule in ("cast", "try_cast"):
-            to_type = self.data_type(c[1], converting=True)  # type: ignore[arg-type]
-            return n.Cast(self.expr(c[0]), to_type, try_=rule == "try_cast")
-        if rule in ("convert", "try_convert"):
-            style = self.expr(c[2]) if len(c) > 2 else None
-            to_type = self.data_type(c[0], converting=True)  # type: ignore[arg-type]
-            return n.Cast(self.expr(c[1]), to_type, style, try_=rule == "try_convert")
-        if rule in ("add", "subtract", "multiply", "divide", "modulo"):
-            op = {"add": "+", "subtract": "-", "multiply": "*", "divide": "/", "modulo": "%"}[rule]
-            return n.Binary(op, self.expr(c[0]), self.expr(c[1]))
-        if rule == "negate":
-            return n.Negate(self.expr(c[0]))
-        if rule == "unary":  # "+" expr
-            return self.expr(c[0])
-        if rule == "simple_case":
-            operand = self.expr(c[0])
-            whens = tuple(
-                (self.expr(w.children[0]), self.expr(w.children[1]))
-                for w in c[1:]
-                if isinstance(w, Tree) and w.data == "simple_when"
-            )
-            return n.Case(operand, whens, self._else(c))
-        if rule == "searched_case":
-            whens_c = tuple(
-                (self.cond(w.children[0]), self.expr(w.children[1]))
-                for w in c
-                if isinstance(w, Tree) and w.data == "searched_when"
-            )
-            return n.Case(None, whens_c, self._else(c))
-        if rule == "subquery":
-            return n.Subquery(self.select_core(c[0]))  # type: ignore[arg-type]
-        if rule == "select_core":
-            return n.Subquery(self.select_core(node))
-        raise AssertionError(f"no node for expression rule {rule}")
-
-    def _else(self, children: list[Tree[Token] | Token]) -> n.Expr | None:
-        for w in children:
-            if isinstance(w, Tree) and w.data == "case_else":
-                return self.expr(w.children[0])
-        return None
-
-    def path(self, tree: Tree[Token]) -> tuple[str, ...]:
-        return tuple(name_of(c) for c in tree.children)
-
-    def cond(self, node: Tree[Token] | Token) -> n.Cond:
-        assert isinstance(node, Tree)
-        rule = str(node.data)
-        c = node.children
-        if rule == "compare":
-            op = str(c[1])
-            return n.Compare(op, self.expr(c[0]), self.expr(c[2]))
-        if rule == "equal":
-            return n.Compare("=", self.expr(c[0]), self.expr(c[1]))
-        if rule in ("or_cond", "and_cond"):
-            return n.Logical("OR" if rule == "or_cond" else "AND", self.cond(c[0]), self.cond(c[1]))
-        if rule == "not_cond":
-            return n.Not(self.cond(c[0]))
-        if rule in ("is_null", "is_not_null"):
-            return n.IsNull(self.expr(c[0]), rule == "is_not_null")
-        if rule in ("in_list", "not_in_list"):
-            return n.InList(
-                self.expr(c[0]),
-                tuple(self.expr(a) for a in c[1].children),  # type: ignore[union-attr]
-                rule == "not_in_list",
-            )
-        if rule in ("in_query", "not_in_query"):
-            return n.InQuery(self.expr(c[0]), self.select_core(c[1]), rule == "not_in_query")  # type: ignore[arg-type]
-        if rule in ("like", "not_like"):
-            return n.Like(self.expr(c[0]), self.expr(c[1]), rule == "not_like")
-        if rule in ("between", "not_between"):
-            return n.Between(
-                self.expr(c[0]), self.expr(c[1]), self.expr(c[2]), rule == "not_between"
-            )
-        if rule == "exists":
-            return n.Exists(self.select_core(c[0]))  # type: ignore[arg-type]
-        raise AssertionError(f"no node for condition rule {rule}")
