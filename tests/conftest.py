@@ -182,7 +182,7 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     )
     parser.addoption(
         "--transport-crash-cycles",
-        default="20",
+        default="8",
         help="SIGKILL cycles of tests/test_transport_crash.py (the long form: 300)",
     )
     parser.addoption(
@@ -192,8 +192,9 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     )
     parser.addoption(
         "--streaming-kill-cycles",
-        default="1",
-        help="SIGKILLs of the streaming query's process tree in tests/test_spark_kill.py",
+        default="0",
+        help="SIGKILLs of the streaming query's process tree in tests/test_spark_kill.py "
+        "(0: only the injected crash after the sink's commit runs)",
     )
 
 

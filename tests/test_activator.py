@@ -173,10 +173,14 @@ def test_each_instance_gets_the_lowest_free_slot_and_keeps_it_after_a_restart(
 
 @pytest.mark.spark
 @pytest.mark.slow
+@pytest.mark.parametrize("backend", ["sqlite"], indirect=True)
 def test_activator_starts_a_pyspark_job(
     spark: object, tmp_path: Path, url: str, broker: Broker, pair: Pair
 ) -> None:
-    # rule ACT-8: a real PySpark job, launched on QUEUE_ACTIVATION, reads and drains the queue
+    # rule ACT-8: a real PySpark job, launched on QUEUE_ACTIVATION, reads and drains the queue.
+    # On SQLite only: the activator does the same on either backend (its PostgreSQL runs are
+    # the tests above), and a job reading PostgreSQL through the data source is test_spark.py's;
+    # each run here costs a JVM start.
     setup_notifications(broker)
     broker.start()
     out = tmp_path / "count.txt"

@@ -10,6 +10,11 @@ from rich.console import Console
 
 pytestmark = [pytest.mark.spark, pytest.mark.slow]
 
+FLIGHTS = 800
+"""The slice of the year each test runs: the first flights of 1 January 2013, enough for
+cancellations (the timers of missing arrivals), every flight-status level and every airport;
+`make demo` is the whole year."""
+
 
 def test_demo_on_the_first_flights(spark: object, tmp_path: Path) -> None:
     # rule DLG-6 (timers flag missing arrivals), rule RCV-2 (one plane's group under one lock),
@@ -20,20 +25,20 @@ def test_demo_on_the_first_flights(spark: object, tmp_path: Path) -> None:
     log = io.StringIO()  # not a terminal, as `make demo > log` or a CI job
     result = run_demo(
         url=None,
-        limit=1500,
+        limit=FLIGHTS,
         output=str(tmp_path / "out"),
         console=Console(file=log, width=200),
         spark=spark,
     )
     assert result.ok, result.problems
-    assert result.flights == 1500
+    assert result.flights == FLIGHTS
     # progress as plain lines before the report: each stage of the month, then done
     printed = log.getvalue()
     assert "month  1: Spark sends — " in printed
     assert "month  1: receiving — " in printed
-    assert "done — 1,500/1,500 flights settled" in printed
+    assert f"done — {FLIGHTS:,}/{FLIGHTS:,} flights settled" in printed
     assert printed.index("done — ") < printed.index("every count matches")
-    assert result.messages > 3 * 1500
+    assert result.messages > 3 * FLIGHTS
     assert (tmp_path / "out" / "per_carrier.parquet").exists()
 
 
@@ -48,7 +53,7 @@ def test_demo_with_the_carriers_on_spark_streaming(spark: object, tmp_path: Path
     out = io.StringIO()
     result = run_demo(
         url=None,
-        limit=1500,
+        limit=FLIGHTS,
         output=str(tmp_path / "out"),
         console=Console(file=out, width=200),
         spark=spark,
@@ -72,7 +77,7 @@ def test_demo_on_postgresql(spark: object, tmp_path: Path) -> None:
     try:
         result = run_demo(
             url=url,
-            limit=1500,
+            limit=FLIGHTS,
             output=str(tmp_path / "out"),
             console=Console(file=io.StringIO()),
             spark=spark,
@@ -80,7 +85,7 @@ def test_demo_on_postgresql(spark: object, tmp_path: Path) -> None:
     finally:
         drop_url(url)
     assert result.ok, result.problems
-    assert result.flights == 1500
+    assert result.flights == FLIGHTS
 
 
 def test_demo_across_two_instances(spark: object, tmp_path: Path) -> None:
@@ -96,17 +101,17 @@ def test_demo_across_two_instances(spark: object, tmp_path: Path) -> None:
     out = tmp_path / "out"
     result = run_demo(
         url=None,
-        limit=1500,
+        limit=FLIGHTS,
         output=str(out),
         console=Console(file=io.StringIO()),
         spark=spark,
         instances=2,
     )
     assert result.ok, result.problems
-    assert result.instances == 2 and result.flights == 1500
+    assert result.instances == 2 and result.flights == FLIGHTS
     # every flight's messages and the airports' END CONVERSATIONs one way, the replies and
     # the carriers' END CONVERSATIONs back: all of them through the transport
-    assert result.transported > 5 * 1500
+    assert result.transported > 5 * FLIGHTS
     assert result.sealed >= result.transported  # SEC-2: full dialog security end to end
     assert (out / "airports.db").exists() and (out / "carriers.db").exists()
     assert (out / "certificates" / "airports" / "airports.pem").exists()
@@ -127,7 +132,7 @@ def test_demo_across_two_instances_through_a_forwarder(spark: object, tmp_path: 
     out = tmp_path / "out"
     result = run_demo(
         url=None,
-        limit=1500,
+        limit=FLIGHTS,
         output=str(out),
         console=Console(file=io.StringIO()),
         spark=spark,
@@ -135,8 +140,8 @@ def test_demo_across_two_instances_through_a_forwarder(spark: object, tmp_path: 
         forwarder=True,
     )
     assert result.ok, result.problems
-    assert result.instances == 2 and result.flights == 1500
-    assert result.transported > 5 * 1500
+    assert result.instances == 2 and result.flights == FLIGHTS
+    assert result.transported > 5 * FLIGHTS
     assert result.forwarded >= result.transported  # every message crossed the forwarder
     assert result.sealed >= result.transported  # SEC-2: every one sealed end to end
     assert (out / "forwarder.db").exists()
@@ -157,7 +162,7 @@ def test_demo_across_two_instances_on_postgresql(spark: object, tmp_path: Path) 
         result = run_demo(
             url=urls[0],
             target_url=urls[1],
-            limit=1500,
+            limit=FLIGHTS,
             output=str(tmp_path / "out"),
             console=Console(file=io.StringIO()),
             spark=spark,
@@ -167,4 +172,4 @@ def test_demo_across_two_instances_on_postgresql(spark: object, tmp_path: Path) 
         for url in urls:
             drop_url(url)
     assert result.ok, result.problems
-    assert result.instances == 2 and result.transported > 5 * 1500
+    assert result.instances == 2 and result.transported > 5 * FLIGHTS

@@ -464,7 +464,7 @@ def test_metrics_command_serves_a_database_on_a_free_port(
     assert f"on http://127.0.0.1:{port}/metrics" in log and log.rstrip().endswith("stopped")
 
 
-FLIGHTS = 1000
+FLIGHTS = 400
 """The demo's slice: the first 1,000 flights of 2013 (4 cancelled, 1 whose arrival never comes,
 so one conversation timer fires); about 25 s, most of it Spark starting."""
 
@@ -524,7 +524,7 @@ def counter_samples(samples: Samples, types: dict[str, str]) -> Samples:
 @pytest.mark.slow
 def test_metrics_scraped_during_the_main_job_match_its_counts(tmp_path: Path) -> None:
     # issue 15: "Metrics scraped during the main job match the broker's own counts at the
-    # end". `servicebroker demo --limit 1000` runs in one process, `servicebroker metrics`
+    # end". `servicebroker demo --limit 400` runs in one process, `servicebroker metrics`
     # in another scrapes its database over and over; the last scrape's counters equal what
     # the demo's report states (messages SENT and RECEIVEd per type, conversation timers
     # fired), no dialog is left, and no counter ever went down between two scrapes.

@@ -14,7 +14,7 @@ Microsoft: messages are acknowledged only once committed, and resent until ackno
 a message is delivered exactly once, in order
 (https://learn.microsoft.com/en-us/sql/database-engine/service-broker/conversations).
 
-``--transport-crash-cycles N`` sets the number of cycles (default 20, 5 of each kind; a long
+``--transport-crash-cycles N`` sets the number of cycles (default 8, 2 of each kind; a long
 run also needs ``--timeout``, e.g. ``--transport-crash-cycles 300 --timeout 1500``;
 docs/transport.md "Crash cycles" has the figures of a 300-cycle run)."""
 
