@@ -196,6 +196,41 @@ def test_activation_runs_a_tsql_procedure_on_the_brokers_clock(
     eventually(lambda: broker.views.dm_broker_activated_tasks() == [], timeout=30)
 
 
+def test_an_activated_procedure_that_throws_logs_sql_servers_error(
+    instance: Instance, caplog: pytest.LogCaptureFixture
+) -> None:
+    """THROW ends an activated procedure's batch (throw-transact-sql.md): the error goes to the
+    log as SQL Server writes it to its error log — the procedure, Msg, Level, State, Line and
+    text — never as a Python traceback; the message it received is rolled back to the queue."""
+    instance.execute("CREATE DATABASE Shop")
+    instance.execute(
+        "CREATE QUEUE iq; CREATE QUEUE tq; CREATE SERVICE I ON QUEUE iq;\n"
+        "CREATE SERVICE T ON QUEUE tq ([DEFAULT]);\nGO\n"
+        "CREATE PROCEDURE Fails AS\nBEGIN\n  BEGIN TRAN;\n"
+        "  RECEIVE TOP (1) message_body FROM tq;\n"
+        "  THROW 50001, N'refused by the procedure', 7;\nEND\nGO\n"
+        "ALTER QUEUE tq WITH ACTIVATION (STATUS = ON, PROCEDURE_NAME = Fails,\n"
+        "    MAX_QUEUE_READERS = 1, EXECUTE AS SELF);",
+        database="Shop",
+    )
+    instance.start()
+    broker = instance.database("Shop")
+    with caplog.at_level("WARNING", logger="servicebroker"):
+        instance.execute(
+            "DECLARE @h UNIQUEIDENTIFIER;\n"
+            "BEGIN DIALOG @h FROM SERVICE I TO SERVICE 'T' WITH ENCRYPTION = OFF;\n"
+            "SEND ON CONVERSATION @h (0x01);",
+            database="Shop",
+        )
+        eventually(lambda: "Msg 50001" in caplog.text, timeout=30)
+    assert (
+        "activated procedure fails in database shop: msg 50001, level 16, state 7, line 5: "
+        "refused by the procedure" in caplog.text.casefold()
+    )
+    assert "Traceback" not in caplog.text and "_BatchAbort" not in caplog.text
+    assert len(broker.peek("tq")) == 1  # the RECEIVE was rolled back with the batch
+
+
 def test_variables_are_the_batchs_declared_once(instance: Instance) -> None:
     """A DECLARE runs once per batch however often a loop passes it (it keeps the value), a
     DECLARE in a branch that does not run still declares, and a name declared twice is Msg 134

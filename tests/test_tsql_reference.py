@@ -32,15 +32,11 @@ Not run, and why:
 - send_b: its three TO SERVICE names end in a typographic quote (’), which closes no string, so
   SQL Server refuses the batch as an unclosed string; the interpreter's refusal is tested
   (test_send_a_…_and_send_b_is_refused_as_published). Put right, it is send_a on three dialogs.
-- receive_f: RECEIVE … INTO a table variable; table variables are refused (docs/tsql.md).
 
 Left out, failing on the interpreter's defects (reported to be fixed, then tested here):
 
 - begin_dialog_e: ``WITH RELATED_CONVERSATION = @h LIFETIME = 600`` without a comma (the page's
   syntax makes it optional) is Msg 102 "Incorrect syntax near 'LIFETIME'.".
-- receive_j: the XML methods ``.value()`` / ``.query()`` are Msg 102 "Incorrect syntax near
-  '.'."; without them, the subqueries naming RECEIVE's column ``conversation_handle`` fail with
-  the storage's "no such column" error (Msg 50000).
 
 get_conversation_group_c is tested where it names its queue, in AdventureWorks; run from
 another database it would show a defect too (reported): the database part of
@@ -448,6 +444,94 @@ def test_receive_i_casts_the_xml_bodies(aw: Instance) -> None:
     assert got.names == ["message_type_name", "message_body"]
     assert got.values == [[SUBMIT, REPORT.format(4)], [SYSTEM + "EndDialog", None]]
     assert queue(aw) == []
+
+
+RPT = "http://Adventure-Works.com/schemas/expenseReport"
+
+
+def test_receive_j_extracts_from_the_body_and_reads_the_conversation_state(aw: Instance) -> None:
+    """The page: "When the message is of type //Adventure-Works.com/Expenses/SubmitExpense, the
+    statement extracts the employee ID and a list of items from the message body. The statement
+    also retrieves state for the conversation" — from the application's table
+    CurrentConversations (ours: the page presumes it), 'NEW' and 0 for a conversation it does
+    not list; NULLs for a message of another type (the EndDialog after the report)."""
+    run(
+        aw,
+        "CREATE TABLE CurrentConversations (ConversationHandle UNIQUEIDENTIFIER PRIMARY KEY,"
+        " ConversationState NVARCHAR(20), ErrorCount INT)",
+    )
+    report = (
+        f'<rpt:ExpenseReport xmlns:rpt="{RPT}"><rpt:EmployeeID>E-17</rpt:EmployeeID>'
+        "<rpt:ItemDetail><rpt:Amount>12.50</rpt:Amount></rpt:ItemDetail>"
+        "<rpt:ItemDetail><rpt:Amount>3</rpt:Amount></rpt:ItemDetail></rpt:ExpenseReport>"
+    )
+    sends = []
+    for _ in range(2):
+        sends.append(
+            run(
+                aw,
+                f"DECLARE @h UNIQUEIDENTIFIER;\nBEGIN DIALOG @h FROM SERVICE [{CLIENT}]"
+                f" TO SERVICE '{EXPENSES}' ON CONTRACT [{SUBMISSION}];\n"
+                f"SEND ON CONVERSATION @h MESSAGE TYPE [{SUBMIT}] (N'{report}');\nSELECT @h;",
+            )
+            .result_sets[0]
+            .values[0][0]
+        )
+    run(aw, f"END CONVERSATION '{sends[0]}';")
+    run(
+        aw,
+        f"DECLARE @h UNIQUEIDENTIFIER = {LAST_HANDLE.replace('DESC', 'ASC')};\n"
+        "INSERT INTO CurrentConversations VALUES (@h, N'APPROVING', 2);",
+    )
+    items = (
+        f'<rpt:ItemDetail xmlns:rpt="{RPT}"><rpt:Amount>12.50</rpt:Amount></rpt:ItemDetail>'
+        f'<rpt:ItemDetail xmlns:rpt="{RPT}"><rpt:Amount>3</rpt:Amount></rpt:ItemDetail>'
+    )
+    got = [run(aw, example("receive_j")).result_sets[0] for _ in range(3)]
+    assert got[0].names == [
+        "message_type_name",
+        "ConversationState",
+        "ConversationErrors",
+        "EmployeeID",
+        "ItemList",
+    ]
+    assert [r.values for r in got] == [
+        [[SUBMIT, "APPROVING", 2, "E-17", items]],
+        [[SUBMIT, "NEW", 0, "E-17", items]],  # the next available group: the older head
+        [[SYSTEM + "EndDialog", "APPROVING", 2, None, None]],
+    ]
+    assert queue(aw) == []
+
+
+def test_receive_f_receives_into_the_table_variable(aw: Instance) -> None:
+    """F: "RECEIVE TOP (1) … INTO @procTable WHERE conversation_group_id = …": the first
+    message of the group named, its eight columns into the table variable's, by position
+    (service_instance_id holds the group, validation the one-character NCHAR); no result set.
+    A ``SELECT * FROM @procTable`` after the example, in its batch, shows the table."""
+    before = dialogs(aw, (1, 2), (3,))
+    text = fill(example("receive_f"), "<retrieve conversation group ID from database>", LAST_GROUP)
+    results = run(aw, text + "\nSELECT * FROM @procTable;")
+    (got,) = results.result_sets
+    assert got.names == [
+        "service_instance_id",
+        "handle",
+        "message_sequence_number",
+        "service_name",
+        "service_contract_name",
+        "message_type_name",
+        "validation",
+        "message_body",
+    ]
+    last = before[-1]
+    ((group, handle, sequence, service, contract, type_, validation, body),) = got.values
+    assert (group, handle, sequence) == (
+        last["conversation_group_id"],
+        last["conversation_handle"],
+        last["message_sequence_number"],
+    )
+    assert (service, contract, type_, validation) == (EXPENSES, SUBMISSION, SUBMIT, "X")
+    assert body == last["message_body"]
+    assert queue(aw) == before[:-1]
 
 
 # -- END CONVERSATION --------------------------------------------------------------------------

@@ -181,11 +181,12 @@ def activator(config: str, url: str | None, timeout: float, once: bool) -> None:
 )
 @click.option(
     "--engine",
-    type=click.Choice(["python", "spark"]),
+    type=click.Choice(["python", "spark", "tsql"]),
     default="python",
     show_default=True,
-    help="Who does the carriers' work: activated procedures (python) or Spark Structured "
-    "Streaming queries reading the carrier queues (spark).",
+    help="Who does the carriers' work: activated Python procedures (python), Spark Structured "
+    "Streaming queries reading the carrier queues (spark), or activated T-SQL stored "
+    "procedures on both sides, from the .sql files in servicebroker/demo/sql (tsql).",
 )
 def demo(
     url: str,

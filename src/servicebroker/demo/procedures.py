@@ -61,6 +61,9 @@ class DemoState:
     receive_sequence: int = 0
     holding: dict[uuid.UUID, int] = field(default_factory=dict)
     plane_overlaps: int = 0
+    tsql: bool = False
+    """The queues activate the T-SQL procedures of :mod:`.tsql_engine` (``--engine tsql``),
+    which count in their own tables, instead of the Python ones here."""
 
     def count(self, n: int, *, carrier: bool) -> None:
         """Count ``n`` received messages and one receiving transaction."""

@@ -1,7 +1,8 @@
 """Outbound: where a message goes when it cannot (or must not) be put on a queue here — the
 transmission queue, behind the conversation's earlier messages or until its target service and
 queue exist and accept it (QUE-3), or the transport's rows when its dialog goes to another
-broker instance (NET-3, routes RTE-1..4) — and :meth:`Outbound.deliver`, the choice between
+broker instance (NET-3, routes RTE-1..4), another database of the instance among them
+(:mod:`.neighbours`) — and :meth:`Outbound.deliver`, the choice between
 those and local delivery (:mod:`.local_delivery`).
 """
 
@@ -14,6 +15,7 @@ from ..messages import Outgoing
 from ..storage.base import StorageConnection
 from ..storage.rows import EndpointRow
 from .local_delivery import LocalDelivery
+from .neighbours import neighbourhoods
 
 __all__ = ["Outbound"]
 
@@ -31,6 +33,10 @@ class Outbound(LocalDelivery):
         )
         # RTE-2: with no route to another instance every dialog stays here (no lookup)
         self._network_routes = any(r.address.upper() != LOCAL for r in catalog.routes.values())
+        self._neighbours: dict[str, str | None] = {}  # far service: the database holding it
+        self.to_neighbours = False
+        """True once this commit held a message for another database of the instance (the
+        caller tells :data:`~.neighbours.neighbourhoods` after the commit)."""
 
     def deliver(self, sender: EndpointRow, out: Outgoing, arrival: Arrival) -> str | None:
         """Put a message from ``sender`` on its far endpoint's queue.
@@ -61,6 +67,11 @@ class Outbound(LocalDelivery):
             return None
         return self._deliver_here(sender, out, arrival)
 
+    @property
+    def own_instance(self) -> str | None:
+        """This database's broker instance (``service_broker_guid`` as text), or None."""
+        return self._own_instance
+
     def _to_transport(self, sender: EndpointRow, out: Outgoing, arrival: Arrival) -> bool:
         """Hold ``out`` as a transport row when its dialog goes to another instance (NET-3:
         it stays until acknowledged); True when it did."""
@@ -68,6 +79,9 @@ class Outbound(LocalDelivery):
         if remote is None:
             return False
         self.transmission.hold_remote(sender, out, arrival, remote)
+        if remote and not self.to_neighbours:
+            hood = neighbourhoods.of(self._own_instance)
+            self.to_neighbours = hood is not None and hood.member(remote)
         return True
 
     def remote_of(self, sender: EndpointRow) -> str | None:
@@ -79,7 +93,26 @@ class Outbound(LocalDelivery):
         instance = sender.far_broker_instance
         if instance is not None:
             return None if instance == self._own_instance else instance
-        if not sender.is_initiator or not self._network_routes:
+        if not sender.is_initiator:
+            return None
+        here = sender.far_service in self.catalog.services
+        if here and not self._network_routes:
             return None
         choice = self._route_chooser.choose(sender.far_service)
-        return None if choice is None or choice.is_local else choice.broker_instance or ""
+        if choice is None:
+            return None
+        if not choice.is_local:
+            return choice.broker_instance or ""
+        return None if here else self._neighbour(sender.far_service)
+
+    def _neighbour(self, service_name: str) -> str | None:
+        """The broker instance of the other database of this instance that holds
+        ``service_name`` (a LOCAL route reaches every database of the instance, as
+        AutoCreatedLocal does on SQL Server; :mod:`.neighbours`), or None: it waits here."""
+        if service_name not in self._neighbours:
+            hood = neighbourhoods.of(self._own_instance)
+            found = None
+            if hood is not None and self._own_instance is not None:
+                found = hood.holder_of(service_name, self._own_instance)
+            self._neighbours[service_name] = found
+        return self._neighbours[service_name]

@@ -16,6 +16,7 @@ from __future__ import annotations
 import uuid
 from collections import Counter
 from collections.abc import Callable
+from dataclasses import dataclass
 
 from ..arguments import check_top, check_wait
 from ..catalog import CatalogSnapshot, QueueDef, ServiceDef
@@ -28,7 +29,19 @@ from ..storage.rows import EndpointRow, MessageRow, PrincipalRow
 from .context import BrokerContext
 from .permissions import DEFAULT_PRINCIPAL, acting_principal, check_receive
 
-__all__ = ["Receiving", "to_handle", "to_messages"]
+__all__ = ["ReceivedMark", "Receiving", "to_handle", "to_messages"]
+
+
+@dataclass(frozen=True)
+class ReceivedMark:
+    """What a transaction had received at a savepoint (:meth:`Receiving.mark`): per queue id
+    the queuing orders taken, the message counts by (queue, type), the orders by group, and
+    the conversations whose endpoints are not loaded yet."""
+
+    received: dict[int, list[int]]
+    received_types: Counter[tuple[str, str]]
+    received_by: dict[bytes, set[int]]
+    unloaded: dict[bytes, None]
 
 
 def to_handle(value: object, what: str = "conversation handle") -> uuid.UUID:
@@ -171,6 +184,32 @@ class Receiving:
         self._locked_elsewhere: set[bytes] = set()
         self._locked_elsewhere_seen: tuple[int, int] | None = None
         self._group_service: dict[bytes, int] = {}  # groups checked: the one service they hold
+
+    def mark(self) -> ReceivedMark:
+        """What this transaction has received so far, for a savepoint (:mod:`.savepoints`)."""
+        return ReceivedMark(
+            {q: list(orders) for q, orders in self.received.items()},
+            Counter(self.received_types),
+            {g: set(orders) for g, orders in self._received_by.items()},
+            dict(self.unloaded),
+        )
+
+    def restore(self, mark: ReceivedMark) -> None:
+        """Back to what was received at ``mark`` (ROLLBACK TRANSACTION to a savepoint): the
+        messages received since are on their queues for the next RECEIVE again — still in this
+        transaction's locked groups; ``mark`` stays usable."""
+        self.received.clear()
+        self.received.update({q: list(orders) for q, orders in mark.received.items()})
+        self.received_types.clear()
+        self.received_types.update(mark.received_types)
+        self._received_by.clear()
+        self._received_by.update({g: set(orders) for g, orders in mark.received_by.items()})
+        self._received_set.clear()
+        for orders in mark.received.values():
+            self._received_set.update(orders)
+        self.unloaded.clear()
+        self.unloaded.update(mark.unloaded)
+        self._group_service.clear()  # a group's service is checked afresh
 
     def refresh_catalog(self) -> CatalogSnapshot:
         """Re-read the catalog if another transaction or process changed it."""

@@ -28,6 +28,7 @@ from ..storage.failures import DATABASE_FAILURES
 from ..storage.rows import EndpointRow
 from .commit import write_commit
 from .context import BrokerContext
+from .neighbours import neighbourhoods
 from .permissions import DEFAULT_PRINCIPAL, check_send
 from .receive import Receiving, to_handle
 from .recorded import (
@@ -39,6 +40,7 @@ from .recorded import (
     SendOp,
     TimerOp,
 )
+from .savepoints import Savepoints
 from .sending import sendable
 
 __all__ = ["Transaction"]
@@ -97,6 +99,7 @@ class Transaction:
         self._postgres = context.storage.paramstyle != "qmark"
         self._ops: list[RecordedOp] = []
         self._failure: StorageError | None = None
+        self._savepoints: Savepoints | None = None  # made by the first save()
         try:
             # the receiving side shares the working copies (plain data: no reference back
             # here, so a finished transaction is freed at once, not by the cycle collector)
@@ -574,6 +577,46 @@ class Transaction:
             checked = check_application_sql(sql, "tx.executemany", postgres=self._postgres)
             self._conn.executemany_app(checked, seq_of_params)
 
+    # -- savepoints (engine/savepoints.py) ------------------------------------------------
+    @statement
+    def save(self, name: str) -> None:
+        """SAVE TRANSACTION ``name`` (save-transaction-transact-sql.md): a savepoint that
+        :meth:`rollback_to` goes back to; names may repeat (the latest counts).
+
+        Raises:
+            BrokerError: ``name`` is not a non-empty string.
+        """
+        if self._savepoints is None:
+            self._savepoints = Savepoints(
+                self._conn,
+                self._ops,
+                self._endpoints,
+                self._by_handle,
+                self._new_groups,
+                self._locked_group_of,
+                self._receiving,
+            )
+        self._savepoints.save(name)
+
+    @statement
+    def rollback_to(self, name: str) -> None:
+        """ROLLBACK TRANSACTION ``name`` (rollback-transaction-transact-sql.md): undo the SENDs,
+        BEGIN DIALOGs, ENDs, timers, MOVEs and application SQL since the latest savepoint
+        ``name``, and put the messages RECEIVEd since back on their queues; the transaction
+        goes on, keeping that savepoint and its conversation-group locks (:mod:`.savepoints`).
+
+        Raises:
+            TransactionError: no savepoint of that name.
+        """
+        if self._savepoints is None:
+            raise TransactionError(f"no savepoint named {name!r} in this transaction")
+        self._savepoints.rollback_to(name)
+
+    @property
+    def savepoints(self) -> tuple[str, ...]:
+        """The names of the transaction's savepoints, oldest first."""
+        return () if self._savepoints is None else self._savepoints.names
+
     # -- end of the transaction ----------------------------------------------------------
     def commit(self) -> None:
         """Write everything and release the group locks.
@@ -616,6 +659,8 @@ class Transaction:
         self._context.events.committed(
             applier.woken_queues, receiving.locked_queues, arrived_on_empty
         )
+        if applier.to_neighbours:  # messages for another database of the instance: carried now
+            neighbourhoods.committed(applier.own_instance)
 
     def rollback(self) -> None:
         """Undo everything: received messages return to their queues (RCV-3), group locks are

@@ -34,6 +34,7 @@ from ..dialogs import Arrival
 from ..messages import Outgoing
 from ..storage.base import Storage, StorageConnection
 from ..storage.rows import EndpointRow, TransmissionRow
+from .neighbours import neighbourhoods
 from .statistics import StatisticsRecorder
 
 __all__ = [
@@ -225,6 +226,12 @@ class Committer(Destination, Protocol):
     transmission: TransmissionQueue
     woken_queues: set[int]
     arrived_on_empty: set[int]
+    to_neighbours: bool
+
+    @property
+    def own_instance(self) -> str | None:
+        """This database's broker instance (GUID text), or None."""
+        ...
 
     def finish(self) -> None:
         """Write what the commit changed (messages, endpoints) before it commits."""
@@ -302,6 +309,8 @@ class TransmissionService:
             if self._statistics is not None:
                 self._statistics.delivered(work.tally()[0])
             self._committed(work.woken_queues, frozenset(work.arrived_on_empty))
+            if work.to_neighbours:  # moved to another database of the instance: carried now
+                neighbourhoods.committed(work.own_instance)
             total += moved
             if moved < batch:
                 return total

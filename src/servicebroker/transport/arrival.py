@@ -122,7 +122,13 @@ _LATER = Outcome(Verdict.LATER)
 
 
 def take_arrival(
-    applier: Applier, header: MessageHeader, body: bytes, security: ArrivalSecurity
+    applier: Applier,
+    header: MessageHeader,
+    body: bytes,
+    security: ArrivalSecurity,
+    *,
+    far_principal: int | None = None,
+    refuse_new: str | None = None,
 ) -> Outcome:
     """Take a complete sequenced message from another instance into this database (NET-2:
     the next expected sequence is queued, an earlier one is a duplicate, a later one waits;
@@ -141,6 +147,11 @@ def take_arrival(
         body: the whole message body (bytes; its fragments joined, NET-5), sealed when
             ``header.encrypted``.
         security: the certificates' keys and the wall clock (:class:`ArrivalSecurity`).
+        far_principal: for a message from another database of this instance (not secured:
+            one process, one trust domain), the principal its dialog acts as here (dbo when
+            the sending database is TRUSTWORTHY); None: public, as for an anonymous dialog.
+        refuse_new: for such a message, the status to refuse a new dialog with (its
+            database is not trusted here); None: take it.
 
     Returns:
         The :class:`Outcome`; the caller commits, then answers the sender as it says.
@@ -180,6 +191,8 @@ def take_arrival(
             # being sent again): this one waits for it. A target endpoint that is gone for
             # good ended with an Error, which the initiator gets and stops sending on.
             return _LATER
+        if refuse_new is not None:
+            return Outcome(Verdict.REFUSED, refuse_new)
         try:  # SEC-2 first: even the broker's refusals of a secured dialog go sealed
             opened = open_incoming(
                 header,
@@ -205,7 +218,10 @@ def take_arrival(
                 ),
                 key=key,
             )
-        far_principal = key.far_principal_id if key is not None else PUBLIC
+        if key is not None:
+            far_principal = key.far_principal_id
+        elif far_principal is None:
+            far_principal = PUBLIC
         if not catalog.has_permission(far_principal, "SEND", f"SERVICE::{target.name}"):
             who = catalog.principals_by_id.get(far_principal)
             return Outcome(

@@ -25,6 +25,7 @@ from dataclasses import dataclass, field
 from ..catalog import CatalogSnapshot
 from ..catalog.priorities import transmission_order
 from ..catalog.routing import RouteChooser
+from ..engine.neighbours import neighbourhoods
 from ..storage.rows import TransportMark, TransportRow
 from .wire import MessageHeader
 
@@ -162,11 +163,15 @@ def plan_offers(
     plan = OfferPlan()
     planned: dict[str, int] = {}
     routes = RouteChooser(catalog.routes.values(), local_services=catalog.services, now=now)
+    guid = catalog.service_broker_guid
+    hood = neighbourhoods.of(None if guid is None else str(guid))
     for tid in order:
         row = by_id[tid]
         key = key_of(row)
         if skip(key):
             continue
+        if hood is not None and row.to_broker_instance and hood.member(row.to_broker_instance):
+            continue  # for another database of this instance: the instance's link carries it
         choice = routes.choose(row.to_service_name, row.to_broker_instance)
         if choice is None or choice.is_local:
             status = (

@@ -31,6 +31,7 @@ from ..engine.context import BrokerContext
 from ..errors import StorageError, TransportError
 from .destinations import Destinations
 from .forwarding import Forwarder, ForwardingStatistics, HeldFragment
+from .local_link import LocalEnd
 from .peer import PeerConnection, accept
 from .pending import MessageKey, stale_offers
 from .receiving import ReceivingSide
@@ -101,6 +102,7 @@ class TransportService:
     ) -> None:
         self.settings = settings or TransportSettings()
         self._context = context
+        self._committed = committed
         self._state = TransportState(context, self.settings)
         self._receiving = ReceivingSide(self._state, committed)
         self._transmitter = Transmitter(self._state, self._receiving.on_events)
@@ -112,6 +114,11 @@ class TransportService:
         self._running = False
         self._start_status: str | None = None
         self._wanted = False
+
+    def local_end(self) -> LocalEnd:
+        """This broker as one end of the link between the databases of an instance
+        (:mod:`.local_link`)."""
+        return LocalEnd(self._context, self._committed)
 
     # -- life cycle ------------------------------------------------------------------------
     def start(self) -> bool:

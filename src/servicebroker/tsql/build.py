@@ -17,8 +17,10 @@ from lark import Token, Tree
 from ..ddl.parser import BROKER_DATABASE_OPTIONS, DDL_RULES, ddl_statement
 from ..errors import CatalogError, TSqlError
 from ..syntax import parse_batch
+from . import build_variables as v
 from . import nodes as n
 from .build_expressions import ExpressionBuilder, line_of, name_of, string_of
+from .build_security import SECURITY_RULES, build_security
 from .unsupported import not_supported
 
 __all__ = ["build_batch", "name_of", "string_of"]
@@ -56,6 +58,8 @@ class _Builder:
                 return n.Ddl(line, ddl_statement(tree, self.text))
             except CatalogError as exc:
                 raise TSqlError(102, str(exc), severity=15, line=line) from None
+        if rule in SECURITY_RULES:
+            return build_security(tree, line, self.x)
         method = getattr(self, "s_" + rule, None)
         if method is None:  # a grammar rule without a builder is a defect of this module
             raise AssertionError(f"no node for statement rule {rule}")
@@ -98,16 +102,18 @@ class _Builder:
 
     def s_declare(self, tree: Tree[Token], line: int) -> n.Declare:
         items = []
+        tables = []
         for decl in tree.children:
             assert isinstance(decl, Tree)
             if decl.data == "table_variable":
-                raise not_supported(f"A table variable (DECLARE {decl.children[0]} TABLE)", line)
+                tables.append(v.table_definition(decl, self.x, line))
+                continue
             var, type_tree, *value = decl.children
             assert isinstance(type_tree, Tree)
             items.append(
                 (str(var), self.x.data_type(type_tree), self.x.expr(value[0]) if value else None)
             )
-        return n.Declare(line, tuple(items))
+        return n.Declare(line, tuple(items), tuple(tables))
 
     def s_set_variable(self, tree: Tree[Token], line: int) -> n.SetVariable:
         var, op, value = tree.children
@@ -119,6 +125,9 @@ class _Builder:
 
     def s_select_statement(self, tree: Tree[Token], line: int) -> n.Select:
         return n.Select(line, self.x.select_core(tree.children[0]))  # type: ignore[arg-type]
+
+    def s_xmlnamespaces_select(self, tree: Tree[Token], line: int) -> n.Select:
+        return n.Select(line, self.x.with_namespaces(tree))
 
     def s_if_statement(self, tree: Tree[Token], line: int) -> n.If:
         cond, then, *otherwise = tree.children
@@ -264,6 +273,8 @@ class _Builder:
                     arguments.append(self.argument(arg))
         return n.Execute(line, procedure, tuple(arguments), return_variable)
 
+    s_bare_call = s_execute  # a procedure called without EXEC, first in its batch
+
     def argument(self, tree: Tree[Token]) -> n.Argument:
         items = list(tree.children)
         output = bool(items) and isinstance(items[-1], Token) and items[-1].type == "OUTPUT_KW"
@@ -291,14 +302,38 @@ class _Builder:
         if_exists = any(isinstance(c, Tree) and c.data == "if_exists" for c in tree.children)
         return n.TableStatement(line, kind, self.x.qname(qname), self.x.span(tree), if_exists)
 
-    def s_insert_statement(self, tree: Tree[Token], line: int) -> n.TableStatement:
+    def s_insert_statement(self, tree: Tree[Token], line: int) -> n.Statement:
+        if v.names_table_variable(tree, self.x):
+            return v.insert_variable(tree, self.x, line, lambda c: self.s_execute(c, line))
+        if any(isinstance(c, Tree) and c.data == "execute" for c in tree.children):
+            raise not_supported("INSERT … EXEC into the application's tables", line)
         return self._table_statement(tree, line, "INSERT")
 
-    def s_update_statement(self, tree: Tree[Token], line: int) -> n.TableStatement:
+    def s_update_statement(self, tree: Tree[Token], line: int) -> n.Statement:
+        if v.names_table_variable(tree, self.x):
+            return v.update_variable(tree, self.x, line)
         return self._table_statement(tree, line, "UPDATE")
 
-    def s_delete_statement(self, tree: Tree[Token], line: int) -> n.TableStatement:
+    def s_delete_statement(self, tree: Tree[Token], line: int) -> n.Statement:
+        if v.names_table_variable(tree, self.x):
+            return v.delete_variable(tree, self.x, line)
         return self._table_statement(tree, line, "DELETE")
+
+    # cursors (build_variables.py)
+    def s_declare_cursor(self, tree: Tree[Token], line: int) -> n.DeclareCursor:
+        return v.declare_cursor(tree, self.x, line)
+
+    def s_open_cursor(self, tree: Tree[Token], line: int) -> n.CursorStatement:
+        return v.cursor_statement(tree, "OPEN", line)
+
+    def s_close_cursor(self, tree: Tree[Token], line: int) -> n.CursorStatement:
+        return v.cursor_statement(tree, "CLOSE", line)
+
+    def s_deallocate_cursor(self, tree: Tree[Token], line: int) -> n.CursorStatement:
+        return v.cursor_statement(tree, "DEALLOCATE", line)
+
+    def s_fetch_cursor(self, tree: Tree[Token], line: int) -> n.FetchCursor:
+        return v.fetch_cursor(tree, self.x, line)
 
     def s_create_table(self, tree: Tree[Token], line: int) -> n.TableStatement:
         return self._table_statement(tree, line, "CREATE TABLE")

@@ -11,6 +11,7 @@ from lark import Token, Tree
 from ..errors import TSqlError
 from ..syntax import name_text, string_text
 from . import nodes as n
+from .build_xml import for_xml, method_call, method_expression, namespace_items, nodes_apply
 from .types import BIGINT, INT, SqlType, parse_type
 
 __all__ = ["ExpressionBuilder", "line_of", "name_of", "string_of"]
@@ -44,6 +45,8 @@ class ExpressionBuilder:
 
     def __init__(self, text: str) -> None:
         self.text = text
+        self.namespaces: tuple[tuple[str, str], ...] = ()
+        """WITH XMLNAMESPACES' declarations while its SELECT is built (build_xml)."""
 
     def span(self, tree: Tree[Token]) -> str:
         """The batch text ``tree`` was parsed from."""
@@ -51,6 +54,8 @@ class ExpressionBuilder:
 
     # -- queries ---------------------------------------------------------------------------
     def qname(self, tree: Tree[Token]) -> tuple[str, ...]:
+        if tree.data == "variable_table":  # FROM @t, UPDATE @t: the table variable's name
+            return (str(tree.children[0]),)
         return tuple(name_of(c) for c in tree.children if isinstance(c, Tree))
 
     def top(self, tree: Tree[Token]) -> n.Expr:
@@ -87,6 +92,8 @@ class ExpressionBuilder:
         group_by: tuple[n.Expr, ...] = ()
         order_by: list[tuple[n.Expr, bool]] = []
         joined = False
+        applies: list[n.XmlApply] = []
+        xml: n.ForXml | None = None
         for c in tree.children:
             assert isinstance(c, Tree)
             if c.data == "select_list":
@@ -98,11 +105,25 @@ class ExpressionBuilder:
             elif c.data == "from_clause":
                 ref = c.children[0]
                 assert isinstance(ref, Tree)
-                source = self.qname(ref.children[0])  # type: ignore[arg-type]
-                aliases = [a for a in ref.children[1:] if isinstance(a, Tree) and a.data == "name"]
-                if aliases:
-                    alias = name_of(aliases[0])
-                joined = len(c.children) > 1
+                if ref.data == "xml_nodes":  # FROM ….nodes(…) AS t(c): one row, applied
+                    applies.append(nodes_apply(self, ref))
+                else:
+                    source = self.qname(ref.children[0])  # type: ignore[arg-type]
+                    aliases = [
+                        a for a in ref.children[1:] if isinstance(a, Tree) and a.data == "name"
+                    ]
+                    if aliases:
+                        alias = name_of(aliases[0])
+                for more in c.children[1:]:
+                    assert isinstance(more, Tree)
+                    if more.data in ("cross_apply", "outer_apply"):
+                        applies.append(
+                            nodes_apply(self, more.children[0], outer=more.data == "outer_apply")  # type: ignore[arg-type]
+                        )
+                    else:
+                        joined = True
+            elif c.data == "for_xml":
+                xml = for_xml(c, self.namespaces)
             elif c.data == "where_clause":
                 where = self.cond(c.children[0])
             elif c.data == "group_by":
@@ -123,7 +144,19 @@ class ExpressionBuilder:
             tuple(order_by),
             joined,
             self.span(tree),
+            tuple(applies),
+            xml,
         )
+
+    def with_namespaces(self, tree: Tree[Token]) -> n.SelectCore:
+        """``WITH XMLNAMESPACES (…) SELECT …``: the SELECT, its xml methods and FOR XML with
+        the declared prefixes (with-xmlnamespaces.md)."""
+        *items, core = tree.children
+        self.namespaces = namespace_items(items)
+        try:
+            return self.select_core(core)  # type: ignore[arg-type]
+        finally:
+            self.namespaces = ()
 
     def data_type(self, tree: Tree[Token], *, converting: bool = False) -> SqlType:
         """The type ``tree`` names; ``converting`` (CAST, CONVERT): a character or binary type
@@ -215,7 +248,8 @@ class ExpressionBuilder:
                 target: n.Expr = (
                     n.Variable(path[0]) if path[0].startswith("@") else n.Column(path[:-1])
                 )
-                return n.FunctionCall(path[-1].upper(), args, target=target)
+                arguments = c[1] if len(c) > 1 and isinstance(c[1], Tree) else None
+                return method_call(self, target, path[-1], arguments, line_of(node))
             return n.FunctionCall(path[-1].upper(), args, star)
         if rule in ("cast", "try_cast"):
             to_type = self.data_type(c[1], converting=True)  # type: ignore[arg-type]
@@ -248,6 +282,8 @@ class ExpressionBuilder:
             return n.Case(None, whens_c, self._else(c))
         if rule == "subquery":
             return n.Subquery(self.select_core(c[0]))  # type: ignore[arg-type]
+        if rule in ("variable_method", "cast_method", "paren_method", "subquery_method"):
+            return method_expression(self, node)
         if rule == "select_core":
             return n.Subquery(self.select_core(node))
         raise AssertionError(f"no node for expression rule {rule}")

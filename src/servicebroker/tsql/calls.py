@@ -13,7 +13,7 @@ from __future__ import annotations
 import re
 from collections.abc import Callable
 from contextlib import AbstractContextManager
-from typing import Any, Protocol
+from typing import Any, Protocol, cast
 
 from ..errors import TSqlError
 from . import nodes as n
@@ -21,6 +21,8 @@ from .build import build_batch
 from .evaluate import evaluate
 from .procedures import ProcedureStore
 from .scope import Scope, to_type
+from .security import procedure_context
+from .system_procedures import run_system_procedure
 from .types import INT, SqlType, Typed
 
 __all__ = ["CALL_STATEMENTS", "Caller"]
@@ -50,6 +52,8 @@ def _drop_procedure(session: Caller, s: n.DropProcedure) -> None:
 def _execute(session: Caller, s: n.Execute) -> None:
     if s.procedure.split(".")[-1].casefold() == "sp_executesql":
         rc = _sp_executesql(session, s)
+    elif (system := run_system_procedure(cast(Any, session), s)) is not None:
+        rc = system  # sp_configure, sp_addrolemember, … (system_procedures.py)
     else:
         procedure = session.procedures_here().get(s.procedure)
         if procedure is None:
@@ -151,7 +155,8 @@ def _target(argument: n.Argument) -> str:
 def _call(session: Caller, procedure: n.CreateProcedure, s: n.Execute) -> int:
     name = procedure.name.split(".")[-1]
     bound = _bind(session, name, procedure.parameters, s.arguments, s.line)
-    return _run_with(session, name, bound, procedure.body)
+    with procedure_context(cast(Any, session), procedure.execute_as, s.line):  # WITH EXECUTE AS
+        return _run_with(session, name, bound, procedure.body)
 
 
 _OUTPUT = re.compile(r"\s+out(put)?\b", re.I)

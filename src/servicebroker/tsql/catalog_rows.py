@@ -20,6 +20,7 @@ from ..broker import Broker
 from ..errors import BrokerError, TSqlError
 from ..messages import Message
 from .queries import Row, RowSource
+from .security_views import SECURITY_VIEWS
 from .types import (
     BIGINT,
     BIT,
@@ -137,6 +138,11 @@ class CatalogRows:
         self._databases = databases
         self._other = other
 
+    @property
+    def broker(self) -> Broker:
+        """The broker of the database whose rows these are."""
+        return self._broker
+
     def has(self, parts: tuple[str, ...]) -> bool:
         """Whether ``parts`` names a view or a queue (else it is the application's table)."""
         if len(parts) == 3 and parts[0].casefold() != self._current.casefold():
@@ -171,6 +177,8 @@ class CatalogRows:
             return self._databases()
         if key == "objects":
             return self._objects()
+        if key in SECURITY_VIEWS:  # what the security statements and sp_configure record
+            return SECURITY_VIEWS[key](self._broker, lambda: self._other("master").broker)
         method = getattr(self._broker.views, key, None) if not key.startswith("_") else None
         if method is None or not callable(method):
             raise TSqlError(208, f"Invalid object name '{'.'.join(parts)}'.", line=line)

@@ -21,6 +21,7 @@ from .evaluate import evaluate
 from .queries import RowSource, run_query
 from .results import ResultSet
 from .scope import Scope, to_type
+from .table_variables import TableVariable, fill_from_receive
 from .types import BIGINT, INT, NVARCHAR, UNIQUEIDENTIFIER, SqlType, Typed
 from .unsupported import not_supported
 
@@ -36,6 +37,7 @@ class Session(Scope, Protocol):
     database: str
 
     def statement_transaction(self) -> AbstractContextManager[Transaction]: ...
+    def table_variable(self, name: str) -> TableVariable: ...
     def assign(self, name: str, value: Typed) -> None: ...
     def emit(self, event: ResultSet | str | int | TSqlError) -> None: ...
 
@@ -110,8 +112,7 @@ def _timeout(session: Session, waitfor: bool, expr: n.Expr | None) -> float | No
 
 
 def _receive(session: Session, s: n.Receive) -> None:
-    if s.into is not None:
-        raise not_supported("RECEIVE … INTO a table variable", s.line)
+    into = session.table_variable(s.into) if s.into is not None else None
     queue = s.queue[-1]
     top = None
     if s.top is not None:
@@ -125,11 +126,14 @@ def _receive(session: Session, s: n.Receive) -> None:
         raise not_supported("RECEIVE from a queue of another database", s.line)
     with session.statement_transaction() as tx:
         messages = tx.receive(queue, top=top, timeout=timeout, **where)
-    rows = [message_row(m) for m in messages]
+        rows = [message_row(m) for m in messages]
+        source = RowSource(QUEUE_COLUMNS, rows)
+        query = run_query(n.SelectCore(s.items, source=s.queue), session, _Fixed(source))
+        if into is not None:  # to the table variable, by position; refused: rolled back
+            fill_from_receive(into, [t for _, t in query.columns], query.rows, session)
     session.rowcount = len(rows)
-    source = RowSource(QUEUE_COLUMNS, rows)
-    core = n.SelectCore(s.items, source=s.queue)
-    query = run_query(core, session, _Fixed(source))
+    if into is not None:
+        return
     if query.assigns:
         for name, value in query.assignments:
             session.assign(name, value)

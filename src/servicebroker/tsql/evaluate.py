@@ -28,10 +28,9 @@ from .types import (
     decimal_shape,
     precedence_of,
 )
+from .xml_methods import run_method
 
 __all__ = ["evaluate", "is_true", "test"]
-
-NULL_INT = Typed(None, INT)
 
 
 def evaluate(expr: n.Expr, scope: Scope) -> Typed:
@@ -77,9 +76,11 @@ def evaluate(expr: n.Expr, scope: Scope) -> Typed:
                 "follows =, !=, <, <= , >, >= or when the subquery is used as an expression.",
                 scope,
             )
-        return rows[0][0] if rows else NULL_INT
+        return rows[0][0] if rows else UNTYPED_NULL  # no row: a NULL of no type of its own
     if isinstance(expr, n.FunctionCall):
         return _function(expr, scope)
+    if isinstance(expr, n.XmlMethod):
+        return run_method(expr, evaluate(expr.target, scope), scope)
     raise AssertionError(f"unknown expression {expr!r}")
 
 

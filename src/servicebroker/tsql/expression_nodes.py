@@ -21,6 +21,7 @@ __all__ = [
     "Exists",
     "Expr",
     "ExprItem",
+    "ForXml",
     "FunctionCall",
     "GlobalVariable",
     "InList",
@@ -36,6 +37,8 @@ __all__ = [
     "Star",
     "Subquery",
     "Variable",
+    "XmlApply",
+    "XmlMethod",
 ]
 
 
@@ -127,6 +130,20 @@ class Subquery:
     select: SelectCore
 
 
+@dataclass(frozen=True)
+class XmlMethod:
+    """An xml data type method (xml-data-type-methods.md): ``target.value('xquery', 'type')``,
+    ``.query('xquery')``, ``.exist('xquery')``, ``.nodes('xquery')`` (``method`` lower case;
+    ``type`` value()'s SQL type; ``namespaces`` WITH XMLNAMESPACES' prefixes, ``""`` the
+    default) — run by :mod:`.xml_methods`."""
+
+    method: str
+    target: Expr
+    xquery: str
+    type: SqlType | None = None
+    namespaces: tuple[tuple[str, str], ...] = ()
+
+
 Expr = (
     Literal
     | Variable
@@ -138,6 +155,7 @@ Expr = (
     | Negate
     | Case
     | Subquery
+    | XmlMethod
 )
 """A scalar expression."""
 
@@ -255,9 +273,36 @@ SelectItem = Assign | Star | ExprItem
 
 
 @dataclass(frozen=True)
+class XmlApply:
+    """``CROSS | OUTER APPLY target.nodes('xquery') AS table(column)`` in FROM (and a FROM
+    that is only ``….nodes(…) AS table(column)``): a row per node (nodes-method-xml-data-type.md).
+    """
+
+    nodes: XmlMethod
+    table: str
+    column: str
+    outer: bool = False
+
+
+@dataclass(frozen=True)
+class ForXml:
+    """``FOR XML RAW | PATH | AUTO [('element')] [, ROOT[('root')]] [, TYPE] [, ELEMENTS]``
+    (for-xml-sql-server.md): ``mode`` upper case, ``element`` the row element's name as
+    written (None: ``row``), ``root`` None without ROOT, ``namespaces`` WITH XMLNAMESPACES'."""
+
+    mode: str
+    element: str | None = None
+    root: str | None = None
+    type: bool = False
+    elements: bool = False
+    namespaces: tuple[tuple[str, str], ...] = ()
+
+
+@dataclass(frozen=True)
 class SelectCore:
     """SELECT [DISTINCT] [TOP (n)] items [FROM source [alias]] [WHERE …] [GROUP BY …]
-    [ORDER BY …]. ``source`` is the object name's parts (``sys.services``, a queue, a table)."""
+    [ORDER BY …] [FOR XML …]. ``source`` is the object name's parts (``sys.services``, a queue,
+    a table); ``applies`` the ``.nodes()`` of FROM and its APPLYs, in order."""
 
     items: tuple[SelectItem, ...]
     source: tuple[str, ...] | None = None
@@ -269,3 +314,5 @@ class SelectCore:
     order_by: tuple[tuple[Expr, bool], ...] = ()
     joined: bool = False
     text: str = field(default="", compare=False)
+    applies: tuple[XmlApply, ...] = ()
+    for_xml: ForXml | None = None

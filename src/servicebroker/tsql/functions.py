@@ -14,6 +14,7 @@ from datetime import datetime, timedelta
 from decimal import Decimal
 
 from .comparison import compare
+from .identity import IDENTITY_FUNCTIONS
 from .scope import Scope, fail, to_type
 from .types import (
     BIGINT,
@@ -385,6 +386,12 @@ def _xact_state(args: list[Typed], scope: Scope) -> Typed:
     return Typed(scope.xact_state(), SqlType("SMALLINT"))
 
 
+def _cursor_status(args: list[Typed], scope: Scope) -> Typed:
+    """CURSOR_STATUS('local' | 'global' | 'variable', name) (cursor-status-transact-sql.md)."""
+    kind, name = (_text(a, scope) or "" for a in _args(args, scope, 2, "cursor_status"))
+    return Typed(scope.cursor_status(kind, name), SqlType("SMALLINT"))
+
+
 def _newid(args: list[Typed], scope: Scope) -> Typed:
     return Typed(uuid.uuid4(), UNIQUEIDENTIFIER)
 
@@ -441,9 +448,9 @@ FUNCTIONS: Mapping[str, Callable[[list[Typed], Scope], Typed]] = {
     "ERROR_LINE": _error_function("line"),
     "ERROR_PROCEDURE": _error_function("procedure"),
     "XACT_STATE": _xact_state,
+    "CURSOR_STATUS": _cursor_status,
     "ABS": _abs,
-    "USER_NAME": _constant("dbo", SYSNAME),
-    "SUSER_SNAME": _constant("sa", SYSNAME),
+    **IDENTITY_FUNCTIONS,  # USER_NAME, SUSER_SNAME, SUSER_NAME, ORIGINAL_LOGIN
     "SCHEMA_NAME": _constant("dbo", SYSNAME),
 }
 

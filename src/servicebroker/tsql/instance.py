@@ -19,9 +19,11 @@ from pathlib import Path
 
 from ..broker import ActivationContext, Broker
 from ..clock import Clock, SystemClock
+from ..engine.neighbours import neighbourhoods
 from ..errors import BrokerError, TSqlError
 from . import nodes as n
 from .build import build_batch
+from .instance_link import InstanceLink
 from .interpreter import Session
 from .procedures import ProcedureStore, activation_principal, log_activation_error
 from .queries import RowSource
@@ -61,8 +63,11 @@ class Instance:
         self._started = False
         if not self._postgres:
             Path(location).mkdir(parents=True, exist_ok=True)
+        self.link = InstanceLink(self)
+        """Dialogs between the instance's databases (:mod:`.instance_link`)."""
         if self._find("master") is None:
             self.create_database("master")
+        neighbourhoods.join(self.link)
 
     @classmethod
     def open(cls, location: str, *, clock: Clock | None = None) -> Instance:
@@ -150,9 +155,15 @@ class Instance:
                 self._procedures[key] = store
                 store.register_all()
                 ensure_registry(broker)
+                self.link.attach(stored, broker)
                 if self._started:
                     broker.start()
             return broker
+
+    def is_open(self, name: str) -> bool:
+        """True when database ``name``'s broker is open in this instance (:meth:`database`)."""
+        with self._lock:
+            return name.casefold() in self._brokers
 
     def procedures(self, database: str) -> ProcedureStore:
         """The stored procedures of ``database``.
@@ -208,6 +219,7 @@ class Instance:
                     )
                 )
         Broker.open(self._url(name), clock=self.clock).close()
+        self.link.forget()
 
     def drop_database(self, name: str) -> None:
         """DROP DATABASE ``name``: its broker closed and its storage removed.
@@ -232,6 +244,7 @@ class Instance:
             self._procedures.pop(found.casefold(), None)
         if broker is not None:
             broker.close()
+        self.link.forget()
         if self._postgres:
             import psycopg
             from psycopg import sql
@@ -320,8 +333,9 @@ class Instance:
         opened later (``servicebroker serve -S``; a running ``sqlcmd``)."""
         with self._lock:
             self._started = True
-            for broker in self._brokers.values():
-                broker.start()
+            brokers = list(self._brokers.values())
+        for broker in brokers:  # not under the lock: a first tick may open databases
+            broker.start()
 
     def execute(self, text: str, *, database: str = "master") -> Results:
         """Run T-SQL ``text`` (batches split at GO lines) in a new session on ``database``;
@@ -351,6 +365,7 @@ class Instance:
 
     def close(self) -> None:
         """Stop and close every broker of the instance."""
+        neighbourhoods.leave(self.link)
         with self._lock:
             brokers = list(self._brokers.values())
             self._brokers.clear()

@@ -19,6 +19,7 @@ Semantics kept from SQL Server (docs/tsql.md):
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager, suppress
 from datetime import UTC, datetime
@@ -33,14 +34,18 @@ from .build import build_batch
 from .calls import CALL_STATEMENTS
 from .catalog_rows import CatalogRows
 from .conversations import CONVERSATION_STATEMENTS
+from .cursors import CURSOR_STATEMENTS, Cursors
 from .databases import DATABASE_STATEMENTS
 from .evaluate import evaluate, is_true, test
 from .procedures import ProcedureStore
 from .queries import RowSource, run_query
 from .results import Results, ResultSet
-from .scope import ErrorContext, to_type
+from .savepoints import SAVEPOINT_STATEMENTS, rolled_back_to_savepoint, savepoint_name
+from .scope import ErrorContext, Scope, to_type
 from .signals import SIGNAL_STATEMENTS
 from .sqlerrors import broker_error
+from .system_procedures import SYSTEM_STATEMENTS
+from .table_variables import TABLE_VARIABLE_STATEMENTS, TableVariable, VariableSources
 from .tables import TABLE_STATEMENTS, query_rows, run_select
 from .types import INT, NVARCHAR, SqlType, Typed
 from .unsupported import not_supported
@@ -130,12 +135,15 @@ class Session:
         self.nocount = False
         self.xact_abort = False
         self.trancount = 0
+        self.tran_name: str | None = None  # the outermost BEGIN TRAN's name
         self._tx: Transaction | None = None
         self._doomed = False
         self.rowcount = 0
         self.error = 0
         self._variables: dict[str, Typed] = {}
         self._declared: dict[str, SqlType] = {}
+        self.table_variables: dict[str, TableVariable] = {}  # the batch's (or procedure's)
+        self.cursors = Cursors()
         self._caught: list[ErrorContext] = []
         self._try_depth = 0
         self._line = 1
@@ -174,8 +182,9 @@ class Session:
             return Typed("servicebroker (SQL Server Service Broker in Python)", NVARCHAR)
         if name == "SPID":
             return Typed(51, SqlType("SMALLINT"))
-        if name == "FETCH_STATUS":
-            return Typed(-1, INT)
+        if name in ("FETCH_STATUS", "CURSOR_ROWS"):
+            cursors = self.cursors
+            return Typed(cursors.fetch_status if name[0] == "F" else cursors.cursor_rows, INT)
         raise TSqlError(
             137,
             f'Must declare the scalar variable "@@{name}".',
@@ -201,16 +210,25 @@ class Session:
             return 0
         return -1 if self._doomed else 1
 
-    def subquery(self, select: n.SelectCore) -> list[list[Typed]]:
+    def subquery(self, select: n.SelectCore, outer: Scope | None = None) -> list[list[Typed]]:
+        """A subquery's rows; ``outer`` (the row of the query around it) for its outer
+        references (a correlated subquery)."""
         if self._on_tables(select):
-            return query_rows(self, select, self._line)
-        return run_query(select, self, self._sources()).rows
+            return query_rows(self, select, self._line, outer=outer)
+        return run_query(select, outer if outer is not None else self, self._sources()).rows
 
     def _on_tables(self, select: n.SelectCore) -> bool:
-        """Whether a SELECT reads the application's tables (else views, queues, nothing)."""
-        return select.joined or (
+        """Whether a SELECT reads the application's tables (else views, queues, nothing).
+
+        Raises:
+            TSqlError: Msg 40000, FOR XML or nodes() on the application's tables.
+        """
+        on_tables = select.joined or (
             select.source is not None and not self._sources().has(select.source)
         )
+        if on_tables and (select.applies or select.for_xml is not None):
+            raise not_supported("FOR XML and nodes() on the application's tables", self._line)
+        return on_tables
 
     @property
     def clock(self) -> Clock:
@@ -241,8 +259,15 @@ class Session:
             severity=15,
         )
 
-    def _sources(self) -> CatalogRows:
-        return self._rows_of(self.database)
+    def _sources(self) -> VariableSources:
+        return VariableSources(self._rows_of(self.database), self.table_variables)
+
+    def table_variable(self, name: str) -> TableVariable:
+        """The table variable ``name`` (Msg 1087 when the batch did not declare it)."""
+        return self._sources().table(name, self._line)
+
+    def cursor_status(self, kind: str, name: str) -> int:
+        return self.cursors.status(kind, name)
 
     def _rows_of(self, database: str) -> CatalogRows:
         return CatalogRows(
@@ -256,8 +281,8 @@ class Session:
     # -- batches ----------------------------------------------------------------------------
     def run_batch(self, text: str) -> None:
         """Parse and run one batch (its errors become events; none is raised)."""
-        self._variables = {}
-        self._declared = {}
+        self._variables, self._declared = {}, {}
+        self.table_variables, self.cursors.local = {}, {}  # a LOCAL cursor is the batch's
         try:
             statements = build_batch(text)
             self._declare_all(statements)
@@ -265,14 +290,13 @@ class Session:
             self.error = exc.number
             self.emit(exc)
             return
-        try:
+        self._run_top(statements)
+
+    def _run_top(self, statements: tuple[n.Statement, ...] | list[n.Statement]) -> None:
+        """Run a batch's (or an activated procedure's call's) statements: an error that ends
+        the batch, a RETURN, a stray BREAK / CONTINUE end them here, as events."""
+        with contextlib.suppress(_Return, _BatchAbort, _Break, _Continue):
             self._run_block(statements)
-        except _Return:
-            pass
-        except _BatchAbort:
-            pass
-        except (_Break, _Continue):
-            pass
 
     def close(self) -> None:
         """End the session: an open transaction is rolled back."""
@@ -344,8 +368,12 @@ class Session:
             CONVERSATION_STATEMENTS.get(type(s))
             or CALL_STATEMENTS.get(type(s))
             or TABLE_STATEMENTS.get(type(s))
+            or TABLE_VARIABLE_STATEMENTS.get(type(s))
+            or CURSOR_STATEMENTS.get(type(s))
+            or SAVEPOINT_STATEMENTS.get(type(s))
             or SIGNAL_STATEMENTS.get(type(s))
             or DATABASE_STATEMENTS.get(type(s))
+            or SYSTEM_STATEMENTS.get(type(s))
         )
         if conversation is not None:
             conversation(self, s)
@@ -435,6 +463,9 @@ class Session:
             self._line = declare.line
             for name, type_, _ in declare.items:
                 self.declare(name, type_)
+            for table in declare.tables:
+                self.declare(table.name, SqlType("TABLE"))  # its name taken (Msg 134 twice)
+                self.table_variables[table.name.casefold()] = TableVariable(table)
 
     def declare(self, name: str, type_: SqlType) -> None:
         """DECLARE ``name`` (with its ``@``) of ``type_``, NULL.
@@ -466,6 +497,8 @@ class Session:
                 line=self._line,
             )
         saved = (self._variables, self._declared, self._procedure)
+        outer = (self.table_variables, self.cursors.local)
+        self.table_variables, self.cursors.local = {}, {}
         self._nesting += 1
         self._variables, self._declared = {}, {}
         if procedure is not None:
@@ -475,6 +508,7 @@ class Session:
         finally:
             self._nesting -= 1
             self._variables, self._declared, self._procedure = saved
+            self.table_variables, self.cursors.local = outer
 
     def run_body(self, statements: tuple[n.Statement, ...] | list[n.Statement]) -> int:
         """Run a procedure's (or dynamic SQL's) statements; the value its RETURN gave (0).
@@ -496,7 +530,7 @@ class Session:
     def call_procedure(self, name: str) -> None:
         """EXEC ``name`` with no arguments, as activation runs a queue's procedure; errors
         become events of this session."""
-        self._run(n.Execute(1, name))
+        self._run_top([n.Execute(1, name)])
 
     def assign(self, name: str, value: Typed) -> None:
         key = name.casefold()
@@ -570,6 +604,8 @@ class Session:
                 tx.rollback()
 
     def _x_BeginTran(self, s: n.BeginTran) -> None:
+        if self.trancount == 0:
+            self.tran_name = savepoint_name(self, s.name) if s.name else None
         self.trancount += 1
 
     def _x_CommitTran(self, s: n.CommitTran) -> None:
@@ -597,10 +633,9 @@ class Session:
                 "The ROLLBACK TRANSACTION request has no corresponding BEGIN TRANSACTION.",
                 line=s.line,
             )
+        if rolled_back_to_savepoint(self, s):  # @@TRANCOUNT and the group locks stay
+            return
         self._rollback_all()
-
-    def _x_SaveTran(self, s: n.SaveTran) -> None:
-        raise not_supported("SAVE TRANSACTION", s.line)
 
     # databases
     # queries

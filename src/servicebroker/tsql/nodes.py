@@ -21,6 +21,7 @@ from .expression_nodes import (
     Exists,
     Expr,
     ExprItem,
+    ForXml,
     FunctionCall,
     GlobalVariable,
     InList,
@@ -36,7 +37,10 @@ from .expression_nodes import (
     Star,
     Subquery,
     Variable,
+    XmlApply,
+    XmlMethod,
 )
+from .security_nodes import SecurityStatement
 from .types import SqlType
 
 __all__ = [
@@ -52,15 +56,19 @@ __all__ = [
     "Case",
     "Cast",
     "Column",
+    "ColumnDef",
     "CommitTran",
     "Compare",
     "Cond",
     "Continue",
     "CreateDatabase",
     "CreateProcedure",
+    "CursorStatement",
     "DatabaseOptions",
     "Ddl",
     "Declare",
+    "DeclareCursor",
+    "DeleteVariable",
     "DropDatabase",
     "DropProcedure",
     "EndConversation",
@@ -69,12 +77,15 @@ __all__ = [
     "Exists",
     "Expr",
     "ExprItem",
+    "FetchCursor",
+    "ForXml",
     "FunctionCall",
     "GetConversationGroup",
     "GlobalVariable",
     "If",
     "InList",
     "InQuery",
+    "InsertVariable",
     "IsNull",
     "Like",
     "Literal",
@@ -98,13 +109,17 @@ __all__ = [
     "Star",
     "Statement",
     "Subquery",
+    "TableDef",
     "TableStatement",
     "Throw",
     "TryCatch",
+    "UpdateVariable",
     "Use",
     "Variable",
     "WaitforDelay",
     "While",
+    "XmlApply",
+    "XmlMethod",
 ]
 
 
@@ -113,10 +128,101 @@ __all__ = [
 
 @dataclass(frozen=True)
 class Declare:
-    """DECLARE @a type [= value] [, …]."""
+    """DECLARE @a type [= value] [, …] and DECLARE @t TABLE (…) (``tables``)."""
 
     line: int
     items: tuple[tuple[str, SqlType, Expr | None], ...]
+    tables: tuple[TableDef, ...] = ()
+
+
+@dataclass(frozen=True)
+class ColumnDef:
+    """A table variable's column: NULL / NOT NULL, PRIMARY KEY, UNIQUE, IDENTITY (seed,
+    increment), DEFAULT (declare-local-variable-transact-sql.md, the table form)."""
+
+    name: str
+    type: SqlType
+    nullable: bool = True
+    identity: tuple[int, int] | None = None
+    default: Expr | None = None
+
+
+@dataclass(frozen=True)
+class TableDef:
+    """DECLARE @name TABLE (columns …): ``keys`` the PRIMARY KEY's and each UNIQUE's columns."""
+
+    name: str
+    columns: tuple[ColumnDef, ...]
+    keys: tuple[tuple[str, ...], ...] = ()
+
+
+@dataclass(frozen=True)
+class InsertVariable:
+    """INSERT [INTO] @t [(columns)] VALUES (…), … | SELECT … | EXEC procedure | DEFAULT VALUES."""
+
+    line: int
+    table: str
+    columns: tuple[str, ...] | None
+    rows: tuple[tuple[Expr | None, ...], ...] = ()
+    select: SelectCore | None = None
+    execute: Execute | None = None
+
+
+@dataclass(frozen=True)
+class UpdateVariable:
+    """UPDATE [TOP (n)] @t SET column = expr, … [WHERE …]."""
+
+    line: int
+    table: str
+    sets: tuple[tuple[str, Expr], ...]
+    where: Cond | None = None
+    top: Expr | None = None
+
+
+@dataclass(frozen=True)
+class DeleteVariable:
+    """DELETE [TOP (n)] [FROM] @t [WHERE …]."""
+
+    line: int
+    table: str
+    where: Cond | None = None
+    top: Expr | None = None
+
+
+@dataclass(frozen=True)
+class DeclareCursor:
+    """DECLARE name [INSENSITIVE] [SCROLL] CURSOR [LOCAL | GLOBAL] [FORWARD_ONLY | SCROLL]
+    [STATIC | KEYSET | DYNAMIC | FAST_FORWARD] [READ_ONLY | …] FOR select
+    (declare-cursor-transact-sql.md): ``local`` None when neither LOCAL nor GLOBAL is said."""
+
+    line: int
+    name: str
+    select: SelectCore
+    scroll: bool = False
+    local: bool | None = None
+
+
+@dataclass(frozen=True)
+class CursorStatement:
+    """OPEN, CLOSE or DEALLOCATE (``kind``) [GLOBAL] name."""
+
+    line: int
+    kind: str
+    name: str
+    global_: bool = False
+
+
+@dataclass(frozen=True)
+class FetchCursor:
+    """FETCH [NEXT | PRIOR | FIRST | LAST | ABSOLUTE n | RELATIVE n] [FROM] [GLOBAL] name
+    [INTO @v, …] (fetch-transact-sql.md)."""
+
+    line: int
+    name: str
+    direction: str = "NEXT"
+    offset: Expr | None = None
+    into: tuple[str, ...] = ()
+    global_: bool = False
 
 
 @dataclass(frozen=True)
@@ -496,5 +602,12 @@ Statement = (
     | ExecuteString
     | TableStatement
     | DatabaseOptions
+    | InsertVariable
+    | UpdateVariable
+    | DeleteVariable
+    | DeclareCursor
+    | CursorStatement
+    | FetchCursor
+    | SecurityStatement
 )
 """A statement of a batch."""

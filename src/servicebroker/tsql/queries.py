@@ -17,8 +17,10 @@ from typing import Protocol
 from ..errors import TSqlError
 from . import nodes as n
 from .evaluate import evaluate, is_true, test
+from .for_xml import shape
 from .scope import ErrorContext, Scope, to_type
 from .types import BIGINT, INT, NVARCHAR, SqlType, Typed
+from .xml_methods import XmlNode, apply_rows, nodes_column_error
 
 __all__ = ["Query", "Row", "RowSource", "Sources", "run_query"]
 
@@ -93,8 +95,11 @@ class _RowScope:
     def xact_state(self) -> int:
         return self.base.xact_state()
 
-    def subquery(self, select: n.SelectCore) -> list[list[Typed]]:
-        return self.base.subquery(select)
+    def cursor_status(self, kind: str, name: str) -> int:
+        return self.base.cursor_status(kind, name)
+
+    def subquery(self, select: n.SelectCore, outer: Scope | None = None) -> list[list[Typed]]:
+        return self.base.subquery(select, outer if outer is not None else self)
 
     def object_id(self, name: str) -> int | None:
         return self.base.object_id(name)
@@ -237,6 +242,8 @@ def run_query(core: n.SelectCore, scope: Scope, sources: Sources) -> Query:
         )
     source = RowSource((), [{}]) if core.source is None else sources.rows(core.source, scope.line)
     rows: list[Row] = list(source.rows)
+    if core.applies:  # CROSS / OUTER APPLY ….nodes(…): a row per node
+        rows = list(apply_rows(source.rows, core.applies, lambda r: _RowScope(scope, r), evaluate))
     if core.where is not None:
         where = core.where
         rows = [row for row in rows if is_true(test(where, _RowScope(scope, row)))]
@@ -291,6 +298,8 @@ def run_query(core: n.SelectCore, scope: Scope, sources: Sources) -> Query:
                 assignments.append((item.variable, evaluate(item.expr, row_scope)))
             else:
                 value = evaluate(item.expr, row_scope)
+                if isinstance(value.value, XmlNode):
+                    raise nodes_column_error(_column_name(item), scope.line)
                 values.append(value)
                 names.append((_column_name(item), value.type))
         if not columns:
@@ -316,6 +325,8 @@ def run_query(core: n.SelectCore, scope: Scope, sources: Sources) -> Query:
             assignments = assignments[
                 : max(limit, 0) * sum(isinstance(i, n.Assign) for i in core.items)
             ]
+    if core.for_xml is not None:
+        columns, out = shape(core.for_xml, columns, out, scope.line)
     return Query(columns, out, assignments, assigns)
 
 

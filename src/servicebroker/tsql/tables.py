@@ -114,7 +114,13 @@ class _Translation:
     """One statement's text translated: the SQL, its parameters, the variables a SELECT
     assigns (in select-list order) and its column names."""
 
-    def __init__(self, session: TableSession, text: str, line: int) -> None:
+    def __init__(
+        self,
+        session: TableSession,
+        text: str,
+        line: int,
+        outer: tuple[Scope, Callable[[list[str]], set[str]]] | None = None,
+    ) -> None:
         self.session = session
         self.line = line
         self.params: list[object] = []
@@ -130,6 +136,12 @@ class _Translation:
                 severity=15,
                 line=line,
             ) from None
+        self.outer: Scope | None = None
+        if outer is not None:  # a correlated subquery: its outer references become parameters
+            self.outer = outer[0]
+            found = list(tree.find_all(exp.Table))
+            self.inner_names = {t.alias_or_name.casefold() for t in found}
+            self.inner_columns = outer[1]([t.name.casefold() for t in found])
         tree = tree.transform(self._rewrite).transform(_concatenation)
         self._check(tree)
         if isinstance(tree, exp.Select):
@@ -147,6 +159,14 @@ class _Translation:
             self.sql = self.sql.replace("%s", "?")
 
     def _rewrite(self, node: exp.Expression) -> exp.Expression:
+        if isinstance(node, exp.Column) and self.outer is not None:
+            qualifier = node.table.casefold()
+            if (qualifier and qualifier not in self.inner_names) or (
+                not qualifier and node.name.casefold() not in self.inner_columns
+            ):
+                parts = tuple(p for p in (node.table, node.name) if p)
+                self.params.append(_db_value(self.outer.column(parts)))
+                return exp.Placeholder()
         if isinstance(node, exp.Parameter):
             value = self.session.variable("@" + node.name, self.line)
             self.params.append(_db_value(value))
@@ -281,10 +301,36 @@ def _check_known(tx: Transaction, session: TableSession, tables: list[str], line
             raise TSqlError(208, f"Invalid object name '{table}'.", line=line)
 
 
-def query_rows(session: TableSession, core: n.SelectCore, line: int) -> list[list[Typed]]:
-    """The rows of a SELECT on the application's tables (a subquery, EXISTS, IN)."""
-    translation = _Translation(session, core.text, line)
+def _columns(tx: Transaction, session: TableSession, tables: list[str]) -> set[str]:
+    """The column names (case-folded) of ``tables``, for a correlated subquery's references."""
+    if session.postgres:
+        rows = tx.execute(
+            "SELECT column_name FROM information_schema.columns"
+            " WHERE table_schema = current_schema() AND lower(table_name) = ANY(%s)",
+            (tables,),
+        )
+    else:
+        rows = [
+            row
+            for table in tables
+            for row in tx.execute("SELECT name FROM pragma_table_info(?)", (table,))
+        ]
+    return {str(row[0]).casefold() for row in rows}
+
+
+def query_rows(
+    session: TableSession, core: n.SelectCore, line: int, *, outer: Scope | None = None
+) -> list[list[Typed]]:
+    """The rows of a SELECT on the application's tables (a subquery, EXISTS, IN); ``outer``
+    the row scope of the query around it, whose columns its outer references read (a
+    correlated subquery: a column that none of its tables has)."""
     with session.statement_transaction() as tx:
+        translation = _Translation(
+            session,
+            core.text,
+            line,
+            None if outer is None else (outer, lambda tables: _columns(tx, session, tables)),
+        )
         _check_known(tx, session, translation.tables, line)
         rows = tx.execute(translation.sql, translation.params)
     return [[_typed(v) for v in row] for row in rows]

@@ -14,11 +14,12 @@ from __future__ import annotations
 
 import re
 import uuid
-import xml.parsers.expat
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from decimal import ROUND_HALF_UP, Decimal, InvalidOperation
 from typing import NamedTuple
+
+from .xml_values import XmlSyntaxError, normalize
 
 __all__ = [
     "BIGINT",
@@ -326,9 +327,11 @@ def convert(value: object, source: SqlType, target: SqlType, *, style: int | Non
                 text = text[:19]
         else:
             text = _text_of(value, source)
-        if name == "XML":
-            _check_xml(text)
-            return text
+        if name == "XML":  # kept as SQL Server keeps xml: parsed, then serialized (xml_values)
+            try:
+                return normalize(text) if text.strip() else ""
+            except XmlSyntaxError as exc:
+                raise ConversionFailed(9400, str(exc)) from None
         if target.length is not None and len(text) > target.length:
             # a number that does not fit: an int is '*' in CHAR and VARCHAR, an error in NCHAR
             # and NVARCHAR, as any other number is (cast-and-convert-transact-sql.md,
@@ -504,22 +507,6 @@ def _xml_text(body: bytes) -> str:
     if len(body) >= 2 and body[1:2] == b"\x00" and body[0:1] != b"\x00":
         return body.decode("utf-16-le", "replace")
     return body.decode("utf-8", "replace")
-
-
-_DECLARATION = re.compile(r"^<\?xml[^>]*\?>")
-
-
-def _check_xml(text: str) -> None:
-    if not text.strip():
-        return
-    parser = xml.parsers.expat.ParserCreate()
-    try:
-        # an XML fragment (content) is allowed: wrap it
-        parser.Parse(f"<_>{_DECLARATION.sub('', text.lstrip())}</_>", True)
-    except xml.parsers.expat.ExpatError as exc:
-        raise ConversionFailed(
-            9400, f"XML parsing: line {exc.lineno}, character {exc.offset}, {exc}"
-        ) from None
 
 
 def display(value: object, type_: SqlType) -> str:
