@@ -60,6 +60,36 @@ def test_getdate_in_a_statement_reads_the_brokers_clock(
     assert str(placed)[:19] == datetime.fromtimestamp(clock.now()).isoformat(" ")[:19]
 
 
+def test_a_statement_run_again_reads_its_variables_and_the_clock_afresh(
+    instance: Instance, clock: ManualClock
+) -> None:
+    """A statement in a loop (or a procedure run by every activation) is translated once and
+    run many times: each run takes the variables' and GETDATE()'s values of that moment."""
+    instance.execute(TABLE)
+    instance.execute(
+        "CREATE PROCEDURE Place @who NVARCHAR(50), @amount INT AS\n"
+        "INSERT INTO Orders (customer, amount, placed) VALUES (@who, @amount, GETDATE());"
+    )
+    instance.execute(
+        "DECLARE @i INT = 0;\n"
+        "WHILE @i < 3 BEGIN INSERT INTO Orders (customer, amount) VALUES (N'loop', @i); "
+        "SET @i += 1; END"
+    )
+    instance.execute("EXEC Place N'ann', 7")
+    clock.advance(60)
+    instance.execute("EXEC Place @who = N'bob', @amount = 9")
+    rows = (
+        instance.execute("SELECT customer, amount, placed FROM Orders ORDER BY id")
+        .result_sets[0]
+        .values
+    )
+    assert [[c, int(a)] for c, a, _ in rows] == [
+        ["loop", 0], ["loop", 1], ["loop", 2], ["ann", 7], ["bob", 9]
+    ]  # fmt: skip
+    ann, bob = (datetime.fromisoformat(str(row[2])) for row in rows[3:])
+    assert (bob - ann).total_seconds() == pytest.approx(60, abs=1)
+
+
 def test_exists_and_joins_read_the_tables(instance: Instance) -> None:
     results = instance.execute(
         TABLE + "CREATE TABLE Customers (name NVARCHAR(50) PRIMARY KEY, city NVARCHAR(50));\n"
