@@ -27,12 +27,13 @@ from ..clock import Clock
 from ..errors import BrokerError, TSqlError
 from ..tsql import nodes as n
 from ..tsql.build import build_batch
+from ..tsql.instance import DATABASES_COLUMNS
 from ..tsql.interpreter import Session
 from ..tsql.procedures import ProcedureStore, activation_principal, log_activation_error
 from ..tsql.queries import RowSource
 from ..tsql.script import Script
 from ..tsql.tables import ensure_registry
-from ..tsql.types import BIT, INT, SYSNAME, UNIQUEIDENTIFIER, Typed
+from ..tsql.types import Typed
 from ..tsql.unsupported import not_supported
 
 if TYPE_CHECKING:
@@ -108,14 +109,7 @@ class BrokerDatabase:
     def databases_view(self) -> RowSource:
         """``sys.databases``: the one database's row."""
         (row,) = self.broker.views.databases()
-        columns = (
-            ("name", SYSNAME),
-            ("database_id", INT),
-            ("service_broker_guid", UNIQUEIDENTIFIER),
-            ("is_broker_enabled", BIT),
-            ("is_trustworthy_on", BIT),
-            ("is_honor_broker_priority_on", BIT),
-        )
+        columns = DATABASES_COLUMNS
         values = (self.name, 1, row.service_broker_guid, 1, 0, int(row.is_honor_broker_priority_on))
         return RowSource(
             columns, [{c: Typed(v, t) for (c, t), v in zip(columns, values, strict=True)}]

@@ -30,9 +30,19 @@ from .queries import RowSource
 from .results import Results
 from .script import split_batches
 from .tables import ensure_registry, placeholder
-from .types import BIT, INT, SYSNAME, UNIQUEIDENTIFIER, Typed
+from .types import BIT, INT, SYSNAME, UNIQUEIDENTIFIER, SqlType, Typed
 
-__all__ = ["Instance"]
+__all__ = ["DATABASES_COLUMNS", "Instance"]
+
+DATABASES_COLUMNS: tuple[tuple[str, SqlType], ...] = (
+    ("name", SYSNAME),
+    ("database_id", INT),
+    ("service_broker_guid", UNIQUEIDENTIFIER),
+    ("is_broker_enabled", BIT),
+    ("is_trustworthy_on", BIT),
+    ("is_honor_broker_priority_on", BIT),
+)
+"""The columns of ``sys.databases`` here, in order, with their types."""
 
 _PLAIN = re.compile(r"[A-Za-z0-9_]+")
 
@@ -264,14 +274,7 @@ class Instance:
     def databases_view(self) -> RowSource:
         """``sys.databases``: name, database_id, service_broker_guid, is_broker_enabled,
         is_trustworthy_on, is_honor_broker_priority_on, one row per database."""
-        columns = (
-            ("name", SYSNAME),
-            ("database_id", INT),
-            ("service_broker_guid", UNIQUEIDENTIFIER),
-            ("is_broker_enabled", BIT),
-            ("is_trustworthy_on", BIT),
-            ("is_honor_broker_priority_on", BIT),
-        )
+        columns = DATABASES_COLUMNS
         rows = []
         for number, name in enumerate(self.database_names(), start=1):
             (row,) = self.database(name).views.databases()
