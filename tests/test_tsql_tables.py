@@ -90,6 +90,24 @@ def test_a_statement_run_again_reads_its_variables_and_the_clock_afresh(
     assert (bob - ann).total_seconds() == pytest.approx(60, abs=1)
 
 
+def test_float_keeps_its_53_bits_and_tinyint_its_range_on_either_backend(
+    instance: Instance,
+) -> None:
+    """T-SQL's FLOAT is float(53) and TINYINT holds 0 to 255 (float-and-real-transact-sql.md,
+    int-bigint-smallint-and-tinyint-transact-sql.md): a column of each keeps what it is given,
+    on SQLite and on PostgreSQL."""
+    rows = (
+        instance.execute(
+            "CREATE TABLE Readings (f FLOAT, t TINYINT);\n"
+            "INSERT INTO Readings (f, t) VALUES (0.1E0 + 1.0E0 / 3.0E0, 200);\n"
+            "SELECT f, t FROM Readings;"
+        )
+        .result_sets[0]
+        .values
+    )
+    assert [[float(f), int(t)] for f, t in rows] == [[0.1 + 1 / 3, 200]]
+
+
 def test_exists_and_joins_read_the_tables(instance: Instance) -> None:
     results = instance.execute(
         TABLE + "CREATE TABLE Customers (name NVARCHAR(50) PRIMARY KEY, city NVARCHAR(50));\n"

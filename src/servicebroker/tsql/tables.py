@@ -244,6 +244,14 @@ class _Translation:
             node.set("db", None)
             self.tables.append(node.name.casefold())
             return node
+        if isinstance(node, exp.DataType) and self.session.postgres and not node.expressions:
+            # T-SQL's FLOAT is float(53), a double (sqlglot reads it, and REAL, as FLOAT, which
+            # PostgreSQL would make single precision); TINYINT (0 to 255) has no PostgreSQL type
+            # of its own (sqlglot's UTINYINT): SMALLINT holds it
+            if node.this == exp.DataType.Type.FLOAT:
+                return exp.DataType(this=exp.DataType.Type.DOUBLE)
+            if node.this == exp.DataType.Type.UTINYINT:
+                return exp.DataType(this=exp.DataType.Type.SMALLINT)
         if isinstance(node, exp.DataTypeParam) and node.name.upper() == "MAX":
             return exp.Var(this="")  # dropped below
         return node
