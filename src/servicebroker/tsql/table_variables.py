@@ -33,7 +33,7 @@ class TableVariable:
         self.columns = definition.columns
         self.keys = definition.keys
         self.rows: list[dict[str, Typed]] = []
-        self._identity = {c.name.lower(): c.identity[0] for c in self.columns if c.identity}
+        self._identity = {c.name.casefold(): c.identity[0] for c in self.columns if c.identity}
 
     def source(self) -> RowSource:
         """Its columns and a copy of its rows, for a query."""
@@ -49,7 +49,9 @@ class TableVariable:
         raise TSqlError(207, f"Invalid column name '{name}'.", line=line)
 
     def next_identity(self, column: n.ColumnDef) -> int:
-        key = column.name.lower()
+        """The next value of IDENTITY ``column`` (seed, then seed + increment, …): SQL Server
+        does not give a value back when its row is rolled back or deleted."""
+        key = column.name.casefold()
         value = self._identity[key]
         assert column.identity is not None
         self._identity[key] = value + column.identity[1]
@@ -97,7 +99,8 @@ class VariableSources:
         self.tables = tables
 
     def has(self, parts: tuple[str, ...]) -> bool:
-        # a table variable, declared or not (Msg 1087 then), is never the application's table
+        """True when the interpreter reads ``parts`` itself: a table variable (declared or not:
+        Msg 1087 then, never the application's table) or what ``base`` reads."""
         return parts[-1].startswith("@") or self.base.has(parts)
 
     def table(self, name: str, line: int) -> TableVariable:
@@ -110,11 +113,14 @@ class VariableSources:
         return table
 
     def rows(self, parts: tuple[str, ...], line: int) -> RowSource:
+        """The rows of ``parts``: a table variable's (Msg 1087 when not declared), else
+        ``base``'s (a catalog view or a queue)."""
         if parts[-1].startswith("@"):
             return self.table(parts[-1], line).source()
         return self.base.rows(parts, line)
 
     def object_id(self, name: str) -> int | None:
+        """OBJECT_ID(``name``), as ``base`` answers it (a table variable has none)."""
         return self.base.object_id(name)
 
 
