@@ -88,6 +88,10 @@ def test_activation_occurs_below_max_readers_one_per_interval() -> None:
     assert not occurs(suppressed=True)
     assert not occurs(last_activated=NOW - 1)
     assert occurs(Reason.NEW_WORK, running=0, last_activated=NOW - 1)
+    # rule ACT-6, rule TICK-2a: with readers running, a 5b reader is added at a timer
+    # notification only — never at the RECEIVE that takes a group being handed over
+    assert not occurs(at_tick=False)
+    assert occurs(at_tick=False, running=0)
     assert not occurs(Reason.NEW_WORK, running=0, max_queue_readers=0)
 
 

@@ -192,6 +192,20 @@ def test_activation_runs_a_tsql_procedure_on_the_brokers_clock(
         "<ReplyMsg>Message for Initiator service.</ReplyMsg>"
     )
     assert [t.procedure_name for t in broker.views.dm_broker_activated_tasks()] != []
+    # the procedure commits its reply and loops back into WAITFOR: the clock moves only once it
+    # waits there, or its 5 s would count from after the move
+    eventually(
+        lambda: (
+            [
+                m.tasks_waiting
+                for m in broker.views.dm_broker_queue_monitors()
+                if m.queue_name == "TargetQueueIntAct"
+            ]
+            == [1]
+        ),
+        what="the procedure waiting in RECEIVE again",
+        timeout=30,
+    )
     clock.advance(6)  # the procedure's WAITFOR times out: it rolls back and leaves its loop
     eventually(lambda: broker.views.dm_broker_activated_tasks() == [], timeout=30)
 

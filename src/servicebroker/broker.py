@@ -20,7 +20,7 @@ from dataclasses import dataclass, replace
 from typing import Any, TypeVar
 
 from .activation.events import Reactions
-from .activation.monitor import EMPTY_RECEIVE_WINDOW
+from .activation.monitor import EMPTY_RECEIVE_WINDOW, Trigger
 from .activation.poison import PoisonMessageHandling
 from .activation.service import ActivationService
 from .activation.tasks import TaskHandlers
@@ -422,7 +422,7 @@ class Broker(CatalogStatements, NetworkStatements, PrincipalStatements):
             if self._lead():
                 self.timer.run_due(now)
                 # commits of other processes wake no one here: look for them (ACT-4a)
-                self.activation.check()
+                self.activation.check(trigger=Trigger.POLL)
             wake = self.timer.next_wakeup(now) if self._leading else now + TICK_SECONDS
             real = min(self.clock.max_real_wait(wake - self.clock.now()), BACKGROUND_POLL)
             with self._cond:

@@ -50,6 +50,7 @@ class Trigger(enum.Enum):
     PROCEDURES_EXITED = "all activated procedures exited"  # ACT-4d
     QUEUE_ALTERED = "the queue was altered"  # ACT-4e
     TICK = "timer tick"  # TICK-2a
+    POLL = "a look for other processes' commits"  # ACT-4a by polling, between ticks
 
 
 @dataclass(frozen=True)
@@ -108,16 +109,28 @@ def internal_activation_occurs(
     last_activated: float | None,
     now: float,
     interval: float,
+    at_tick: bool = True,
 ) -> bool:
     """ACT-7: start a new instance while fewer than MAX_QUEUE_READERS run — unless the monitor
     stopped re-activating after a procedure exited without receiving anything (ACT-9). Readers
     for an accumulating queue (5b) are added one per timer interval at most, so the count
     follows the load instead of jumping to the maximum; new work on an idle queue (5a) starts a
-    reader at once."""
+    reader at once.
+
+    While readers run, a 5b reader is added only at a timer notification (``at_tick``,
+    TICK-2a: each monitor adjusts its readers to the load). The other checks come at the
+    moments a running reader hands a group over: the RECEIVE that just took it (ACT-4b) runs
+    while the reader that committed has not yet entered its next RECEIVE, so nobody counts as
+    waiting for an instant, and a start then would add a reader with nothing to do — a third on
+    one conversation (ACT-6). With no reader running there is no hand-over: every check may
+    start one.
+    """
     if suppressed or running >= max_queue_readers:
         return False
     if reason is Reason.NEW_WORK:
         return True
+    if running > 0 and not at_tick:
+        return False
     return last_activated is None or now - last_activated >= interval
 
 
@@ -278,6 +291,7 @@ def decide(state: MonitorState, inputs: CheckInputs, now: float) -> tuple[Monito
             last_activated=state.last_activated,
             now=now,
             interval=inputs.interval,
+            at_tick=trigger is Trigger.TICK,
         )
         and state.running < inputs.max_queue_readers
     )
