@@ -191,6 +191,12 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         help="forwarder SIGKILL cycles of tests/test_forwarding_crash.py (the long form: 100)",
     )
     parser.addoption(
+        "--long",
+        action="store_true",
+        help="also run the long forms make test leaves out (tests marked long: the Spark crash "
+        "after the sink's commit on PostgreSQL, the activator's own PySpark job)",
+    )
+    parser.addoption(
         "--streaming-kill-cycles",
         default="0",
         help="SIGKILLs of the streaming query's process tree in tests/test_spark_kill.py "
@@ -199,10 +205,16 @@ def pytest_addoption(parser: pytest.Parser) -> None:
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    """Tests marked ``sqlite_only`` run on SQLite only (they look at its files); the fault
+    """Tests marked ``long`` run only with ``--long``; tests marked ``sqlite_only`` run on
+    SQLite only (they look at its files); the fault
     cycles get time in proportion to how many are asked for (about 7 s each, with margin);
     the long scenarios run first."""
     cycles = int(config.getoption("--fault-cycles"))
+    if not config.getoption("--long"):
+        skip = pytest.mark.skip(reason="a long form: run with --long")
+        for item in items:
+            if item.get_closest_marker("long"):
+                item.add_marker(skip)
     for item in items:
         if item.nodeid.startswith("tests/test_faults_postgres.py"):
             # the server's crashes first wait for every other test on the server to end

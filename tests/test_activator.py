@@ -173,6 +173,7 @@ def test_each_instance_gets_the_lowest_free_slot_and_keeps_it_after_a_restart(
 
 @pytest.mark.spark
 @pytest.mark.slow
+@pytest.mark.long  # test_spark_activation.py launches real Spark jobs from the activator
 @pytest.mark.parametrize("backend", ["sqlite"], indirect=True)
 def test_activator_starts_a_pyspark_job(
     spark: object, tmp_path: Path, url: str, broker: Broker, pair: Pair
