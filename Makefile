@@ -46,9 +46,12 @@ typecheck: $(STAMP)
 # The suite runs in TEST_WORKERS processes (pytest-xdist), handed two tests at a time in the
 # order tests/conftest.py gives (the long scenarios first); `make unit TEST_WORKERS=0` runs it
 # in this one process.
+# The tests' JVMs (Spark's) live for seconds: the client compiler alone and the serial collector
+# spend less of the two cores on compiling and collecting than the defaults.
 TEST_WORKERS ?= 2
+TEST_JAVA_OPTIONS ?= -XX:TieredStopAtLevel=1 -XX:+UseSerialGC
 unit: $(STAMP) fault-tools browser
-	env $(JAVA_ENV) $(SPARK_ENV) $(BIN)/pytest -n $(TEST_WORKERS) --dist load --maxschedchunk 2 $(ARGS)
+	env $(JAVA_ENV) $(SPARK_ENV) JDK_JAVA_OPTIONS="$(TEST_JAVA_OPTIONS)" $(BIN)/pytest -n $(TEST_WORKERS) --dist load --maxschedchunk 2 $(ARGS)
 
 test: lint typecheck unit
 
