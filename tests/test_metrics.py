@@ -536,7 +536,20 @@ def test_metrics_scraped_during_the_main_job_match_its_counts(
     from servicebroker.demo import run_demo
 
     out = tmp_path / "out"
-    log = io.StringIO()
+    scraping = threading.Event()
+
+    class Log(io.StringIO):
+        """The demo's console: its first line, printed once its database exists, waits until
+        the metrics server answers (in this process the demo has no JVM start to wait through,
+        and could finish its messaging before the other process is up)."""
+
+        def write(self, text: str) -> int:
+            written = super().write(text)
+            if not scraping.is_set() and "servicebroker demo" in self.getvalue():
+                scraping.wait(120)
+            return written
+
+    log = Log()
     outcome: dict[str, Any] = {}
 
     def run() -> None:
@@ -570,6 +583,7 @@ def test_metrics_scraped_during_the_main_job_match_its_counts(
         port = free_port()
         metrics = start_metrics(str(out / "flights.db"), port, tmp_path / "metrics.log")
         eventually(lambda: get_metrics(port), "the metrics server answers")
+        scraping.set()
 
         def scrape() -> bool:
             text = get_metrics(port)
@@ -581,6 +595,7 @@ def test_metrics_scraped_during_the_main_job_match_its_counts(
         eventually(scrape, "the demo to end", timeout=240, every=0.0)
         final, types = parse(get_metrics(port) or "")
     finally:
+        scraping.set()
         demo.join(timeout=240)
         if metrics is not None:
             stop(metrics)
