@@ -136,6 +136,8 @@ def test_receive_into_a_table_variable_then_loop_over_it(db: Instance) -> None:
     )
     assert results.messages == ["received 2"]
     assert [r.values for r in results.result_sets] == [[["Req", "one"]], [["Req", "two"]]]
+    # the rows RECEIVE put into @msgs are counted as an INSERT's: (2 rows affected) first
+    assert results.row_counts[0] == 2
     assert values(db, "SELECT COUNT(*) FROM tq") == [[0]]
 
 

@@ -132,7 +132,9 @@ def _receive(session: Session, s: n.Receive) -> None:
         if into is not None:  # to the table variable, by position; refused: rolled back
             fill_from_receive(into, [t for _, t in query.columns], query.rows, session)
     session.rowcount = len(rows)
-    if into is not None:
+    if into is not None:  # rows inserted into the table variable are counted as INSERT's are
+        if not session.nocount:
+            session.emit(len(rows))
         return
     if query.assigns:
         for name, value in query.assignments:
