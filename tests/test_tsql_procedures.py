@@ -238,8 +238,8 @@ def test_an_activated_procedure_that_throws_logs_sql_servers_error(
         )
         eventually(lambda: "Msg 50001" in caplog.text, timeout=30)
     assert (
-        "activated procedure fails in database shop: msg 50001, level 16, state 7, line 5: "
-        "refused by the procedure" in caplog.text.casefold()
+        "activated procedure Fails in database Shop: Msg 50001, Level 16, State 7, Line 5: "
+        "refused by the procedure" in caplog.text
     )
     assert "Traceback" not in caplog.text and "_BatchAbort" not in caplog.text
     assert len(broker.peek("tq")) == 1  # the RECEIVE was rolled back with the batch

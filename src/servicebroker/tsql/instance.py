@@ -197,8 +197,12 @@ class Instance:
                     session.call_procedure(name)
                 finally:
                     session.close()
-                for error in session.results.errors:
-                    log_activation_error(database, name, error)
+                errors = session.results.errors
+                if errors:  # named as CREATE PROCEDURE wrote it, not by its case-folded key
+                    stored = self.procedures(database).get(name)
+                    declared = stored.name if stored is not None else name
+                    for error in errors:
+                        log_activation_error(database, declared, error)
 
             return activated
 
