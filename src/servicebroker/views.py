@@ -27,6 +27,8 @@ from .catalog.views import (
     ServiceMessageTypeRow,
     ServiceQueueUsageRow,
     ServiceRow,
+    XmlSchemaCollectionRow,
+    XmlSchemaNamespaceRow,
 )
 from .clock import to_datetime
 from .dialogs import STATE_DESC
@@ -59,6 +61,8 @@ __all__ = [
     "TaskHandlerRow",
     "TransmissionQueueRow",
     "Views",
+    "XmlSchemaCollectionRow",
+    "XmlSchemaNamespaceRow",
 ]
 
 

@@ -1,8 +1,8 @@
-"""The catalog's definitions: message types, contracts, queues, services, event notifications
-and broker priorities as frozen records, the queue's ACTIVATION clause, name checks, and the
-:class:`CatalogSnapshot` the engine reads on every statement (rebuilt whenever the stored
-``catalog_version`` changes, so a change made by any process is seen by the next transaction of
-every other)."""
+"""The catalog's definitions: message types, contracts, queues, services, event notifications,
+broker priorities and XML schema collections as frozen records, the queue's ACTIVATION clause,
+name checks, and the :class:`CatalogSnapshot` the engine reads on every statement (rebuilt
+whenever the stored ``catalog_version`` changes, so a change made by any process is seen by the
+next transaction of every other)."""
 
 from __future__ import annotations
 
@@ -28,6 +28,7 @@ from ..storage.rows import (
     ServiceBrokerEndpointRow,
 )
 from .priorities import DEFAULT_LEVEL, BrokerPriority, priority_level
+from .xml_schemas import SchemaDocument, XmlSchemaCollectionDef
 
 __all__ = [
     "DBO",
@@ -201,12 +202,14 @@ def check_name(
 
 @dataclass(frozen=True, slots=True)
 class MessageTypeDef:
-    """A message type: its id, name and validation (NONE, EMPTY, WELL_FORMED_XML, JSON)."""
+    """A message type: its id, name and validation (NONE, EMPTY, WELL_FORMED_XML, VALID_XML,
+    JSON); ``xml_collection`` the XML schema collection a VALID_XML type validates against."""
 
     message_type_id: int
     name: str
     validation: str
     is_system: bool
+    xml_collection: XmlSchemaCollectionDef | None = None
 
     @property
     def validation_code(self) -> str:
@@ -310,6 +313,9 @@ class CatalogSnapshot:
     the securable as ``"SERVICE::name"`` / ``"QUEUE::name"``."""
     remote_service_bindings: dict[str, RemoteServiceBindingRow] = field(default_factory=dict)
     """CREATE REMOTE SERVICE BINDING (SEC-3), by name."""
+    xml_schema_collections: dict[str, XmlSchemaCollectionDef] = field(default_factory=dict)
+    """CREATE XML SCHEMA COLLECTION, by name."""
+    xml_schema_collections_by_id: dict[int, XmlSchemaCollectionDef] = field(default_factory=dict)
 
     @classmethod
     def from_rows(cls, rows: CatalogRows) -> CatalogSnapshot:
@@ -321,8 +327,31 @@ class CatalogSnapshot:
                 uuid.UUID(rows.service_broker_guid) if rows.service_broker_guid else None
             ),
         )
+        documents: dict[int, list[SchemaDocument]] = {}
+        for d in rows.xml_schema_documents:
+            documents.setdefault(d.xml_collection_id, []).append(
+                SchemaDocument(d.target_namespace, d.document)
+            )
+        for x in rows.xml_schema_collections:
+            collection = XmlSchemaCollectionDef(
+                x.xml_collection_id,
+                x.name,
+                x.create_date,
+                x.modify_date,
+                tuple(documents.get(x.xml_collection_id, ())),
+            )
+            snap.xml_schema_collections[x.name] = collection
+            snap.xml_schema_collections_by_id[x.xml_collection_id] = collection
         for m in rows.message_types:
-            mt = MessageTypeDef(m.message_type_id, m.name, m.validation, bool(m.is_system))
+            mt = MessageTypeDef(
+                m.message_type_id,
+                m.name,
+                m.validation,
+                bool(m.is_system),
+                snap.xml_schema_collections_by_id.get(m.xml_collection_id)
+                if m.xml_collection_id is not None
+                else None,
+            )
             snap.message_types[mt.name] = mt
             snap.message_types_by_id[mt.message_type_id] = mt
         usages: dict[int, dict[int, str]] = {}
@@ -483,6 +512,11 @@ class CatalogSnapshot:
     def route(self, name: object) -> RouteRow:
         """The route called ``name``; raises :class:`CatalogError` if there is none."""
         return _find(self.routes, "route", name)
+
+    def xml_schema_collection(self, name: object) -> XmlSchemaCollectionDef:
+        """The XML schema collection called ``name``; raises :class:`CatalogError` if there is
+        none."""
+        return _find(self.xml_schema_collections, "XML schema collection", name)
 
 
 _Def = TypeVar("_Def")

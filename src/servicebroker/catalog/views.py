@@ -1,19 +1,22 @@
 """The catalog views — ``sys.services``, ``sys.service_contracts``, ``sys.service_message_types``,
 ``sys.service_contract_message_usages``, ``sys.service_contract_usages``,
-``sys.service_queue_usages``, ``sys.conversation_priorities`` and ``sys.event_notifications`` — as frozen dataclass rows with
-SQL Server's column names, built by pure functions from a :class:`CatalogSnapshot`
+``sys.service_queue_usages``, ``sys.conversation_priorities``, ``sys.event_notifications``,
+``sys.xml_schema_collections`` and ``sys.xml_schema_namespaces`` — as frozen dataclass rows
+with SQL Server's column names, built by pure functions from a :class:`CatalogSnapshot`
 (``broker.views`` calls them on a fresh snapshot).
 
-Where SQL Server has only an id, a readable ``*_name`` column follows it. ``principal_id`` and
-``xml_collection_id`` are always None: these objects keep no owner (AUTHORIZATION is read and
-ignored; database principals own only certificates, :mod:`.principal_views`) and there are no
-XML schema collections here (docs/reference.md).
+Where SQL Server has only an id, a readable ``*_name`` column follows it. ``principal_id`` is
+always None: these objects keep no owner (AUTHORIZATION is read and ignored; database
+principals own only certificates, :mod:`.principal_views`). ``xml_collection_id`` names the
+XML schema collection of a VALID_XML message type (docs/reference.md).
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
+from datetime import datetime
 
+from ..clock import to_datetime
 from .model import CatalogSnapshot
 
 __all__ = [
@@ -26,6 +29,8 @@ __all__ = [
     "ServiceMessageTypeRow",
     "ServiceQueueUsageRow",
     "ServiceRow",
+    "XmlSchemaCollectionRow",
+    "XmlSchemaNamespaceRow",
     "conversation_priorities",
     "event_notifications",
     "service_contract_message_usages",
@@ -34,6 +39,8 @@ __all__ = [
     "service_message_types",
     "service_queue_usages",
     "services",
+    "xml_schema_collections",
+    "xml_schema_namespaces",
 ]
 
 VALIDATION_DESC = {"N": "NONE", "E": "EMPTY", "X": "XML", "J": "JSON"}
@@ -65,7 +72,8 @@ class ServiceContractRow:
 @dataclass(frozen=True)
 class ServiceMessageTypeRow:
     """A row of ``sys.service_message_types``: ``validation`` is N (NONE), E (EMPTY), X
-    (WELL_FORMED_XML) or J (JSON), ``validation_desc`` NONE, EMPTY, XML or JSON."""
+    (WELL_FORMED_XML and VALID_XML) or J (JSON), ``validation_desc`` NONE, EMPTY, XML or JSON;
+    ``xml_collection_id`` the XML schema collection of a VALID_XML type, else None."""
 
     name: str
     message_type_id: int
@@ -141,6 +149,29 @@ class EventNotificationRow:
     creator_sid: bytes | None
 
 
+@dataclass(frozen=True)
+class XmlSchemaCollectionRow:
+    """A row of ``sys.xml_schema_collections``: ``schema_id`` 1 (dbo: names have no schema
+    here), ``principal_id`` None (no owner); dates UTC datetimes on the broker's clock."""
+
+    xml_collection_id: int
+    schema_id: int
+    principal_id: int | None
+    name: str
+    create_date: datetime | None
+    modify_date: datetime | None
+
+
+@dataclass(frozen=True)
+class XmlSchemaNamespaceRow:
+    """A row of ``sys.xml_schema_namespaces``: a target namespace of a collection (blank for
+    none) and its 1-based ordinal within the collection, in the order the namespaces came."""
+
+    xml_collection_id: int
+    name: str
+    xml_namespace_id: int
+
+
 def services(cat: CatalogSnapshot) -> list[ServiceRow]:
     """``sys.services``, by ``service_id``."""
     return [
@@ -166,7 +197,7 @@ def service_message_types(cat: CatalogSnapshot) -> list[ServiceMessageTypeRow]:
             None,
             m.validation_code,
             VALIDATION_DESC[m.validation_code],
-            None,
+            m.xml_collection.xml_collection_id if m.xml_collection is not None else None,
         )
         for m in sorted(cat.message_types_by_id.values(), key=lambda m: m.message_type_id)
     ]
@@ -247,6 +278,34 @@ def event_notifications(cat: CatalogSnapshot) -> list[EventNotificationRow]:
     ]
 
 
+def xml_schema_collections(cat: CatalogSnapshot) -> list[XmlSchemaCollectionRow]:
+    """``sys.xml_schema_collections``, by ``xml_collection_id``."""
+    return [
+        XmlSchemaCollectionRow(
+            c.xml_collection_id,
+            1,
+            None,
+            c.name,
+            to_datetime(c.create_date),
+            to_datetime(c.modify_date),
+        )
+        for c in sorted(
+            cat.xml_schema_collections_by_id.values(), key=lambda c: c.xml_collection_id
+        )
+    ]
+
+
+def xml_schema_namespaces(cat: CatalogSnapshot) -> list[XmlSchemaNamespaceRow]:
+    """``sys.xml_schema_namespaces``, by collection then ``xml_namespace_id``."""
+    return [
+        XmlSchemaNamespaceRow(c.xml_collection_id, namespace, i)
+        for c in sorted(
+            cat.xml_schema_collections_by_id.values(), key=lambda c: c.xml_collection_id
+        )
+        for i, namespace in enumerate(c.namespaces, 1)
+    ]
+
+
 class CatalogViews:
     """The catalog views as methods (``broker.views`` has them): each reads the catalog fresh
     (:meth:`_snapshot`, which the subclass gives) and returns its rows."""
@@ -285,3 +344,11 @@ class CatalogViews:
     def event_notifications(self) -> list[EventNotificationRow]:
         """``sys.event_notifications``: every event notification (EVT-1)."""
         return event_notifications(self._snapshot())
+
+    def xml_schema_collections(self) -> list[XmlSchemaCollectionRow]:
+        """``sys.xml_schema_collections``: every XML schema collection."""
+        return xml_schema_collections(self._snapshot())
+
+    def xml_schema_namespaces(self) -> list[XmlSchemaNamespaceRow]:
+        """``sys.xml_schema_namespaces``: the target namespaces of each collection."""
+        return xml_schema_namespaces(self._snapshot())

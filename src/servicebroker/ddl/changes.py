@@ -32,19 +32,50 @@ from ..messages import VALIDATIONS
 from ..storage.base import StorageConnection
 
 
-def create_message_type(
-    conn: StorageConnection, snap: CatalogSnapshot, name: str, validation: str
-) -> None:
-    """CREATE MESSAGE TYPE (DLG-3). Raises :class:`CatalogError` on a bad or taken name or an
-    unknown validation."""
-    check_name("message type", name)
+def _validation(
+    snap: CatalogSnapshot, name: str, validation: object, collection: object
+) -> tuple[str, int | None]:
+    """A message type's VALIDATION, upper case, and the id of its XML schema collection: one
+    for VALID_XML WITH SCHEMA COLLECTION (it must exist: create-message-type-transact-sql.md),
+    none for the others."""
     if not isinstance(validation, str) or validation.upper() not in VALIDATIONS:
         raise CatalogError(
-            f"message type {name!r}: VALIDATION must be one of {', '.join(VALIDATIONS)}, got {validation!r}"
+            f"message type {name!r}: VALIDATION must be one of {', '.join(VALIDATIONS)}, "
+            f"got {validation!r}"
         )
+    value = validation.upper()
+    if value != "VALID_XML":
+        if collection is not None:
+            raise CatalogError(
+                f"message type {name!r}: an XML schema collection goes only with VALIDATION = "
+                f"VALID_XML, not {value}"
+            )
+        return value, None
+    if collection is None:
+        raise CatalogError(
+            f"message type {name!r}: VALIDATION = VALID_XML needs WITH SCHEMA COLLECTION "
+            f"(xml_schema_collection=…)"
+        )
+    return value, snap.xml_schema_collection(collection).xml_collection_id
+
+
+def create_message_type(
+    conn: StorageConnection,
+    snap: CatalogSnapshot,
+    name: str,
+    validation: str,
+    xml_schema_collection: str | None = None,
+) -> None:
+    """CREATE MESSAGE TYPE (DLG-3); VALID_XML names an existing XML schema collection.
+    Raises :class:`CatalogError` on a bad or taken name, an unknown validation or collection,
+    VALID_XML without a collection or a collection with another validation."""
+    check_name("message type", name)
+    value, collection_id = _validation(snap, name, validation, xml_schema_collection)
     if name in snap.message_types:
         raise CatalogError(f"message type {name!r} already exists")
-    conn.catalog_write("insert_message_type", (name, validation.upper()))
+    message_type_id = conn.catalog_write("insert_message_type", (name, value))
+    if collection_id is not None:
+        conn.catalog_write("set_message_type_xml_collection", (collection_id, message_type_id))
 
 
 def drop_message_type(conn: StorageConnection, snap: CatalogSnapshot, name: str) -> None:
@@ -492,23 +523,26 @@ def drop_broker_priority(conn: StorageConnection, snap: CatalogSnapshot, name: s
 
 
 def alter_message_type(
-    conn: StorageConnection, snap: CatalogSnapshot, name: str, validation: str
+    conn: StorageConnection,
+    snap: CatalogSnapshot,
+    name: str,
+    validation: str,
+    xml_schema_collection: str | None = None,
 ) -> None:
-    """ALTER MESSAGE TYPE ``name`` VALIDATION = … (alter-message-type-transact-sql.md):
-    messages already in a queue keep the validation they were sent with.
+    """ALTER MESSAGE TYPE ``name`` VALIDATION = … [WITH SCHEMA COLLECTION …]
+    (alter-message-type-transact-sql.md): messages already in a queue keep the validation they
+    were sent with.
 
     Raises:
-        CatalogError: an unknown or built-in message type, or an unknown validation.
+        CatalogError: an unknown or built-in message type, an unknown validation or
+            collection, VALID_XML without a collection or a collection with another validation.
     """
     mt = snap.message_type(name)
     if mt.is_system:
         raise CatalogError(f"message type {name!r} is built in and cannot be altered")
-    if not isinstance(validation, str) or validation.upper() not in VALIDATIONS:
-        raise CatalogError(
-            f"message type {name!r}: VALIDATION must be one of {', '.join(VALIDATIONS)}, "
-            f"got {validation!r}"
-        )
-    conn.catalog_write("update_message_type", (validation.upper(), mt.message_type_id))
+    value, collection_id = _validation(snap, name, validation, xml_schema_collection)
+    conn.catalog_write("update_message_type", (value, mt.message_type_id))
+    conn.catalog_write("set_message_type_xml_collection", (collection_id, mt.message_type_id))
 
 
 def alter_service(

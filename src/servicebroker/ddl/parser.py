@@ -1,13 +1,14 @@
 """The Service Broker DDL in its T-SQL form, parsed (:mod:`servicebroker.syntax`) into
 statement records that :mod:`.run` runs against the broker (docs/ddl.md).
 
-The statements: CREATE / ALTER / DROP MESSAGE TYPE, CREATE / DROP CONTRACT, CREATE / ALTER /
-DROP QUEUE, CREATE / ALTER / DROP SERVICE, CREATE / DROP EVENT NOTIFICATION, CREATE / ALTER /
-DROP BROKER PRIORITY and ALTER DATABASE … SET ENABLE_BROKER | NEW_BROKER |
-ERROR_BROKER_CONVERSATIONS | HONOR_BROKER_PRIORITY ON | OFF (DISABLE_BROKER is refused), in the
-forms of Microsoft's reference pages: keywords in any case, ``[bracketed]`` and ``"quoted"`` names,
-``'…'`` and ``N'…'`` strings, ``[database.][schema.]`` prefixes on queue and procedure names,
-options in any order, ``--`` and ``/* */`` comments, ``;`` optional. ``USE database`` and ``GO``
+The statements: CREATE / ALTER / DROP MESSAGE TYPE, CREATE / ALTER / DROP XML SCHEMA
+COLLECTION, CREATE / DROP CONTRACT, CREATE / ALTER / DROP QUEUE, CREATE / ALTER / DROP SERVICE,
+CREATE / DROP EVENT NOTIFICATION, CREATE / ALTER / DROP BROKER PRIORITY and ALTER DATABASE …
+SET ENABLE_BROKER | NEW_BROKER | ERROR_BROKER_CONVERSATIONS | HONOR_BROKER_PRIORITY ON | OFF
+(DISABLE_BROKER is refused), in the forms of Microsoft's reference pages: keywords in any
+case, ``[bracketed]`` and ``"quoted"`` names, ``'…'`` and ``N'…'`` strings,
+``[database.][schema.]`` prefixes on queue, procedure and XML schema collection names, options
+in any order, ``--`` and ``/* */`` comments, ``;`` optional. ``USE database`` and ``GO``
 lines are accepted and do nothing (a broker is one database). Any other statement (CREATE TABLE,
 DECLARE, SEND, …) is refused as "not a Service Broker DDL statement", naming its line and column.
 """
@@ -27,7 +28,8 @@ from ..syntax import name_text, parse, string_text
 __all__ = ["BROKER_DATABASE_OPTIONS", "DDL_RULES", "DdlStatement", "ddl_statement", "parse_ddl"]
 
 VALIDATION_NAMES = ("NONE", "EMPTY", "WELL_FORMED_XML", "JSON")
-"""VALIDATION = … values accepted (JSON is this broker's own, DLG-3)."""
+"""VALIDATION = … values accepted without a schema collection (JSON is this broker's own,
+DLG-3); VALID_XML takes WITH SCHEMA COLLECTION name."""
 
 
 @dataclass(frozen=True)
@@ -99,20 +101,27 @@ class _Build(Transformer[Token, Any]):
         return ("authorization", items[0], None)
 
     # -- message types and contracts ---------------------------------------------------
-    def validation(self, items: list[Any]) -> tuple[str, str, Token]:
+    def validation(self, items: list[Any]) -> list[tuple[str, str, Token]]:
         tok = items[0]
         value = str(tok).upper()
         if value == "VALID_XML":
-            raise _fail(
-                tok,
-                "VALIDATION = VALID_XML WITH SCHEMA COLLECTION is not supported: there are no "
-                "XML schema collections here (use WELL_FORMED_XML, or JSON)",
-            )
+            if len(items) < 2:
+                raise _fail(tok, "VALIDATION = VALID_XML needs WITH SCHEMA COLLECTION name")
+            return [("validation", value, tok), ("xml_schema_collection", items[1], tok)]
         if value not in VALIDATION_NAMES or len(items) > 1:
             raise _fail(
-                tok, f"VALIDATION must be one of {', '.join(VALIDATION_NAMES)}, got {str(tok)!r}"
+                tok,
+                f"VALIDATION must be one of {', '.join(VALIDATION_NAMES)} or VALID_XML WITH "
+                f"SCHEMA COLLECTION name, got {' '.join(str(t) for t in items)!r}",
             )
-        return ("validation", value, tok)
+        return [("validation", value, tok)]
+
+    # -- XML schema collections --------------------------------------------------------
+    def xml_schema_source(self, items: list[Token]) -> tuple[str, str, Token]:
+        tok = items[0]
+        if tok.type == "VARIABLE":  # a T-SQL batch evaluates it (tsql/xml_schema_sources.py)
+            return ("variable", str(tok), tok)
+        return ("schemas", _string(tok), tok)
 
     def usage(self, items: list[Any]) -> tuple[str, str, Token]:
         message_type, tok = items
@@ -413,6 +422,9 @@ _STATEMENTS = {
     "drop_binding": "DROP REMOTE SERVICE BINDING",
     "grant_permission": "GRANT",
     "revoke_permission": "REVOKE",
+    "create_xml_schema_collection": "CREATE XML SCHEMA COLLECTION",
+    "alter_xml_schema_collection": "ALTER XML SCHEMA COLLECTION",
+    "drop_xml_schema_collection": "DROP XML SCHEMA COLLECTION",
 }
 
 
@@ -463,6 +475,8 @@ def _statement(tree: Tree[Token], text: str) -> DdlStatement:
         options = _options(rest, kind)
         if kind == "CREATE SERVICE":
             options["queue"] = names[1]
+        elif kind == "ALTER XML SCHEMA COLLECTION" and "schemas" in options:
+            options["add"] = options.pop("schemas")
     meta = tree.meta
     source = " ".join(text[meta.start_pos : meta.end_pos].split())
     return DdlStatement(
@@ -483,7 +497,8 @@ def parse_ddl(text: str) -> list[DdlStatement]:
     Raises:
         CatalogError: not a string; a syntax error, naming the line, the column and the
             statement; a statement that is not Service Broker DDL; a value this broker refuses
-            (VALID_XML, ON SERVER, a Service Broker ALTER DATABASE option it does not have).
+            (ON SERVER, a Service Broker ALTER DATABASE option it does not have, a variable
+            as an XML schema collection's schemas).
     """
     if not isinstance(text, str):
         raise CatalogError(f"DDL must be a string, got {type(text).__name__}")
@@ -501,7 +516,15 @@ def parse_ddl(text: str) -> list[DdlStatement]:
                     f"line (it separates batches; it is not a statement)"
                 )
             continue
-        statements.append(ddl_statement(child, text))
+        statement = ddl_statement(child, text)
+        if "variable" in statement.options:
+            raise CatalogError(
+                f"line {statement.line}, column {statement.column}: {statement.statement} … "
+                f"{statement.options['variable']}: a variable has a value only in a T-SQL "
+                f"batch (servicebroker sqlcmd, Instance.execute); here write the schemas as "
+                f"a string literal N'…'"
+            )
+        statements.append(statement)
     return statements
 
 
@@ -539,6 +562,7 @@ _TOKENS = re.compile(
 )
 _STARTS = {"CREATE", "ALTER", "DROP", "USE", "GO", "GRANT", "REVOKE"}
 _SB_OBJECTS = {
+    "XML",
     "MESSAGE",
     "CONTRACT",
     "QUEUE",

@@ -28,9 +28,16 @@ class DdlTarget(Protocol):
     @property
     def catalog(self) -> CatalogSnapshot: ...
 
-    def create_message_type(self, name: str, *, validation: str = ...) -> None: ...
-    def alter_message_type(self, name: str, *, validation: str) -> None: ...
+    def create_message_type(
+        self, name: str, *, validation: str = ..., xml_schema_collection: str | None = ...
+    ) -> None: ...
+    def alter_message_type(
+        self, name: str, *, validation: str, xml_schema_collection: str | None = ...
+    ) -> None: ...
     def drop_message_type(self, name: str) -> None: ...
+    def create_xml_schema_collection(self, name: str, schemas: str | bytes) -> None: ...
+    def alter_xml_schema_collection(self, name: str, add: str | bytes) -> None: ...
+    def drop_xml_schema_collection(self, name: str) -> None: ...
     def create_contract(self, name: str, messages: Mapping[str, str]) -> None: ...
     def drop_contract(self, name: str) -> None: ...
     def create_queue(
@@ -220,11 +227,25 @@ def _run(target: DdlTarget, st: DdlStatement) -> None:
     o = st.options
     kind = st.statement
     if kind == "CREATE MESSAGE TYPE":
-        target.create_message_type(st.name, validation=o.get("validation", "NONE"))
+        target.create_message_type(
+            st.name,
+            validation=o.get("validation", "NONE"),
+            xml_schema_collection=o.get("xml_schema_collection"),
+        )
     elif kind == "ALTER MESSAGE TYPE":
-        target.alter_message_type(st.name, validation=o["validation"])
+        target.alter_message_type(
+            st.name,
+            validation=o["validation"],
+            xml_schema_collection=o.get("xml_schema_collection"),
+        )
     elif kind == "DROP MESSAGE TYPE":
         target.drop_message_type(st.name)
+    elif kind == "CREATE XML SCHEMA COLLECTION":
+        target.create_xml_schema_collection(st.name, o["schemas"])
+    elif kind == "ALTER XML SCHEMA COLLECTION":
+        target.alter_xml_schema_collection(st.name, o["add"])
+    elif kind == "DROP XML SCHEMA COLLECTION":
+        target.drop_xml_schema_collection(st.name)
     elif kind == "CREATE CONTRACT":
         target.create_contract(st.name, o["messages"])
     elif kind == "DROP CONTRACT":

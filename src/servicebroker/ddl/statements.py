@@ -1,7 +1,8 @@
-"""The catalog statements as the Broker's methods: CREATE / ALTER / DROP MESSAGE TYPE, CONTRACT,
-QUEUE, SERVICE, EVENT NOTIFICATION and BROKER PRIORITY, ALTER DATABASE, and ``execute_ddl`` for
-their T-SQL form. :class:`CatalogStatements` is the base of :class:`~servicebroker.Broker`: each
-method runs its :mod:`~servicebroker.ddl.changes` function in a catalog transaction, then the
+"""The catalog statements as the Broker's methods: CREATE / ALTER / DROP MESSAGE TYPE, XML SCHEMA
+COLLECTION, CONTRACT, QUEUE, SERVICE, EVENT NOTIFICATION and BROKER PRIORITY, ALTER DATABASE,
+and ``execute_ddl`` for their T-SQL form. :class:`CatalogStatements` is the base of
+:class:`~servicebroker.Broker`: each method runs its :mod:`~servicebroker.ddl.changes` (or
+:mod:`~servicebroker.ddl.xml_schema_changes`) function in a catalog transaction, then the
 reaction the committed statement calls for (deliver held messages, reset a queue's activity,
 check activation).
 """
@@ -16,7 +17,7 @@ from ..activation.monitor import Trigger
 from ..catalog.cache import CatalogCache
 from ..catalog.model import Activation, CatalogSnapshot, check_name
 from ..errors import CatalogError, StorageError
-from . import changes
+from . import changes, xml_schema_changes
 from .database import alter_database, check_database_options
 
 if TYPE_CHECKING:
@@ -80,18 +81,72 @@ class CatalogStatements:
         except StorageError as exc:
             log.warning("%s committed, but what follows it failed: %s", statement, exc)
 
-    def create_message_type(self, name: str, *, validation: str = "NONE") -> None:
-        """CREATE MESSAGE TYPE ``name`` VALIDATION = NONE | EMPTY | WELL_FORMED_XML | JSON (DLG-3).
+    def create_message_type(
+        self,
+        name: str,
+        *,
+        validation: str = "NONE",
+        xml_schema_collection: str | None = None,
+    ) -> None:
+        """CREATE MESSAGE TYPE ``name`` VALIDATION = NONE | EMPTY | WELL_FORMED_XML | JSON
+        (DLG-3), or ``validation="VALID_XML"`` WITH SCHEMA COLLECTION ``xml_schema_collection``
+        (an existing XML schema collection: bodies must be valid against it).
 
         Raises:
-            CatalogError: a bad or taken name, or an unknown validation.
+            CatalogError: a bad or taken name, an unknown validation or collection, VALID_XML
+                without a collection, or a collection with another validation.
         """
-        self._change(changes.create_message_type, name, validation)
+        self._change(changes.create_message_type, name, validation, xml_schema_collection)
 
-    def alter_message_type(self, name: str, *, validation: str) -> None:
-        """ALTER MESSAGE TYPE ``name`` VALIDATION = NONE | EMPTY | WELL_FORMED_XML | JSON; queued
-        messages keep theirs. Raises :class:`CatalogError`: unknown or built-in, bad validation."""
-        self._change(changes.alter_message_type, name, validation)
+    def alter_message_type(
+        self, name: str, *, validation: str, xml_schema_collection: str | None = None
+    ) -> None:
+        """ALTER MESSAGE TYPE ``name`` VALIDATION = NONE | EMPTY | WELL_FORMED_XML | JSON, or
+        VALID_XML WITH SCHEMA COLLECTION ``xml_schema_collection``; queued messages keep theirs.
+        Raises :class:`CatalogError`: unknown or built-in, a bad validation or collection."""
+        self._change(changes.alter_message_type, name, validation, xml_schema_collection)
+
+    def create_xml_schema_collection(self, name: str, schemas: str | bytes) -> None:
+        """CREATE XML SCHEMA COLLECTION ``name`` AS ``schemas``: one or more ``<xsd:schema>``
+        documents side by side (one per target namespace or more, a namespace possibly
+        absent; an ``<xsd:import namespace="…"/>`` refers to another namespace of the
+        collection), compiled together by libxml2 (XSD 1.0). The text may begin with an XML
+        declaration (``<?xml version="1.0" encoding="UTF-16"?>``); bytes are read by their
+        byte-order mark or declaration. Listed by ``views.xml_schema_collections()`` and
+        ``views.xml_schema_namespaces()``.
+
+        Raises:
+            CatalogError: a bad or taken name; schemas that are not XML, not XML schemas, that
+                do not compile (libxml2's first error and its line) or use what SQL Server
+                refuses (``<xsd:include>``, ``<xsd:redefine>``, identity constraints).
+        """
+        self._change(
+            xml_schema_changes.create_xml_schema_collection,
+            name,
+            schemas,
+            now=self._catalog_clock.now(),
+        )
+
+    def alter_xml_schema_collection(self, name: str, add: str | bytes) -> None:
+        """ALTER XML SCHEMA COLLECTION ``name`` ADD ``add``: new namespaces or new components
+        of its namespaces; message types using the collection validate against them from the
+        next message on.
+
+        Raises:
+            CatalogError: an unknown collection, a component it has already, schemas refused
+                as by :meth:`create_xml_schema_collection`.
+        """
+        self._change(
+            xml_schema_changes.alter_xml_schema_collection,
+            name,
+            add,
+            now=self._catalog_clock.now(),
+        )
+
+    def drop_xml_schema_collection(self, name: str) -> None:
+        """DROP XML SCHEMA COLLECTION ``name``. Raises :class:`CatalogError` for an unknown
+        collection or one a message type validates against."""
+        self._change(xml_schema_changes.drop_xml_schema_collection, name)
 
     def drop_message_type(self, name: str) -> None:
         """DROP MESSAGE TYPE. Raises :class:`CatalogError` if unknown, built in or in use."""
@@ -400,8 +455,8 @@ class CatalogStatements:
 
     def execute_ddl(self, text: str) -> int:
         """Run a script of Service Broker DDL written as T-SQL (docs/ddl.md): CREATE / ALTER /
-        DROP MESSAGE TYPE, CONTRACT, QUEUE, SERVICE, EVENT NOTIFICATION, BROKER PRIORITY,
-        ROUTE and ENDPOINT … FOR SERVICE_BROKER; CREATE / DROP CERTIFICATE and LOGIN … FROM
+        DROP MESSAGE TYPE, XML SCHEMA COLLECTION, CONTRACT, QUEUE, SERVICE, EVENT NOTIFICATION,
+        BROKER PRIORITY, ROUTE and ENDPOINT … FOR SERVICE_BROKER; CREATE / DROP CERTIFICATE and LOGIN … FROM
         CERTIFICATE; GRANT CONNECT ON ENDPOINT; ALTER DATABASE … SET ENABLE_BROKER |
         NEW_BROKER | ERROR_BROKER_CONVERSATIONS | HONOR_BROKER_PRIORITY, with ``USE`` and
         ``GO`` lines doing nothing. The script is parsed whole, then its statements run one after

@@ -41,7 +41,7 @@ def sendable(
     data = body if type(body) is bytes else coerce_body(body, where=handle_names(handles))
     if mt.validation != "NONE":
         try:
-            validate_body(mt.validation, data, message_type_name=mt.name)
+            validate_body(mt.validation, data, message_type_name=mt.name, schema=mt.xml_collection)
         except MessageValidationError as exc:
             raise MessageValidationError(f"SEND on {handle_names(handles)}: {exc}") from None
     return mt, data

@@ -194,7 +194,13 @@ class StorageConnection(ClaimStore, StatisticsStore, Protocol):
         ``delete_broker_priority`` (id), ``put_setting`` (name, value),
         ``set_queue_execute_as`` (EXECUTE AS, queue id), ``drop_queue_activation`` (modify date,
         queue id), ``update_message_type`` (validation, id), ``update_service_queue`` (queue
-        id, service id), ``delete_service_contract`` (service id, contract id).
+        id, service id), ``delete_service_contract`` (service id, contract id),
+        ``set_message_type_xml_collection`` (collection id or None, message type id),
+        ``insert_xml_schema_collection`` (name, create date, modify date),
+        ``insert_xml_schema_document`` (collection id, ordinal, target namespace, text),
+        ``touch_xml_schema_collection`` (modify date, collection id),
+        ``delete_xml_schema_documents`` (collection id), ``delete_xml_schema_collection``
+        (collection id).
 
         Raises:
             IntegrityConflict: a constraint refused it (a duplicate name, a row in use); the

@@ -50,6 +50,8 @@ from .rows import (
     TransmissionSummaryRow,
     TransportMark,
     TransportRow,
+    XmlSchemaCollectionRow,
+    XmlSchemaDocumentRow,
 )
 
 __all__ = ["HeldHeads", "NamedQueryConnection", "held_best", "rows_of"]
@@ -223,6 +225,12 @@ class NamedQueryConnection:
                 permissions=rows_of(PermissionRow, self._all("catalog_permissions")),
                 remote_service_bindings=rows_of(
                     RemoteServiceBindingRow, self._all("catalog_remote_service_bindings")
+                ),
+                xml_schema_collections=rows_of(
+                    XmlSchemaCollectionRow, self._all("catalog_xml_schema_collections")
+                ),
+                xml_schema_documents=rows_of(
+                    XmlSchemaDocumentRow, self._all("catalog_xml_schema_documents")
                 ),
             )
 

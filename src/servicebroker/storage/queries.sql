@@ -14,7 +14,16 @@ ON CONFLICT (name) DO UPDATE SET value = excluded.value;
 UPDATE broker_settings SET value = CAST(value AS INTEGER) + 1 WHERE name = 'catalog_version';
 
 -- name: catalog_message_types
-SELECT message_type_id, name, validation, is_system FROM message_types ORDER BY message_type_id;
+SELECT message_type_id, name, validation, is_system, xml_collection_id
+FROM message_types ORDER BY message_type_id;
+
+-- name: catalog_xml_schema_collections
+SELECT xml_collection_id, name, create_date, modify_date
+FROM xml_schema_collections ORDER BY xml_collection_id;
+
+-- name: catalog_xml_schema_documents
+SELECT xml_collection_id, ordinal, target_namespace, document
+FROM xml_schema_documents ORDER BY xml_collection_id, ordinal;
 
 -- name: catalog_contracts
 SELECT service_contract_id, name, is_system FROM service_contracts ORDER BY service_contract_id;
@@ -75,6 +84,26 @@ WHERE queue_id = ?;
 
 -- name: update_message_type
 UPDATE message_types SET validation = ? WHERE message_type_id = ?;
+
+-- name: set_message_type_xml_collection
+UPDATE message_types SET xml_collection_id = ? WHERE message_type_id = ?;
+
+-- name: insert_xml_schema_collection
+INSERT INTO xml_schema_collections (name, create_date, modify_date) VALUES (?, ?, ?)
+RETURNING xml_collection_id;
+
+-- name: insert_xml_schema_document
+INSERT INTO xml_schema_documents (xml_collection_id, ordinal, target_namespace, document)
+VALUES (?, ?, ?, ?);
+
+-- name: touch_xml_schema_collection
+UPDATE xml_schema_collections SET modify_date = ? WHERE xml_collection_id = ?;
+
+-- name: delete_xml_schema_documents
+DELETE FROM xml_schema_documents WHERE xml_collection_id = ?;
+
+-- name: delete_xml_schema_collection
+DELETE FROM xml_schema_collections WHERE xml_collection_id = ?;
 
 -- name: update_service_queue
 UPDATE services SET queue_id = ? WHERE service_id = ?;

@@ -43,6 +43,8 @@ __all__ = [
     "TransmissionSummaryRow",
     "TransportMark",
     "TransportRow",
+    "XmlSchemaCollectionRow",
+    "XmlSchemaDocumentRow",
 ]
 
 
@@ -347,12 +349,35 @@ class GroupClaimRow(NamedTuple):
 
 # -- catalog -----------------------------------------------------------------------------------
 class MessageTypeRow(NamedTuple):
-    """A message type (``message_types``); ``is_system`` 1 for the built-in ones."""
+    """A message type (``message_types``); ``is_system`` 1 for the built-in ones;
+    ``xml_collection_id`` the XML schema collection of a VALID_XML type (else None)."""
 
     message_type_id: int
     name: str
     validation: str
     is_system: int
+    xml_collection_id: int | None = None
+
+
+class XmlSchemaCollectionRow(NamedTuple):
+    """An XML schema collection (``xml_schema_collections``, sys.xml_schema_collections);
+    dates broker-clock seconds."""
+
+    xml_collection_id: int
+    name: str
+    create_date: float
+    modify_date: float
+
+
+class XmlSchemaDocumentRow(NamedTuple):
+    """One ``<xsd:schema>`` document of a collection (``xml_schema_documents``): its place
+    (``ordinal``, from 1 within the collection), its ``target_namespace`` ('' for none) and its
+    text as the CREATE or ALTER … ADD gave it."""
+
+    xml_collection_id: int
+    ordinal: int
+    target_namespace: str
+    document: str
 
 
 class ContractRow(NamedTuple):
@@ -555,3 +580,5 @@ class CatalogRows:
     principals: Sequence[PrincipalRow] = ()
     permissions: Sequence[PermissionRow] = ()
     remote_service_bindings: Sequence[RemoteServiceBindingRow] = ()
+    xml_schema_collections: Sequence[XmlSchemaCollectionRow] = ()
+    xml_schema_documents: Sequence[XmlSchemaDocumentRow] = ()

@@ -361,7 +361,7 @@ def _check_message(
         )
     if mt.validation != "NONE":
         try:
-            validate_body(mt.validation, body, message_type_name=mt.name)
+            validate_body(mt.validation, body, message_type_name=mt.name, schema=mt.xml_collection)
         except MessageValidationError as exc:
             return Outcome(
                 Verdict.ERROR,

@@ -55,9 +55,12 @@ class _Builder:
             return self.alter_database(tree, line)
         if rule in DDL_RULES:
             try:
-                return n.Ddl(line, ddl_statement(tree, self.text))
+                ddl = ddl_statement(tree, self.text)
             except CatalogError as exc:
                 raise TSqlError(102, str(exc), severity=15, line=line) from None
+            if "variable" in ddl.options:  # XML SCHEMA COLLECTION … AS | ADD @variable
+                return n.XmlSchemaSource(line, ddl, ddl.options["variable"])
+            return n.Ddl(line, ddl)
         if rule in SECURITY_RULES:
             return build_security(tree, line, self.x)
         method = getattr(self, "s_" + rule, None)

@@ -49,6 +49,7 @@ from .table_variables import TABLE_VARIABLE_STATEMENTS, TableVariable, VariableS
 from .tables import TABLE_STATEMENTS, query_rows, run_select
 from .types import INT, NVARCHAR, SqlType, Typed
 from .unsupported import not_supported
+from .xml_schema_sources import XML_SCHEMA_STATEMENTS
 
 __all__ = ["InstanceSeam", "Session"]
 
@@ -374,6 +375,7 @@ class Session:
             or SIGNAL_STATEMENTS.get(type(s))
             or DATABASE_STATEMENTS.get(type(s))
             or SYSTEM_STATEMENTS.get(type(s))
+            or XML_SCHEMA_STATEMENTS.get(type(s))
         )
         if conversation is not None:
             conversation(self, s)

@@ -120,6 +120,7 @@ __all__ = [
     "While",
     "XmlApply",
     "XmlMethod",
+    "XmlSchemaSource",
 ]
 
 
@@ -478,6 +479,16 @@ class Ddl:
 
 
 @dataclass(frozen=True)
+class XmlSchemaSource:
+    """CREATE XML SCHEMA COLLECTION name AS @variable, ALTER XML SCHEMA COLLECTION name ADD
+    @variable: the DDL statement, whose schemas are the ``variable``'s value when it runs."""
+
+    line: int
+    statement: DdlStatement = field(compare=False)
+    variable: str = ""
+
+
+@dataclass(frozen=True)
 class DatabaseOptions:
     """ALTER DATABASE name SET options that are not Service Broker's (alter-database-transact-sql-
     set-options.md): ``options`` as (OPTION, value) pairs, upper case (``("TRUSTWORTHY",
@@ -596,6 +607,7 @@ Statement = (
     | CreateDatabase
     | DropDatabase
     | Ddl
+    | XmlSchemaSource
     | CreateProcedure
     | DropProcedure
     | Execute

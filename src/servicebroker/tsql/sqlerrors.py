@@ -180,7 +180,44 @@ def _match(exc: BrokerError, text: str, statement: str, line: int) -> TSqlError 
     return None
 
 
+def _xml_schema_collection(text: str, statement: str, line: int) -> TSqlError | None:
+    """The XML schema collection statements' errors (6310, 6314, 6328, 6335, 6347, 6348,
+    15151, and 9400 for schemas that are not XML); None for the others (a schema libxml2 does
+    not compile keeps the broker's text: docs/tsql.md)."""
+    m = re.search(r"XML schema collection " + _QUOTED + r" (already exists|does not exist)", text)
+    if m:
+        name = m.group(1)
+        if m.group(2) == "already exists":
+            return _error(6348, line, name)
+        if statement.startswith("DROP XML"):
+            return _error(15151, line, "drop", "xml schema collection", name)
+        return _error(6347 if statement.startswith("ALTER XML") else 6314, line, name)
+    m = re.search(
+        r"cannot drop XML schema collection " + _QUOTED + r": it is used by message type "
+        r"'(.*)'(?: and \d+ more)?$",
+        text,
+    )
+    if m:
+        return _error(6328, line, m.group(1), "message type", m.group(2))
+    if not text.startswith("XML schema collection "):
+        return None
+    m = re.search(r"the (\w+) " + _QUOTED + r" of namespace '(.*)' exists already", text)
+    if m:
+        return _error(6310, line, m.group(3), m.group(2), m.group(1))
+    m = re.search(r"nest elements more than (\d+) levels deep", text)
+    if m:
+        return _error(6335, line, m.group(1))
+    m = re.search(r"': (XML parsing: .*)$", text)
+    if m:
+        return TSqlError(9400, m.group(1), severity=16, line=line)
+    return None
+
+
 def _catalog(text: str, statement: str, line: int) -> TSqlError | None:
+    if "XML schema collection" in text:
+        found = _xml_schema_collection(text, statement, line)
+        if found is not None:
+            return found
     m = re.search(r"^(?:\w[\w ]*?: )?([a-z ]+?) " + _QUOTED + r" already exists", text)
     if m:
         name = m.group(2)
