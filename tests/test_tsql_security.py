@@ -123,6 +123,18 @@ def test_execute_as_user_acts_on_send_and_receive_until_revert(instance: Instanc
     assert back.result_sets[1].values == []  # received above, as dbo after REVERT
 
 
+def test_the_niladic_user_functions_follow_execute_as(instance: Instance) -> None:
+    """CURRENT_USER, SESSION_USER and USER are USER_NAME(), SYSTEM_USER is SUSER_SNAME()
+    (current-user-transact-sql.md, session-user-…, user-…, system-user-transact-sql.md),
+    written without parentheses."""
+    instance.execute(SETUP)
+    niladic = "SELECT CURRENT_USER, SESSION_USER, USER, SYSTEM_USER"
+    assert values(instance, niladic) == [["dbo", "dbo", "dbo", "sa"]]
+    assert values(instance, f"EXECUTE AS USER = 'Clerk'; {niladic}; REVERT") == [
+        ["Clerk", "Clerk", "Clerk", "Clerk"]
+    ]
+
+
 def test_execute_as_errors_stack_and_cookie(instance: Instance) -> None:
     instance.execute(SETUP + "\nCREATE USER Boss WITHOUT LOGIN")
     assert error_of(instance, "EXECUTE AS USER = 'Nobody'").number == 15517

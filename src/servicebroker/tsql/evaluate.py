@@ -11,6 +11,7 @@ from __future__ import annotations
 from datetime import timedelta
 from decimal import ROUND_DOWN, ROUND_HALF_UP, Decimal, localcontext
 
+from ..errors import TSqlError
 from . import nodes as n
 from .comparison import compare, like_pattern
 from .functions import AGGREGATES, DATEPART_FUNCTIONS, FUNCTIONS
@@ -33,6 +34,18 @@ from .xml_methods import run_method
 __all__ = ["evaluate", "is_true", "test"]
 
 
+NILADIC = {
+    "CURRENT_TIMESTAMP": "CURRENT_TIMESTAMP",
+    "CURRENT_USER": "USER_NAME",
+    "SESSION_USER": "USER_NAME",
+    "USER": "USER_NAME",
+    "SYSTEM_USER": "SUSER_SNAME",
+}
+"""The functions T-SQL writes without parentheses, and the function each is (current-user-,
+session-user-, user-, system-user-transact-sql.md: CURRENT_USER, SESSION_USER and USER are
+USER_NAME(); SYSTEM_USER is SUSER_SNAME())."""
+
+
 def evaluate(expr: n.Expr, scope: Scope) -> Typed:
     """The value of ``expr``.
 
@@ -45,8 +58,13 @@ def evaluate(expr: n.Expr, scope: Scope) -> Typed:
     if isinstance(expr, n.Variable):
         return scope.variable(expr.name, scope.line)
     if isinstance(expr, n.Column):
-        if len(expr.parts) == 1 and expr.parts[0].upper() == "CURRENT_TIMESTAMP":
-            return FUNCTIONS["CURRENT_TIMESTAMP"]([], scope)  # a function written without ()
+        if len(expr.parts) == 1 and expr.parts[0].upper() in NILADIC:
+            try:  # a column of that name wins, as in SQL Server's column lists
+                return scope.column(expr.parts)
+            except TSqlError as exc:
+                if exc.number != 207:
+                    raise
+            return FUNCTIONS[NILADIC[expr.parts[0].upper()]]([], scope)
         return scope.column(expr.parts)
     if isinstance(expr, n.GlobalVariable):
         return scope.global_variable(expr.name)
