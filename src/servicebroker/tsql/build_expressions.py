@@ -73,6 +73,8 @@ class ExpressionBuilder:
                 items.append(n.Assign(str(var), self.expr(value)))
             elif item.data == "star_item":
                 items.append(n.Star())
+            elif item.data == "qualified_star":  # alias.* (from-transact-sql.md)
+                items.append(n.Star(tuple(name_of(c) for c in item.children)))
             else:
                 expr = self.expr(item.children[0])
                 alias = None
@@ -81,6 +83,22 @@ class ExpressionBuilder:
                     alias = string_of(a) if isinstance(a, Token) else name_of(a)
                 items.append(n.ExprItem(expr, alias))
         return tuple(items)
+
+    def table_ref(self, ref: Tree[Token]) -> tuple[tuple[str, ...], str | None]:
+        """A FROM source's name parts and its alias (None without one)."""
+        aliases = [a for a in ref.children[1:] if isinstance(a, Tree) and a.data == "name"]
+        return self.qname(ref.children[0]), (name_of(aliases[0]) if aliases else None)  # type: ignore[arg-type]
+
+    def join(self, tree: Tree[Token]) -> n.Join:
+        """``[INNER | LEFT | RIGHT | FULL [OUTER]] JOIN source ON cond``, ``CROSS JOIN source``
+        or ``, source`` (a CROSS join) as a :class:`~.nodes.Join`."""
+        ref = next(c for c in tree.children if isinstance(c, Tree) and c.data == "table_ref")
+        source, alias = self.table_ref(ref)
+        if tree.data != "join":
+            return n.Join("CROSS", source, alias, None)
+        word = self.span(tree).split(None, 1)[0].upper()  # the join_kind keeps no token
+        kind = word if word in ("LEFT", "RIGHT", "FULL") else "INNER"
+        return n.Join(kind, source, alias, self.cond(tree.children[-1]))
 
     def select_core(self, tree: Tree[Token]) -> n.SelectCore:
         items: tuple[n.SelectItem, ...] = ()
@@ -91,7 +109,7 @@ class ExpressionBuilder:
         distinct = False
         group_by: tuple[n.Expr, ...] = ()
         order_by: list[tuple[n.Expr, bool]] = []
-        joined = False
+        joins: list[n.Join] = []
         applies: list[n.XmlApply] = []
         xml: n.ForXml | None = None
         for c in tree.children:
@@ -108,12 +126,7 @@ class ExpressionBuilder:
                 if ref.data == "xml_nodes":  # FROM ….nodes(…) AS t(c): one row, applied
                     applies.append(nodes_apply(self, ref))
                 else:
-                    source = self.qname(ref.children[0])  # type: ignore[arg-type]
-                    aliases = [
-                        a for a in ref.children[1:] if isinstance(a, Tree) and a.data == "name"
-                    ]
-                    if aliases:
-                        alias = name_of(aliases[0])
+                    source, alias = self.table_ref(ref)
                 for more in c.children[1:]:
                     assert isinstance(more, Tree)
                     if more.data in ("cross_apply", "outer_apply"):
@@ -121,7 +134,7 @@ class ExpressionBuilder:
                             nodes_apply(self, more.children[0], outer=more.data == "outer_apply")  # type: ignore[arg-type]
                         )
                     else:
-                        joined = True
+                        joins.append(self.join(more))
             elif c.data == "for_xml":
                 xml = for_xml(c, self.namespaces)
             elif c.data == "where_clause":
@@ -142,10 +155,11 @@ class ExpressionBuilder:
             distinct,
             group_by,
             tuple(order_by),
-            joined,
+            bool(joins),
             self.span(tree),
             tuple(applies),
             xml,
+            tuple(joins),
         )
 
     def with_namespaces(self, tree: Tree[Token]) -> n.SelectCore:

@@ -27,6 +27,7 @@ __all__ = [
     "InList",
     "InQuery",
     "IsNull",
+    "Join",
     "Like",
     "Literal",
     "Logical",
@@ -257,7 +258,10 @@ class Assign:
 
 @dataclass(frozen=True)
 class Star:
-    """``*`` in a select list."""
+    """``*`` in a select list; ``qualifier.*`` (``qualifier``: an alias or an object's name
+    parts) the columns of that FROM source only."""
+
+    qualifier: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -299,10 +303,23 @@ class ForXml:
 
 
 @dataclass(frozen=True)
+class Join:
+    """A FROM source after the first (from-transact-sql.md, <joined_table>): ``kind`` INNER,
+    LEFT, RIGHT, FULL or CROSS (a comma is CROSS), the object's name parts (``@t`` for a table
+    variable), its alias, and its ON condition (None for CROSS)."""
+
+    kind: str
+    source: tuple[str, ...]
+    alias: str | None
+    on: Cond | None
+
+
+@dataclass(frozen=True)
 class SelectCore:
     """SELECT [DISTINCT] [TOP (n)] items [FROM source [alias]] [WHERE …] [GROUP BY …]
     [ORDER BY …] [FOR XML …]. ``source`` is the object name's parts (``sys.services``, a queue,
-    a table); ``applies`` the ``.nodes()`` of FROM and its APPLYs, in order."""
+    a table); ``applies`` the ``.nodes()`` of FROM and its APPLYs, in order; ``joins`` the
+    sources joined to ``source`` (``joined``: there are some)."""
 
     items: tuple[SelectItem, ...]
     source: tuple[str, ...] | None = None
@@ -316,3 +333,4 @@ class SelectCore:
     text: str = field(default="", compare=False)
     applies: tuple[XmlApply, ...] = ()
     for_xml: ForXml | None = None
+    joins: tuple[Join, ...] = ()

@@ -1,13 +1,14 @@
-"""SELECT over one row source (a catalog view, a DMV, a queue, or no FROM at all): WHERE,
-aggregates with or without GROUP BY, ORDER BY, DISTINCT, TOP, the select list — evaluated here,
-over rows the interpreter's :class:`Sources` give (:mod:`.catalog_rows`).
+"""SELECT over one row source (a catalog view, a DMV, a queue, a table variable, or no FROM at
+all) or over several joined (:mod:`.joins`): WHERE, aggregates with or without GROUP BY, ORDER
+BY, DISTINCT, TOP, the select list — evaluated here, over rows the interpreter's
+:class:`Sources` give (:mod:`.catalog_rows`).
 
 A row is a mapping of lower-case column name to :class:`~.types.Typed`.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from decimal import Decimal
@@ -18,8 +19,10 @@ from ..errors import TSqlError
 from . import nodes as n
 from .evaluate import evaluate, is_true, test
 from .for_xml import shape
+from .joins import Binding, Bound, join_rows, outer_value
 from .scope import ErrorContext, Scope, to_type
 from .types import BIGINT, INT, NVARCHAR, SqlType, Typed
+from .unsupported import not_supported
 from .xml_methods import XmlNode, apply_rows, nodes_column_error
 
 __all__ = ["Query", "Row", "RowSource", "Sources", "run_query"]
@@ -59,12 +62,27 @@ class Query:
 
 
 class _RowScope:
-    """A scope that reads a row's columns and aggregates over a group of rows."""
+    """A scope that reads a row's columns and aggregates over a group of rows; ``binding``
+    the column names of joined rows (:class:`~.joins.Binding`; None: one source's row, keyed
+    by column name); ``named`` whether a column's qualifier names that one source (or an
+    APPLY's table): a column whose qualifier does not is an outer reference."""
 
-    def __init__(self, base: Scope, row: Row | None, group: Sequence[Row] | None = None) -> None:
+    def __init__(
+        self,
+        base: Scope,
+        row: Row | None,
+        group: Sequence[Row] | None = None,
+        binding: Binding | None = None,
+        named: Callable[[tuple[str, ...]], bool] | None = None,
+    ) -> None:
         self.base = base
         self.row = row
         self.group = group
+        self.binding = binding
+        self.named = named
+
+    def _at(self, row: Row) -> _RowScope:
+        return _RowScope(self.base, row, binding=self.binding, named=self.named)
 
     @property
     def line(self) -> int:
@@ -77,6 +95,10 @@ class _RowScope:
         return self.base.global_variable(name)
 
     def column(self, parts: tuple[str, ...]) -> Typed:
+        if self.binding is not None:
+            return self.binding.value(parts, self.row, self.base.column, self.line)
+        if len(parts) > 1 and self.named is not None and not self.named(parts[:-1]):
+            return outer_value(parts, self.base.column, self.line)
         if self.row is not None:
             value = self.row.get(parts[-1].lower())
             if value is not None:
@@ -125,7 +147,7 @@ class _RowScope:
             type_ = BIGINT if name == "COUNT_BIG" else INT
             if call.star:
                 return Typed(len(self.group), type_)
-            values = [evaluate(call.args[0], _RowScope(self.base, r)) for r in self.group]
+            values = [evaluate(call.args[0], self._at(r)) for r in self.group]
             return Typed(sum(1 for v in values if v.value is not None), type_)
         if len(call.args) != 1:
             raise TSqlError(
@@ -134,7 +156,7 @@ class _RowScope:
                 line=self.line,
                 severity=15,
             )
-        values = [evaluate(call.args[0], _RowScope(self.base, r)) for r in self.group]
+        values = [evaluate(call.args[0], self._at(r)) for r in self.group]
         present = [v for v in values if v.value is not None]
         type_ = values[0].type if values else INT
         if not present:
@@ -228,8 +250,9 @@ def run_query(core: n.SelectCore, scope: Scope, sources: Sources) -> Query:
 
     Raises:
         TSqlError: SQL Server's errors: 208 unknown object, 207 unknown column, 141 a select
-            list that both assigns and returns, and the evaluation errors of
-            :func:`~.evaluate.evaluate`.
+            list that both assigns and returns, the join errors of :mod:`.joins` (209, 4104,
+            107, 1011-1013), 40000 for ``.nodes()`` APPLY with a join, and the evaluation
+            errors of :func:`~.evaluate.evaluate`.
     """
     assigns = any(isinstance(item, n.Assign) for item in core.items)
     if assigns and not all(isinstance(item, n.Assign) for item in core.items):
@@ -240,13 +263,43 @@ def run_query(core: n.SelectCore, scope: Scope, sources: Sources) -> Query:
             line=scope.line,
             severity=15,
         )
-    source = RowSource((), [{}]) if core.source is None else sources.rows(core.source, scope.line)
-    rows: list[Row] = list(source.rows)
-    if core.applies:  # CROSS / OUTER APPLY ….nodes(…): a row per node
-        rows = list(apply_rows(source.rows, core.applies, lambda r: _RowScope(scope, r), evaluate))
+    binding: Binding | None = None
+    named: Callable[[tuple[str, ...]], bool] | None = None
+    star: _Star
+    type_of: Callable[[tuple[str, ...]], SqlType | None]
+    if core.joins:
+        if core.applies:
+            raise not_supported("APPLY of .nodes() in a SELECT with a JOIN", scope.line)
+
+        def holds(cond: n.Cond, row: Row, visible: Binding) -> bool:
+            return is_true(test(cond, _RowScope(scope, row, binding=visible)))
+
+        binding, rows = join_rows(
+            core, lambda parts: sources.rows(parts, scope.line), holds, scope.line
+        )
+        star = binding.star
+        type_of = binding.type_of
+    else:
+        source = (
+            RowSource((), [{}]) if core.source is None else sources.rows(core.source, scope.line)
+        )
+        rows = list(source.rows)
+        named = _single_names(core)
+        if core.applies:  # CROSS / OUTER APPLY ….nodes(…): a row per node
+            rows = list(
+                apply_rows(
+                    source.rows, core.applies, lambda r: _RowScope(scope, r, named=named), evaluate
+                )
+            )
+        star = _single_star(core, source)
+        type_of = _single_type(source)
+
+    def at(row: Row | None, group: Sequence[Row] | None = None) -> _RowScope:
+        return _RowScope(scope, row, group, binding, named)
+
     if core.where is not None:
         where = core.where
-        rows = [row for row in rows if is_true(test(where, _RowScope(scope, row)))]
+        rows = [row for row in rows if is_true(test(where, at(row)))]
     aggregate = core.group_by or any(
         isinstance(item, n.ExprItem | n.Assign) and _has_aggregate(item.expr) for item in core.items
     )
@@ -254,7 +307,7 @@ def run_query(core: n.SelectCore, scope: Scope, sources: Sources) -> Query:
     if core.group_by:
         keyed: dict[tuple[object, ...], list[Row]] = {}
         for row in rows:
-            key = tuple(_group_key(evaluate(e, _RowScope(scope, row))) for e in core.group_by)
+            key = tuple(_group_key(evaluate(e, at(row))) for e in core.group_by)
             keyed.setdefault(key, []).append(row)
         groups = [(members[0], members) for members in keyed.values()]
     elif aggregate:
@@ -270,8 +323,8 @@ def run_query(core: n.SelectCore, scope: Scope, sources: Sources) -> Query:
             a: tuple[Row | None, Sequence[Row]], b: tuple[Row | None, Sequence[Row]]
         ) -> int:
             for expr, descending in order_by:
-                x = evaluate(expr, _RowScope(scope, a[0], a[1] if aggregate else None))
-                y = evaluate(expr, _RowScope(scope, b[0], b[1] if aggregate else None))
+                x = evaluate(expr, at(a[0], a[1] if aggregate else None))
+                y = evaluate(expr, at(b[0], b[1] if aggregate else None))
                 result = _order(x, y, scope)
                 if result:
                     return -result if descending else result
@@ -282,17 +335,17 @@ def run_query(core: n.SelectCore, scope: Scope, sources: Sources) -> Query:
     out: list[list[Typed]] = []
     assignments: list[tuple[str, Typed]] = []
     for first, members in groups:
-        row_scope = _RowScope(scope, first, members if aggregate else None)
+        row_scope = at(first, members if aggregate else None)
         values: list[Typed] = []
         names: list[tuple[str, SqlType]] = []
         for item in core.items:
             if isinstance(item, n.Star):
-                if first is None and not source.columns:
+                if first is None and core.source is None:
                     raise TSqlError(
                         263, "Must specify table to select from.", line=scope.line, severity=16
                     )
-                for name, type_ in source.columns:
-                    values.append(first[name.lower()] if first is not None else Typed(None, type_))
+                for name, type_, column in star(item.qualifier, scope.line):
+                    values.append(first[column] if first is not None else Typed(None, type_))
                     names.append((name, type_))
             elif isinstance(item, n.Assign):
                 assignments.append((item.variable, evaluate(item.expr, row_scope)))
@@ -306,7 +359,7 @@ def run_query(core: n.SelectCore, scope: Scope, sources: Sources) -> Query:
             columns = names
         out.append(values)
     if not columns and not assigns:
-        columns = _static_columns(core, source)
+        columns = _static_columns(core, star, type_of, scope.line)
     if core.distinct:
         seen: set[tuple[object, ...]] = set()
         unique = []
@@ -330,17 +383,58 @@ def run_query(core: n.SelectCore, scope: Scope, sources: Sources) -> Query:
     return Query(columns, out, assignments, assigns)
 
 
-def _static_columns(core: n.SelectCore, source: RowSource) -> list[tuple[str, SqlType]]:
+_Star = Callable[[tuple[str, ...], int], list[tuple[str, SqlType, str]]]
+"""The columns ``*`` or ``qualifier.*`` returns (name, type, the row's key), at a line."""
+
+
+def _single_names(core: n.SelectCore) -> Callable[[tuple[str, ...]], bool]:
+    """Whether a qualifier names the one source of ``core`` (its alias, else its name) or
+    the table of one of its APPLYs (``AS table(column)``)."""
+    bound = Bound(0, core.source, core.alias, ()) if core.source is not None else None
+    tables = {a.table.casefold() for a in core.applies}
+
+    def named(qualifier: tuple[str, ...]) -> bool:
+        if len(qualifier) == 1 and qualifier[0].casefold() in tables:
+            return True
+        return bound is not None and bound.named_by(qualifier)
+
+    return named
+
+
+def _single_star(core: n.SelectCore, source: RowSource) -> _Star:
+    """``*`` over one source: its columns; ``qualifier.*`` too when the qualifier names the
+    source (:meth:`.joins.Bound.named_by`), else Msg 107."""
+    columns = [(name, type_, name.lower()) for name, type_ in source.columns]
+
+    def star(qualifier: tuple[str, ...], line: int) -> list[tuple[str, SqlType, str]]:
+        if qualifier and core.source is not None:
+            Binding([Bound(0, core.source, core.alias, source.columns)]).star(qualifier, line)
+        return columns
+
+    return star
+
+
+def _single_type(source: RowSource) -> Callable[[tuple[str, ...]], SqlType | None]:
+    """The type of one source's column, by its name (None when it has none)."""
+    types = {name.lower(): t for name, t in source.columns}
+    return lambda parts: types.get(parts[-1].lower())
+
+
+def _static_columns(
+    core: n.SelectCore,
+    star: _Star,
+    type_of: Callable[[tuple[str, ...]], SqlType | None],
+    line: int,
+) -> list[tuple[str, SqlType]]:
     """The columns of a SELECT that returned no row (sqlcmd still prints the header)."""
     columns: list[tuple[str, SqlType]] = []
-    types = {name.lower(): t for name, t in source.columns}
     for item in core.items:
         if isinstance(item, n.Star):
-            columns.extend(source.columns)
+            columns.extend((name, type_) for name, type_, _ in star(item.qualifier, line))
         elif isinstance(item, n.ExprItem):
             type_ = NVARCHAR
             if isinstance(item.expr, n.Column):
-                type_ = types.get(item.expr.parts[-1].lower(), NVARCHAR)
+                type_ = type_of(item.expr.parts) or NVARCHAR
             columns.append((_column_name(item), type_))
     return columns
 

@@ -45,6 +45,7 @@ __all__ = [
     "placeholder",
     "query_rows",
     "run_select",
+    "table_exists",
 ]
 
 
@@ -346,6 +347,15 @@ def _registered(tx: Transaction, session: TableSession, tables: list[str]) -> se
     marks = ", ".join([mark] * len(tables))
     rows = tx.execute(f"SELECT name FROM {REGISTRY} WHERE name IN ({marks})", tables)
     return {str(row[0]) for row in rows}
+
+
+def table_exists(session: TableSession, parts: tuple[str, ...]) -> bool:
+    """Whether ``parts`` (``[dbo.]name``) names a table T-SQL created in the session's
+    database (a join that names it with a catalog view is refused, not Msg 208: :mod:`.joins`)."""
+    if len(parts) > 2 or (len(parts) == 2 and parts[0].casefold() != "dbo"):
+        return False
+    with session.statement_transaction() as tx:
+        return bool(_registered(tx, session, [parts[-1].casefold()]))
 
 
 def _check_known(tx: Transaction, session: TableSession, tables: list[str], line: int) -> None:
