@@ -109,7 +109,7 @@ def test_a_left_join_shows_nulls_for_queues_without_a_monitor(db: Instance) -> N
         "SELECT q.name, m.state, m.tasks_waiting\n"
         "FROM sys.service_queues q\n"
         "LEFT OUTER JOIN sys.dm_broker_queue_monitors m ON q.object_id = m.queue_id\n"
-        "WHERE q.name <> 'sys_event_notifications'\n"
+        "WHERE q.is_ms_shipped = 0\n"
         "ORDER BY q.name"
     )
     assert rows(db, text) == (

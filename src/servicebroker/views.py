@@ -12,6 +12,7 @@ import uuid
 from dataclasses import dataclass
 from datetime import datetime
 
+from .activation.notifications import SYSTEM_QUEUE
 from .activation.service import ActivationService
 from .activation.tasks import TaskHandlers
 from .catalog import EVENT_NOTIFICATION_SERVICE, POST_EVENT_NOTIFICATION, CatalogSnapshot
@@ -223,6 +224,9 @@ class ServiceQueueRow:
     """ACTIVATION's EXECUTE AS: ``SELF``, ``OWNER`` or the user name given (sys.service_queues
     has ``execute_as_principal_id``; the name is shown: the activated procedure's transactions
     act as that principal, SELF and OWNER as dbo, SEC-4)."""
+    is_ms_shipped: bool = False
+    """The queue is the broker's own (``sys_event_notifications``), not the user's: what
+    scripts filter on (sys.objects' column, which sys.service_queues inherits)."""
 
 
 @dataclass(frozen=True)
@@ -498,6 +502,7 @@ class Views(CatalogViews, PrincipalViews, NetworkViews):
                 ready.get(q.queue_id, 0),
                 retained.get(q.queue_id, 0),
                 execute_as=q.execute_as,
+                is_ms_shipped=q.name == SYSTEM_QUEUE,
             )
             for q in cat.queues_by_id.values()
         ]
