@@ -37,6 +37,19 @@ def test_insert_update_delete_count_their_rows(instance: Instance) -> None:
     assert [[c, float(a)] for c, a in rows.values] == [["ann", 10.0], ["bob", 6.0]]
 
 
+def test_select_star_names_the_tables_columns_in_their_order(instance: Instance) -> None:
+    """SELECT * FROM one table: its columns, named and in CREATE TABLE's order (as SQL Server's
+    result set shows them), with rows or without."""
+    results = instance.execute(
+        TABLE + "INSERT INTO Orders (customer, amount) VALUES (N'ann', 10);\n"
+        "SELECT * FROM Orders;\nSELECT * FROM dbo.Orders WHERE customer = 'nobody';"
+    )
+    some, none = results.result_sets
+    assert some.names == none.names == ["id", "customer", "amount", "placed"]
+    assert [[i, c, float(a), p] for i, c, a, p in some.values] == [[1, "ann", 10.0, None]]
+    assert none.values == []
+
+
 def test_variables_are_parameters_and_select_assigns_from_the_last_row(instance: Instance) -> None:
     results = instance.execute(
         TABLE + "DECLARE @who NVARCHAR(50) = N'ann', @n INT, @last NVARCHAR(50) = N'none';\n"

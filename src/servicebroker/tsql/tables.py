@@ -368,19 +368,22 @@ def _check_known(tx: Transaction, session: TableSession, tables: list[str], line
 
 def _columns(tx: Transaction, session: TableSession, tables: list[str]) -> set[str]:
     """The column names (case-folded) of ``tables``, for a correlated subquery's references."""
+    return {name.casefold() for table in tables for name in _table_columns(tx, session, table)}
+
+
+def _table_columns(tx: Transaction, session: TableSession, table: str) -> list[str]:
+    """The column names of the application's ``table``, in the order CREATE TABLE gave them
+    (what ``SELECT *`` returns)."""
     if session.postgres:
         rows = tx.execute(
             "SELECT column_name FROM information_schema.columns"
-            " WHERE table_schema = current_schema() AND lower(table_name) = ANY(%s)",
-            (tables,),
+            " WHERE table_schema = current_schema() AND lower(table_name) = %s"
+            " ORDER BY ordinal_position",
+            (table,),
         )
     else:
-        rows = [
-            row
-            for table in tables
-            for row in tx.execute("SELECT name FROM pragma_table_info(?)", (table,))
-        ]
-    return {str(row[0]).casefold() for row in rows}
+        rows = tx.execute("SELECT name FROM pragma_table_info(?) ORDER BY cid", (table,))
+    return [str(row[0]) for row in rows]
 
 
 def query_rows(
@@ -406,9 +409,12 @@ def run_select(session: TableSession, core: n.SelectCore, line: int) -> None:
     row (none when no row comes)."""
     text, targets = _split_assignments(core.text)
     translation = _Translation(session, text, line)
+    names = translation.names
     with session.statement_transaction() as tx:
         _check_known(tx, session, translation.tables, line)
         rows = tx.execute(translation.sql, translation.params)
+        if names == ["*"] and len(translation.tables) == 1:  # SELECT * FROM one table
+            names = _table_columns(tx, session, translation.tables[0])
     session.rowcount = len(rows)
     if targets:
         if rows:
@@ -416,7 +422,6 @@ def run_select(session: TableSession, core: n.SelectCore, line: int) -> None:
                 session.assign(target, _typed(value))
         return
     typed = [[_typed(v) for v in row] for row in rows]
-    names = translation.names
     if len(names) != (len(rows[0]) if rows else len(names)):
         names = [""] * len(rows[0])
     types = [
