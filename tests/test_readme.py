@@ -114,7 +114,10 @@ def test_the_two_brokers_example_runs(tmp_path: Path) -> None:
     # "Two brokers talking": two databases, two `servicebroker serve` processes, a message
     # from one to the other over mutual TLS (NET, SEC-1), as a new user runs it
     done = run_first_script("## Two brokers talking", tmp_path)
-    received = json.loads(done.stdout.splitlines()[-1])
+    last = done.stdout.splitlines()[-1] if done.stdout.strip() else ""
+    logs = {name: (tmp_path / name).read_text() for name in ("shop.log", "warehouse.log")}
+    assert last.startswith("{"), (done.stdout, done.stderr, logs)  # once seen failing under load
+    received = json.loads(last)
     assert (received["service_name"], received["message_body"]) == (
         "//warehouse/Orders",
         "hello from the shop",
