@@ -11,7 +11,6 @@ from __future__ import annotations
 from datetime import timedelta
 from decimal import ROUND_DOWN, ROUND_HALF_UP, Decimal, localcontext
 
-from ..errors import TSqlError
 from . import nodes as n
 from .comparison import compare, like_pattern
 from .functions import AGGREGATES, DATEPART_FUNCTIONS, FUNCTIONS
@@ -58,12 +57,7 @@ def evaluate(expr: n.Expr, scope: Scope) -> Typed:
     if isinstance(expr, n.Variable):
         return scope.variable(expr.name, scope.line)
     if isinstance(expr, n.Column):
-        if len(expr.parts) == 1 and expr.parts[0].upper() in NILADIC:
-            try:  # a column of that name wins, as in SQL Server's column lists
-                return scope.column(expr.parts)
-            except TSqlError as exc:
-                if exc.number != 207:
-                    raise
+        if len(expr.parts) == 1 and expr.parts[0].upper() in NILADIC:  # keywords in T-SQL
             return FUNCTIONS[NILADIC[expr.parts[0].upper()]]([], scope)
         return scope.column(expr.parts)
     if isinstance(expr, n.GlobalVariable):
