@@ -6,10 +6,12 @@ together (docs/tsql.md). Each test runs on a folder instance and on a PostgreSQL
 from __future__ import annotations
 
 from datetime import datetime
+from decimal import Decimal
 
 import pytest
 
 from servicebroker import Instance, ManualClock, TSqlError
+from servicebroker.tsql.output import format_event
 
 TABLE = """
 CREATE TABLE dbo.Orders (
@@ -48,6 +50,78 @@ def test_select_star_names_the_tables_columns_in_their_order(instance: Instance)
     assert some.names == none.names == ["id", "customer", "amount", "placed"]
     assert [[i, c, float(a), p] for i, c, a, p in some.values] == [[1, "ann", 10.0, None]]
     assert none.values == []
+
+
+def test_a_result_set_carries_the_declared_types_and_star_lists_every_joined_table(
+    instance: Instance,
+) -> None:
+    """A SELECT's columns have the types CREATE TABLE declared (create-table-transact-sql.md),
+    not the database's: sqlcmd prints ``VARCHAR(8)`` 8 wide, BIT as 0/1, DECIMAL(10, 2) with
+    its two places, DATETIME as SQL Server shows it; ``SELECT *`` over a join lists the
+    columns of each table in FROM and JOIN order (select-transact-sql.md)."""
+    results = instance.execute(
+        TABLE + "CREATE TABLE Tags (order_id INT, tag VARCHAR(8), urgent BIT);\n"
+        "INSERT INTO Orders (customer, amount, placed) VALUES (N'ann', 10, '2026-01-02T03:04:05');\n"
+        "INSERT INTO Tags VALUES (1, 'gift', 1);\n"
+        "SELECT tag, urgent, id + 1 AS next_id FROM Tags t JOIN Orders o ON o.id = t.order_id;\n"
+        "SELECT * FROM Orders o JOIN Tags ON Tags.order_id = o.id;\n"
+        "SELECT Tags.*, o.amount FROM Orders o JOIN Tags ON Tags.order_id = o.id;"
+    )
+    picked, star, tags = results.result_sets
+    assert [str(t) for _, t in picked.columns] == ["varchar(8)", "bit", "int"]
+    assert format_event(picked).splitlines() == [
+        "tag      urgent next_id    ",
+        "-------- ------ -----------",
+        "gift          1           2",
+    ]
+    assert star.names == ["id", "customer", "amount", "placed", "order_id", "tag", "urgent"]
+    assert [str(t) for _, t in star.columns] == [
+        "int", "nvarchar(50)", "decimal", "datetime", "int", "varchar(8)", "bit",
+    ]  # fmt: skip
+    assert star.values == [
+        [1, "ann", Decimal("10.00"), datetime(2026, 1, 2, 3, 4, 5), 1, "gift", 1]
+    ]
+    assert tags.names == ["order_id", "tag", "urgent", "amount"]
+    amount = format_event(tags).splitlines()[2].split()[-1]
+    assert amount == "10.00"
+
+
+def test_insert_select_from_a_table_variable_or_a_view_and_the_identity_column(
+    instance: Instance,
+) -> None:
+    """INSERT … SELECT reads a table variable or a catalog view as well as the application's
+    tables, and INSERT without a column list gives every column but the identity one its value
+    (insert-transact-sql.md); a count that does not match is Msg 213 (no column list) or
+    Msg 121 (more items than the insert list), and nothing is inserted."""
+    results = instance.execute(
+        TABLE + "DECLARE @new TABLE (who NVARCHAR(50), amount DECIMAL(10, 2));\n"
+        "INSERT INTO @new VALUES (N'ann', 1.5), (N'bob', 2);\n"
+        "INSERT INTO Orders VALUES (N'cy', 3, NULL);\n"
+        "INSERT INTO Orders SELECT who, amount, NULL FROM @new WHERE amount > 1.75;\n"
+        "INSERT INTO Orders (customer) SELECT name FROM sys.service_queues;\n"
+        "INSERT INTO Orders SELECT customer, amount, placed FROM Orders WHERE id = 1;\n"
+        "SELECT id, customer, amount FROM Orders ORDER BY id;"
+    )
+    assert results.row_counts[:5] == [2, 1, 1, 1, 1]
+    (rows,) = results.result_sets
+    assert rows.values == [
+        [1, "cy", Decimal("3.00")],
+        [2, "bob", Decimal("2.00")],
+        [3, "sys_event_notifications", None],
+        [4, "cy", Decimal("3.00")],
+    ]
+    for text, number in (
+        ("INSERT INTO Orders SELECT who FROM @new", 213),
+        ("INSERT INTO Orders VALUES (N'dee')", 213),
+        ("INSERT INTO Orders (customer) SELECT who, amount FROM @new", 121),
+    ):
+        with pytest.raises(TSqlError) as caught:
+            instance.execute(
+                "DECLARE @new TABLE (who NVARCHAR(50), amount INT);\n"
+                "INSERT INTO @new VALUES (N'dee', 4);\n" + text
+            )
+        assert caught.value.number == number, text
+    assert instance.execute("SELECT COUNT(*) FROM Orders").result_sets[0].values == [[4]]
 
 
 def test_variables_are_parameters_and_select_assigns_from_the_last_row(instance: Instance) -> None:

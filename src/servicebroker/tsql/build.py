@@ -12,6 +12,8 @@ out of range, nesting too deep) are found with the parse, before anything runs
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 from lark import Token, Tree
 
 from ..ddl.parser import BROKER_DATABASE_OPTIONS, DDL_RULES, ddl_statement
@@ -310,7 +312,24 @@ class _Builder:
             return v.insert_variable(tree, self.x, line, lambda c: self.s_execute(c, line))
         if any(isinstance(c, Tree) and c.data == "execute" for c in tree.children):
             raise not_supported("INSERT … EXEC into the application's tables", line)
-        return self._table_statement(tree, line, "INSERT")
+        plain = self._table_statement(tree, line, "INSERT")
+        columns = next(
+            (
+                tuple(name_of(name) for name in c.children if isinstance(name, Tree))
+                for c in tree.children
+                if isinstance(c, Tree) and c.data == "insert_columns"
+            ),
+            None,
+        )
+        select = next(
+            (
+                self.x.select_core(c)
+                for c in tree.children
+                if isinstance(c, Tree) and c.data == "select_core"
+            ),
+            None,
+        )
+        return replace(plain, columns=columns, select=select)
 
     def s_update_statement(self, tree: Tree[Token], line: int) -> n.Statement:
         if v.names_table_variable(tree, self.x):

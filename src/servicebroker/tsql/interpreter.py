@@ -42,13 +42,13 @@ from .queries import RowSource, run_query
 from .results import Results, ResultSet
 from .savepoints import SAVEPOINT_STATEMENTS, rolled_back_to_savepoint, savepoint_name
 from .scope import ErrorContext, Scope, to_type
+from .select_routing import reads_application_tables
 from .signals import SIGNAL_STATEMENTS
 from .sqlerrors import broker_error
 from .system_procedures import SYSTEM_STATEMENTS
 from .table_variables import TABLE_VARIABLE_STATEMENTS, TableVariable, VariableSources
-from .tables import TABLE_STATEMENTS, query_rows, run_select, table_exists
+from .tables import TABLE_STATEMENTS, query_rows, run_select
 from .types import INT, NVARCHAR, SqlType, Typed
-from .unsupported import not_supported
 from .xml_schema_sources import XML_SCHEMA_STATEMENTS
 
 __all__ = ["InstanceSeam", "Session"]
@@ -218,34 +218,16 @@ class Session:
             return query_rows(self, select, self._line, outer=outer)
         return run_query(select, outer if outer is not None else self, self._sources()).rows
 
+    def rows_elsewhere(self, select: n.SelectCore) -> list[list[Typed]] | None:
+        """The rows of an INSERT's SELECT when it reads views, queues or table variables
+        (None: it reads the application's tables, and is translated with the INSERT)."""
+        if self._on_tables(select):
+            return None
+        return run_query(select, self, self._sources()).rows
+
     def _on_tables(self, select: n.SelectCore) -> bool:
-        """Whether a SELECT reads the application's tables (else views, queues, nothing).
-
-        A join runs here when its sources are all views, queues or table variables
-        (:mod:`.joins`), and is translated when they are all the application's tables.
-
-        Raises:
-            TSqlError: Msg 40000, FOR XML or nodes() on the application's tables, or a join
-                of the application's tables with views, queues or table variables.
-        """
-        named = [] if select.source is None else [select.source]
-        named.extend(j.source for j in select.joins)
-        sources = self._sources()
-        ours = [sources.has(parts) for parts in named]
-        on_tables = not all(ours)
-        if on_tables and any(ours):
-            for parts, our in zip(named, ours, strict=True):
-                if not our and not table_exists(self, parts):
-                    raise TSqlError(
-                        208, f"Invalid object name '{'.'.join(parts)}'.", line=self._line
-                    )
-            raise not_supported(
-                "A join of the application's tables with catalog views, queues or table variables",
-                self._line,
-            )
-        if on_tables and (select.applies or select.for_xml is not None):
-            raise not_supported("FOR XML and nodes() on the application's tables", self._line)
-        return on_tables
+        """Whether a SELECT reads the application's tables (:mod:`.select_routing`)."""
+        return reads_application_tables(select, self._sources(), self, self._line)
 
     @property
     def clock(self) -> Clock:

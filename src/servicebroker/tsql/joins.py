@@ -12,7 +12,7 @@ alias names it), or a bare column that exactly one source has (Msg 209 when seve
 Msg 4104 for a qualifier that names no source, Msg 207 for a column the named source lacks).
 
 Which sources run here, and what is refused, is the interpreter's choice
-(:meth:`.interpreter.Session._on_tables`): a join only between the application's tables is
+(:mod:`.select_routing`): a join only between the application's tables is
 translated to the database underneath (:mod:`.tables`); one that mixes them with these sources
 is refused by name (:func:`.unsupported.not_supported`).
 """

@@ -576,6 +576,12 @@ class TableStatement:
     table: tuple[str, ...]
     text: str = field(compare=False)
     if_exists: bool = False
+    columns: tuple[str, ...] | None = None
+    """An INSERT's column list, as written (None: none)."""
+    select: SelectCore | None = None
+    """An INSERT … SELECT's query: run by the interpreter when it reads views, queues or table
+    variables, its rows then inserted (translated with the statement when it reads the
+    application's tables)."""
 
 
 Statement = (

@@ -16,6 +16,7 @@ refused.
 
 from __future__ import annotations
 
+import re
 import uuid
 from collections.abc import Callable
 from contextlib import AbstractContextManager
@@ -34,6 +35,17 @@ from ..errors import TSqlError
 from . import nodes as n
 from .results import ResultSet
 from .scope import Scope
+from .table_columns import (
+    COLUMNS_TABLE,
+    Origin,
+    declared_columns,
+    forget_columns,
+    inserted_columns,
+    origins_of,
+    record_columns,
+    result_columns,
+    typed_as,
+)
 from .types import BIGINT, BIT, DATETIME, INT, NVARCHAR, UNIQUEIDENTIFIER, SqlType, Typed
 from .unsupported import not_supported
 
@@ -59,6 +71,7 @@ class TableSession(Scope, Protocol):
     def postgres(self) -> bool: ...
 
     def statement_transaction(self) -> AbstractContextManager[Transaction]: ...
+    def rows_elsewhere(self, select: n.SelectCore) -> list[list[Typed]] | None: ...
     def assign(self, name: str, value: Typed) -> None: ...
     def emit(self, event: ResultSet | str | int | TSqlError) -> None: ...
 
@@ -122,6 +135,8 @@ class _Template:
     sources: tuple[tuple[str, str], ...]
     names: tuple[str, ...]
     tables: tuple[str, ...]
+    origins: tuple[Origin | None, ...]
+    from_tables: tuple[tuple[str, str], ...]
 
 
 _TEMPLATES: dict[tuple[str, bool, int], _Template] = {}
@@ -134,7 +149,8 @@ _TEMPLATES_KEPT = 2048
 
 class _Translation:
     """One statement's text translated: the SQL, its parameters, the variables a SELECT
-    assigns (in select-list order) and its column names."""
+    assigns (in select-list order), its column names and where each comes from
+    (:func:`~.table_columns.origins_of`)."""
 
     def __init__(
         self,
@@ -150,6 +166,8 @@ class _Translation:
         self.targets: list[str] = []
         self.names: list[str] = []
         self.tables: list[str] = []
+        self.origins: list[Origin | None] = []
+        self.from_tables: list[tuple[str, str]] = []
         key = (text, session.postgres, line)
         template = _TEMPLATES.get(key) if outer is None else None
         if template is not None:
@@ -157,6 +175,8 @@ class _Translation:
             self.params = [self._value(source) for source in template.sources]
             self.names = list(template.names)
             self.tables = list(template.tables)
+            self.origins = list(template.origins)
+            self.from_tables = list(template.from_tables)
             return
         try:
             tree = sqlglot.parse_one(text, read="tsql")
@@ -192,7 +212,12 @@ class _Translation:
             if len(_TEMPLATES) >= _TEMPLATES_KEPT:
                 _TEMPLATES.clear()
             _TEMPLATES[key] = _Template(
-                self.sql, tuple(self.sources), tuple(self.names), tuple(self.tables)
+                self.sql,
+                tuple(self.sources),
+                tuple(self.names),
+                tuple(self.tables),
+                tuple(self.origins),
+                tuple(self.from_tables),
             )
 
     def _value(self, source: tuple[str, str]) -> object:
@@ -248,10 +273,11 @@ class _Translation:
         if isinstance(node, exp.DataType) and self.session.postgres and not node.expressions:
             # T-SQL's FLOAT is float(53), a double (sqlglot reads it, and REAL, as FLOAT, which
             # PostgreSQL would make single precision); TINYINT (0 to 255) has no PostgreSQL type
-            # of its own (sqlglot's UTINYINT): SMALLINT holds it
+            # of its own (sqlglot's UTINYINT), and BIT (0 or 1, compared with numbers) is not
+            # PostgreSQL's bit string: SMALLINT holds both
             if node.this == exp.DataType.Type.FLOAT:
                 return exp.DataType(this=exp.DataType.Type.DOUBLE)
-            if node.this == exp.DataType.Type.UTINYINT:
+            if node.this in (exp.DataType.Type.UTINYINT, exp.DataType.Type.BIT):
                 return exp.DataType(this=exp.DataType.Type.SMALLINT)
         if isinstance(node, exp.DataTypeParam) and node.name.upper() == "MAX":
             return exp.Var(this="")  # dropped below
@@ -278,6 +304,7 @@ class _Translation:
                 raise AssertionError("unreachable: an assignment's variable is read first")
             items.append(item)
         self.names = [item.alias_or_name for item in items]
+        self.origins, self.from_tables = origins_of(select)
 
 
 def _concatenation(node: exp.Expression) -> exp.Expression:
@@ -337,6 +364,7 @@ def ensure_registry(broker: Broker) -> None:
     """Make the table of T-SQL's tables (:data:`REGISTRY`) in ``broker``'s database if it is
     missing: done once, when an instance opens the database, so that no statement pays for it."""
     broker.execute(f"CREATE TABLE IF NOT EXISTS {REGISTRY} (name VARCHAR(128) PRIMARY KEY)")
+    broker.execute(COLUMNS_TABLE)
 
 
 def _registered(tx: Transaction, session: TableSession, tables: list[str]) -> set[str]:
@@ -409,25 +437,36 @@ def run_select(session: TableSession, core: n.SelectCore, line: int) -> None:
     row (none when no row comes)."""
     text, targets = _split_assignments(core.text)
     translation = _Translation(session, text, line)
-    names = translation.names
+    mark = "%s" if session.postgres else "?"
+    layout: list[tuple[str, SqlType | None]] | None = None
     with session.statement_transaction() as tx:
         _check_known(tx, session, translation.tables, line)
         rows = tx.execute(translation.sql, translation.params)
-        if names == ["*"] and len(translation.tables) == 1:  # SELECT * FROM one table
-            names = _table_columns(tx, session, translation.tables[0])
+        if not targets:
+            declared = declared_columns(tx, mark, [t for _, t in translation.from_tables])
+            layout = result_columns(
+                translation.names, translation.origins, translation.from_tables, declared
+            )
+            if layout is None and len(translation.from_tables) == 1:  # unrecorded columns
+                table = translation.from_tables[0][1]
+                layout = [(name, None) for name in _table_columns(tx, session, table)]
     session.rowcount = len(rows)
     if targets:
         if rows:
             for target, value in zip(targets, rows[-1], strict=False):
                 session.assign(target, _typed(value))
         return
-    typed = [[_typed(v) for v in row] for row in rows]
-    if len(names) != (len(rows[0]) if rows else len(names)):
-        names = [""] * len(rows[0])
-    types = [
-        next((r[i].type for r in typed if r[i].value is not None), NVARCHAR)
-        for i in range(len(names))
+    if layout is None or len(layout) != (len(rows[0]) if rows else len(layout)):
+        layout = [("", None)] * (len(rows[0]) if rows else 0)
+    typed = [
+        [typed_as(_typed(v), declared) for v, (_, declared) in zip(row, layout, strict=True)]
+        for row in rows
     ]
+    types = [
+        declared or next((r[i].type for r in typed if r[i].value is not None), NVARCHAR)
+        for i, (_, declared) in enumerate(layout)
+    ]
+    names = [name for name, _ in layout]
     session.emit(ResultSet(list(zip(names, types, strict=True)), typed))
     if not session.nocount:
         session.emit(len(rows))
@@ -438,8 +477,19 @@ def run_table_statement(session: TableSession, s: n.TableStatement) -> None:
     ones set @@ROWCOUNT and print ``(N rows affected)``."""
     if s.table and s.table[-1].startswith("#"):
         raise not_supported("A temporary table (#name)", s.line)
-    translation = _Translation(session, s.text, s.line)
     mark = "%s" if session.postgres else "?"
+    if s.kind == "INSERT":
+        found = None if s.select is None else session.rows_elsewhere(s.select)
+        with session.statement_transaction() as tx:
+            if found is None:
+                count = len(_insert(session, tx, s, mark))
+            else:  # INSERT … SELECT from views, queues or table variables
+                count = len(_insert_rows(session, tx, s, found, mark))
+        session.rowcount = count
+        if not session.nocount:
+            session.emit(count)
+        return
+    translation = _Translation(session, s.text, s.line)
     target = s.table[-1].casefold()
     with session.statement_transaction() as tx:
         if s.kind == "CREATE TABLE":
@@ -451,6 +501,7 @@ def run_table_statement(session: TableSession, s: n.TableStatement) -> None:
                 )
             rows = tx.execute(translation.sql, translation.params)
             tx.execute(f"INSERT INTO {REGISTRY} (name) VALUES ({mark})", (target,))
+            record_columns(tx, mark, target, sqlglot.parse_one(s.text, read="tsql"))
         elif s.kind == "DROP TABLE":
             known = _registered(tx, session, translation.tables)
             dropped = [t for t in translation.tables if t in known]
@@ -467,14 +518,92 @@ def run_table_statement(session: TableSession, s: n.TableStatement) -> None:
                 quoted = '"' + table.replace('"', '""') + '"'
                 tx.execute(f"DROP TABLE {quoted}")
                 tx.execute(f"DELETE FROM {REGISTRY} WHERE name = {mark}", (table,))
+                forget_columns(tx, mark, table)
             rows = []
         else:
             _check_known(tx, session, translation.tables, s.line)
             rows = tx.execute(translation.sql, translation.params)
-    if s.kind in ("INSERT", "UPDATE", "DELETE"):
+    if s.kind in ("UPDATE", "DELETE"):
         session.rowcount = len(rows)
         if not session.nocount:
             session.emit(len(rows))
+
+
+def _name(name: str) -> str:
+    """``name`` as a statement writes it: bare when it can be (so that PostgreSQL folds its
+    case, as it folded the CREATE TABLE's), else bracketed."""
+    return (
+        name
+        if re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", name)
+        else "[" + name.replace("]", "]]") + "]"
+    )
+
+
+def _columns_mismatch(line: int) -> TSqlError:
+    return TSqlError(
+        213, "Column name or number of supplied values does not match table definition.", line=line
+    )
+
+
+def _insert(
+    session: TableSession, tx: Transaction, s: n.TableStatement, mark: str
+) -> list[tuple[Any, ...]]:
+    """INSERT … VALUES, or … SELECT from the application's tables, translated. Without a
+    column list it names the table's columns but its identity one (insert-transact-sql.md:
+    the database underneath would want a value for every column)."""
+    translation = _Translation(session, s.text, s.line)
+    _check_known(tx, session, translation.tables, s.line)
+    columns = None if s.columns is not None else inserted_columns(tx, mark, s.table[-1].casefold())
+    if columns is not None:
+        tree = sqlglot.parse_one(s.text, read="tsql")
+        given = tree.expression
+        widths = (
+            {len(row.expressions) for row in given.expressions}
+            if isinstance(given, exp.Values)
+            else {len(given.expressions)}
+            if isinstance(given, exp.Select) and not given.is_star
+            else set()
+        )
+        if widths - {len(columns)}:
+            raise _columns_mismatch(s.line)
+        tree.set(
+            "this", exp.Schema(this=tree.this, expressions=[exp.to_identifier(c) for c in columns])
+        )
+        translation = _Translation(session, tree.sql(dialect="tsql"), s.line)
+    return tx.execute(translation.sql, translation.params)
+
+
+def _insert_rows(
+    session: TableSession, tx: Transaction, s: n.TableStatement, rows: list[list[Typed]], mark: str
+) -> list[list[Typed]]:
+    """INSERT INTO a table (columns) the ``rows`` its SELECT gave when the interpreter ran it
+    (insert-transact-sql.md: ``INSERT … SELECT`` from a table variable, a view, a queue)."""
+    if s.columns is not None and rows and len(rows[0]) != len(s.columns):
+        number = 120 if len(rows[0]) < len(s.columns) else 121
+        raise TSqlError(
+            number,
+            f"The select list for the INSERT statement contains "
+            f"{'fewer' if number == 120 else 'more'} items than the insert list. The number of "
+            "SELECT values must match the number of INSERT columns.",
+            severity=15,
+            line=s.line,
+        )
+    target = ".".join(_name(part) for part in s.table)
+    names = s.columns
+    if names is None:
+        _check_known(tx, session, [s.table[-1].casefold()], s.line)
+        recorded = inserted_columns(tx, mark, s.table[-1].casefold())
+        names = None if recorded is None else tuple(recorded)
+    if names is not None and rows and len(rows[0]) != len(names) and s.columns is None:
+        raise _columns_mismatch(s.line)
+    columns = "" if names is None else "(" + ", ".join(_name(c) for c in names) + ")"
+    width = len(rows[0]) if rows else 1
+    text = f"INSERT INTO {target} {columns} VALUES ({', '.join(['?'] * width)})"
+    translation = _Translation(session, text, s.line)
+    _check_known(tx, session, translation.tables, s.line)
+    for row in rows:
+        tx.execute(translation.sql, [_db_value(value) for value in row])
+    return rows
 
 
 TABLE_STATEMENTS: dict[type[Any], Callable[[Any, Any], None]] = {
