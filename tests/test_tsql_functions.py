@@ -507,3 +507,69 @@ def test_db_name_and_db_id(instance: Instance) -> None:
         database="shop",
     ) == ["Shop", 0, "Shop", 1, "master", None, None]
     assert row(instance, "SELECT DB_NAME(), DB_ID()") == ["master", 1]
+
+
+# -- JSON ---------------------------------------------------------------------------------------
+JSON_INFO = """DECLARE @j NVARCHAR(MAX) = N'{"info": {"type": 1, "address": {"town": "Bristol",
+    "county": "Avon"}, "tags": ["Sport", "Water polo"], "price": 1.50, "ok": true, "gone": null},
+    "type": "Basic"}';
+"""
+
+
+def test_json_value_and_json_query_in_lax_and_strict_mode(instance: Instance) -> None:
+    """json-value-transact-sql.md's table of paths, lax and strict: a scalar as text (a number
+    as written), NULL in lax mode where strict mode raises 13608 (no such property), 13623 (not
+    a scalar) or 13624 (JSON_QUERY: not an object or array); text that is not JSON is 13609
+    and a bad path 13607 in either mode (json-path-expressions-sql-server.md)."""
+    values = row(
+        instance,
+        JSON_INFO + "SELECT JSON_VALUE(@j, '$.info.type'), JSON_VALUE(@j, '$.info.address.town'),"
+        " JSON_VALUE(@j, '$'), JSON_VALUE(@j, '$.info.\"address\"'), JSON_VALUE(@j, '$.info.tags'),"
+        " JSON_VALUE(@j, '$.info.type[0]'), JSON_VALUE(@j, 'lax $.info.none'),"
+        " JSON_VALUE(@j, '$.info.tags[1]'), JSON_VALUE(@j, '$.info.price'),"
+        " JSON_VALUE(@j, '$.info.ok'), JSON_VALUE(@j, 'strict $.info.gone'),"
+        " JSON_QUERY(@j, '$.info.tags'), JSON_QUERY(@j, '$.info.type'), JSON_QUERY(@j, 'lax $.x'),"
+        " JSON_VALUE(NULL, '$.a')",
+    )
+    assert values == [
+        "1", "Bristol", None, None, None, None, None, "Water polo", "1.50", "true", None,
+        '["Sport","Water polo"]', None, None, None,
+    ]  # fmt: skip
+    for path, number in (
+        ("JSON_VALUE(@j, 'strict $')", 13623),
+        ("JSON_VALUE(@j, 'strict $.info.tags')", 13623),
+        ("JSON_VALUE(@j, 'strict $.info.type[0]')", 13608),
+        ("JSON_VALUE(@j, 'strict $.info.none')", 13608),
+        ("JSON_QUERY(@j, 'strict $.type')", 13624),
+        ("JSON_VALUE(@j, '$.info..type')", 13607),
+        ("JSON_VALUE(@j, 'info.type')", 13607),
+        ("JSON_VALUE(N'{not valid}', 'lax $.x')", 13609),
+    ):
+        error, _ = failing(instance, JSON_INFO + f"SELECT {path}")
+        assert error.number == number, path
+    error, _ = failing(instance, "SELECT JSON_VALUE(N'{not valid}', '$.x')")
+    assert str(error) == (
+        "JSON text is not properly formatted. Unexpected character 'n' is found at position 1."
+    )
+
+
+def test_isjson_and_json_in_a_message_body(instance: Instance) -> None:
+    """isjson-transact-sql.md: 1 for JSON text (an object or an array), 0 otherwise, NULL for
+    NULL, never an error; an activation procedure reads a JSON body it RECEIVEs (cast from
+    varbinary) with JSON_VALUE."""
+    assert row(
+        instance, "SELECT ISJSON(N'{\"a\": [1, 2]}'), ISJSON(N'[]'), ISJSON(N'{x'), ISJSON(N'1'),"
+        " ISJSON(NULL), ISJSON(N'')",
+    ) == [1, 1, 0, 0, None, 0]  # fmt: skip
+    values = row(
+        instance,
+        "CREATE QUEUE q; CREATE SERVICE s ON QUEUE q ([DEFAULT]);"
+        "DECLARE @h UNIQUEIDENTIFIER, @body VARBINARY(MAX);"
+        "BEGIN DIALOG @h FROM SERVICE s TO SERVICE 's' WITH ENCRYPTION = OFF;"
+        'SEND ON CONVERSATION @h (CAST(\'{"order": {"id": 7, "sku": "A-1"}}\' AS VARBINARY(MAX)));'
+        "RECEIVE TOP (1) @body = message_body FROM q;"
+        "DECLARE @text VARCHAR(MAX) = CAST(@body AS VARCHAR(MAX));"
+        "SELECT ISJSON(@text), CAST(JSON_VALUE(@text, '$.order.id') AS INT),"
+        " JSON_VALUE(@text, '$.order.sku')",
+    )
+    assert values == [1, 7, "A-1"]

@@ -109,6 +109,7 @@ def test_execute_as_user_acts_on_send_and_receive_until_revert(instance: Instanc
     """
     denied = error_of(instance, script)
     assert denied.number == 229
+    assert "database 'Shop', schema 'dbo'" in str(denied)  # the session's database
     assert denied.results.result_sets[0].values == [["Clerk", "Clerk", "sa"]]
     run(instance, "GRANT SEND ON SERVICE::S TO Clerk")
     out = run(instance, script + " REVERT; RECEIVE * FROM Q")

@@ -15,7 +15,8 @@ from decimal import Decimal
 
 from .comparison import compare
 from .identity import IDENTITY_FUNCTIONS
-from .scope import Scope, fail, to_type
+from .json_functions import JSON_FUNCTIONS
+from .scope import Scope, arity, fail, to_type
 from .types import (
     BIGINT,
     DATETIME,
@@ -130,20 +131,8 @@ def _date_diff(part: str, start: datetime, end: datetime) -> int:
     return int((end - start).total_seconds() / unit)
 
 
-def _args(args: list[Typed], scope: Scope, count: int | tuple[int, int], name: str) -> list[Typed]:
-    low, high = (count, count) if isinstance(count, int) else count
-    if not low <= len(args) <= high:
-        raise fail(
-            174,
-            f"The {name.lower()} function requires {low if low == high else f'{low} to {high}'} argument(s).",
-            scope,
-            severity=15,
-        )
-    return args
-
-
 def _isnull(args: list[Typed], scope: Scope) -> Typed:
-    value, fallback = _args(args, scope, 2, "ISNULL")
+    value, fallback = arity(args, scope, 2, "ISNULL")
     if value.value is not None:
         return value
     if value is UNTYPED_NULL:  # ISNULL(NULL, x) has x's type (isnull-transact-sql.md)
@@ -154,7 +143,7 @@ def _isnull(args: list[Typed], scope: Scope) -> Typed:
 
 
 def _coalesce(args: list[Typed], scope: Scope) -> Typed:
-    values = _args(args, scope, (2, 255), "COALESCE")
+    values = arity(args, scope, (2, 255), "COALESCE")
     typed = [v for v in values if v is not UNTYPED_NULL]  # the NULL constant has no type
     if not typed:
         raise fail(
@@ -172,7 +161,7 @@ def _coalesce(args: list[Typed], scope: Scope) -> Typed:
 
 
 def _concat(args: list[Typed], scope: Scope) -> Typed:
-    values = _args(args, scope, (2, 254), "CONCAT")
+    values = arity(args, scope, (2, 254), "CONCAT")
     unicode_ = any(v.type.is_unicode for v in values)
     text = "".join(_text(v, scope) or "" for v in values)
     return Typed(text, SqlType("NVARCHAR" if unicode_ else "VARCHAR"))
@@ -185,7 +174,7 @@ def _string_function(
     result: SqlType | None = None,
 ) -> Callable[[list[Typed], Scope], Typed]:
     def run(args: list[Typed], scope: Scope) -> Typed:
-        values = _args(args, scope, count, name)
+        values = arity(args, scope, count, name)
         first = values[0]
         type_ = result or (first.type if first.type.is_character else NVARCHAR)
         if any(v.value is None for v in values):
@@ -205,7 +194,7 @@ def _substring(text: str, rest: list[Typed]) -> str:
 
 
 def _charindex(args: list[Typed], scope: Scope) -> Typed:
-    values = _args(args, scope, (2, 3), "CHARINDEX")
+    values = arity(args, scope, (2, 3), "CHARINDEX")
     if any(v.value is None for v in values):
         return Typed(None, INT)
     needle = (_text(values[0], scope) or "").casefold()
@@ -215,7 +204,7 @@ def _charindex(args: list[Typed], scope: Scope) -> Typed:
 
 
 def _quotename(args: list[Typed], scope: Scope) -> Typed:
-    values = _args(args, scope, (1, 2), "QUOTENAME")
+    values = arity(args, scope, (1, 2), "QUOTENAME")
     if values[0].value is None:
         return Typed(None, SqlType("NVARCHAR", 258))
     text = _text(values[0], scope) or ""
@@ -242,7 +231,7 @@ def _quotename(args: list[Typed], scope: Scope) -> Typed:
 
 
 def _len(args: list[Typed], scope: Scope) -> Typed:
-    (value,) = _args(args, scope, 1, "LEN")
+    (value,) = arity(args, scope, 1, "LEN")
     if value.value is None:
         return Typed(None, INT)
     if isinstance(value.value, bytes):
@@ -251,7 +240,7 @@ def _len(args: list[Typed], scope: Scope) -> Typed:
 
 
 def _datalength(args: list[Typed], scope: Scope) -> Typed:
-    (value,) = _args(args, scope, 1, "DATALENGTH")
+    (value,) = arity(args, scope, 1, "DATALENGTH")
     v = value.value
     if v is None:
         return Typed(None, INT)
@@ -309,7 +298,7 @@ def _datediff(args: list[Typed], scope: Scope) -> Typed:
 
 def _error_function(field: str) -> Callable[[list[Typed], Scope], Typed]:
     def run(args: list[Typed], scope: Scope) -> Typed:
-        _args(args, scope, 0, f"ERROR_{field.upper()}")
+        arity(args, scope, 0, f"ERROR_{field.upper()}")
         caught = scope.caught()
         type_ = NVARCHAR if field in ("message", "procedure") else INT
         if caught is None:
@@ -320,7 +309,7 @@ def _error_function(field: str) -> Callable[[list[Typed], Scope], Typed]:
 
 
 def _object_id(args: list[Typed], scope: Scope) -> Typed:
-    values = _args(args, scope, (1, 2), "OBJECT_ID")
+    values = arity(args, scope, (1, 2), "OBJECT_ID")
     name = _text(values[0], scope)
     if name is None:
         return Typed(None, INT)
@@ -328,19 +317,19 @@ def _object_id(args: list[Typed], scope: Scope) -> Typed:
 
 
 def _db_id(args: list[Typed], scope: Scope) -> Typed:
-    values = _args(args, scope, (0, 1), "DB_ID")
+    values = arity(args, scope, (0, 1), "DB_ID")
     name = _text(values[0], scope) if values else None
     return Typed(scope.database_id(name), SqlType("SMALLINT"))
 
 
 def _db_name(args: list[Typed], scope: Scope) -> Typed:
-    values = _args(args, scope, (0, 1), "DB_NAME")
+    values = arity(args, scope, (0, 1), "DB_NAME")
     number = _int(values[0], scope) if values else None
     return Typed(scope.database_name(number), SYSNAME)
 
 
 def _abs(args: list[Typed], scope: Scope) -> Typed:
-    (value,) = _args(args, scope, 1, "ABS")
+    (value,) = arity(args, scope, 1, "ABS")
     if value.value is None:
         return value
     return Typed(abs(value.value), value.type)  # type: ignore[arg-type]
@@ -360,7 +349,7 @@ def _replicate(text: str, rest: list[Typed]) -> str | None:
 
 
 def _nullif(args: list[Typed], scope: Scope) -> Typed:
-    a, b = _args(args, scope, 2, "NULLIF")
+    a, b = arity(args, scope, 2, "NULLIF")
     if compare("=", a, b, scope) is True:
         return Typed(None, a.type)
     return a
@@ -388,7 +377,7 @@ def _xact_state(args: list[Typed], scope: Scope) -> Typed:
 
 def _cursor_status(args: list[Typed], scope: Scope) -> Typed:
     """CURSOR_STATUS('local' | 'global' | 'variable', name) (cursor-status-transact-sql.md)."""
-    kind, name = (_text(a, scope) or "" for a in _args(args, scope, 2, "cursor_status"))
+    kind, name = (_text(a, scope) or "" for a in arity(args, scope, 2, "cursor_status"))
     return Typed(scope.cursor_status(kind, name), SqlType("SMALLINT"))
 
 
@@ -451,6 +440,7 @@ FUNCTIONS: Mapping[str, Callable[[list[Typed], Scope], Typed]] = {
     "CURSOR_STATUS": _cursor_status,
     "ABS": _abs,
     **IDENTITY_FUNCTIONS,  # USER_NAME, SUSER_SNAME, SUSER_NAME, ORIGINAL_LOGIN
+    **JSON_FUNCTIONS,  # JSON_VALUE, JSON_QUERY, ISJSON
     "SCHEMA_NAME": _constant("dbo", SYSNAME),
 }
 

@@ -325,9 +325,9 @@ class Session:
             self._tx = None
             self.trancount = 0
             self._doomed = False
-            self._fail(broker_error(exc, self._line))
+            self._fail(broker_error(exc, self._line, self.database))
         except BrokerError as exc:
-            self._fail(broker_error(exc, self._line))
+            self._fail(broker_error(exc, self._line, self.database))
         except ArithmeticError:  # a value beyond what Python's types hold (1e308 * 10, …)
             self._fail(
                 TSqlError(

@@ -14,7 +14,7 @@ from ..errors import TSqlError
 from . import nodes as n
 from .types import ConversionFailed, SqlType, Typed, convert
 
-__all__ = ["ErrorContext", "Scope", "fail", "to_type"]
+__all__ = ["ErrorContext", "Scope", "arity", "fail", "to_type"]
 
 
 @dataclass(frozen=True)
@@ -61,6 +61,20 @@ class Scope(Protocol):
 def fail(number: int, message: str, scope: Scope, severity: int = 16) -> TSqlError:
     """SQL Server's error ``number`` with ``message`` at the scope's line (to raise)."""
     return TSqlError(number, message, severity=severity, line=scope.line)
+
+
+def arity(args: list[Typed], scope: Scope, count: int | tuple[int, int], name: str) -> list[Typed]:
+    """``args`` when a call of function ``name`` has ``count`` of them (a number, or the
+    fewest and most); else Msg 174."""
+    low, high = (count, count) if isinstance(count, int) else count
+    if not low <= len(args) <= high:
+        raise fail(
+            174,
+            f"The {name.lower()} function requires {low if low == high else f'{low} to {high}'} argument(s).",
+            scope,
+            severity=15,
+        )
+    return args
 
 
 def to_type(value: Typed, target: SqlType, scope: Scope) -> object:

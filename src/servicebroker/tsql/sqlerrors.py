@@ -91,20 +91,23 @@ _KINDS = {
 }
 
 
-def broker_error(exc: BrokerError, line: int) -> TSqlError:
-    """The error SQL Server raises where the broker raised ``exc`` (module docstring)."""
+def broker_error(exc: BrokerError, line: int, database: str = "") -> TSqlError:
+    """The error SQL Server raises where the broker raised ``exc`` (module docstring), in the
+    statement at ``line`` of a session on ``database`` (which Msg 229 names)."""
     if isinstance(exc, TSqlError):
         return exc
     inner = exc.__cause__ if isinstance(exc.__cause__, BrokerError) else exc
     text = str(inner)
     statement = str(exc).split(" at line", 1)[0] if inner is not exc else ""
-    found = _match(inner, text, statement, line)
+    found = _match(inner, text, statement, line, database)
     if found is not None:
         return found
     return TSqlError(50000, str(exc), severity=16, line=line)
 
 
-def _match(exc: BrokerError, text: str, statement: str, line: int) -> TSqlError | None:
+def _match(
+    exc: BrokerError, text: str, statement: str, line: int, database: str
+) -> TSqlError | None:
     if isinstance(exc, StorageError):
         m = re.search(
             r'no such table: (?:\w+\.)?([^\s);]+)|relation "([^"]+)" does not exist', text
@@ -134,7 +137,7 @@ def _match(exc: BrokerError, text: str, statement: str, line: int) -> TSqlError 
             return _error(515, line, column, table, "INSERT")
         return None
     if isinstance(exc, PermissionDeniedError):
-        return _error(229, line, exc.permission, exc.securable, "", "dbo")
+        return _error(229, line, exc.permission, exc.securable, database, "dbo")
     if isinstance(exc, QueueDisabledError):
         m = re.search(r"queue " + _QUOTED, text)
         name = m.group(1) if m else ""
