@@ -88,7 +88,7 @@ def test_rollback_does_not_undo_a_table_variable_and_the_batch_is_its_scope(
         ("INSERT @t (id, nope) VALUES (3, 1)", 207),
         ("INSERT @t VALUES (4)", 213),
         ("INSERT @t (id, s) VALUES (5)", 109),
-        ("INSERT @t EXEC some_procedure", 40000),
+        ("INSERT @t EXEC some_procedure", 2812),
         ("UPDATE @t SET id = NULL", 515),
     ],
 )
@@ -106,6 +106,40 @@ def test_what_sql_server_refuses_is_refused_and_nothing_changes(
     assert caught.value.number == number
     shown = caught.value.results.result_sets
     assert [r.values for r in shown] in ([[[9, "ok"]]], [])
+
+
+def test_insert_exec_takes_the_rows_of_every_result_set(db: Instance) -> None:
+    """INSERT … EXEC (insert-transact-sql.md, execute_statement): the rows of each result set
+    the procedure (or sp_executesql) returns go into the table variable or the table, not to
+    the client; a column count that differs is Msg 213, an INSERT … EXEC inside one Msg 8164."""
+    db.execute(
+        "CREATE PROCEDURE two AS BEGIN SELECT 1 AS a, 'x' AS b; SELECT 2, 'y'; END\nGO\n"
+        "CREATE PROCEDURE nested AS BEGIN\n"
+        "  DECLARE @t TABLE (a INT, b VARCHAR(5)); INSERT INTO @t EXEC two; END",
+        database="d",
+    )
+    results = db.execute(
+        "DECLARE @t TABLE (a INT, b VARCHAR(5));\n"
+        "INSERT INTO @t EXEC two;\n"
+        "INSERT @t (b, a) EXEC sp_executesql N'SELECT ''z'', @n', N'@n INT', @n = 3;\n"
+        "SELECT a, b FROM @t ORDER BY a;\n"
+        "CREATE TABLE kept (id INT IDENTITY(1,1), a INT, b VARCHAR(5));\n"
+        "INSERT INTO kept EXEC two;\n"
+        "SELECT id, a, b FROM kept;",
+        database="d",
+    )
+    # each inner SELECT prints its count, then the INSERT its own
+    assert results.row_counts == [1, 1, 2, 1, 1, 3, 1, 1, 2, 2]
+    rows, kept = results.result_sets
+    assert rows.values == [[1, "x"], [2, "y"], [3, "z"]]
+    assert kept.values == [[1, 1, "x"], [2, 2, "y"]]
+    for text, number in (
+        ("DECLARE @w TABLE (a INT); INSERT INTO @w EXEC two", 213),
+        ("DECLARE @u TABLE (a INT); INSERT INTO @u EXEC nested", 8164),
+    ):
+        with pytest.raises(TSqlError) as caught:
+            db.execute(text, database="d")
+        assert caught.value.number == number, text
 
 
 def test_receive_into_a_table_variable_then_loop_over_it(db: Instance) -> None:

@@ -124,6 +124,33 @@ def test_insert_select_from_a_table_variable_or_a_view_and_the_identity_column(
     assert instance.execute("SELECT COUNT(*) FROM Orders").result_sets[0].values == [[4]]
 
 
+def test_table_constraints_as_set_up_scripts_write_them(instance: Instance) -> None:
+    """CREATE TABLE's constraints as scripts write them (create-table-transact-sql.md):
+    ``CONSTRAINT pk PRIMARY KEY CLUSTERED (id)``, ``PRIMARY KEY NONCLUSTERED`` on a column,
+    ``UNIQUE NONCLUSTERED (…)``, a key of two columns, an IDENTITY column that is not the key:
+    each keeps its meaning (a duplicate key is Msg 2627), on either backend."""
+    results = instance.execute(
+        "CREATE TABLE a (id INT IDENTITY(1,1), n INT, CONSTRAINT pk_a PRIMARY KEY CLUSTERED (id));\n"
+        "CREATE TABLE b (id INT NOT NULL PRIMARY KEY NONCLUSTERED, label VARCHAR(20)"
+        " DEFAULT 'CLUSTERED', CONSTRAINT uq_b UNIQUE NONCLUSTERED (label));\n"
+        "CREATE TABLE c (x INT, y INT, PRIMARY KEY (x, y));\n"
+        "CREATE TABLE d (id INT IDENTITY(1,1), n INT);\n"
+        "INSERT INTO a (n) VALUES (5), (6); INSERT INTO b (id) VALUES (1);\n"
+        "INSERT INTO c VALUES (1, 2), (2, 1); INSERT INTO d (n) VALUES (7), (8);\n"
+        "SELECT id, n FROM a; SELECT id, label FROM b; SELECT id, n FROM d;"
+    )
+    a, b, d = results.result_sets
+    assert a.values == [[1, 5], [2, 6]] and d.values == [[1, 7], [2, 8]]
+    assert b.values == [[1, "CLUSTERED"]]
+    for duplicate in (
+        "INSERT INTO c VALUES (1, 2)",
+        "INSERT INTO b (id, label) VALUES (2, 'CLUSTERED')",
+    ):
+        with pytest.raises(TSqlError) as caught:
+            instance.execute(duplicate)
+        assert caught.value.number == 2627, duplicate
+
+
 def test_variables_are_parameters_and_select_assigns_from_the_last_row(instance: Instance) -> None:
     results = instance.execute(
         TABLE + "DECLARE @who NVARCHAR(50) = N'ann', @n INT, @last NVARCHAR(50) = N'none';\n"

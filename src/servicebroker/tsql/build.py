@@ -23,7 +23,6 @@ from . import build_variables as v
 from . import nodes as n
 from .build_expressions import ExpressionBuilder, line_of, name_of, string_of
 from .build_security import SECURITY_RULES, build_security
-from .unsupported import not_supported
 
 __all__ = ["build_batch", "name_of", "string_of"]
 
@@ -310,9 +309,15 @@ class _Builder:
     def s_insert_statement(self, tree: Tree[Token], line: int) -> n.Statement:
         if v.names_table_variable(tree, self.x):
             return v.insert_variable(tree, self.x, line, lambda c: self.s_execute(c, line))
-        if any(isinstance(c, Tree) and c.data == "execute" for c in tree.children):
-            raise not_supported("INSERT … EXEC into the application's tables", line)
         plain = self._table_statement(tree, line, "INSERT")
+        execute = next(
+            (
+                self.s_execute(c, line)
+                for c in tree.children
+                if isinstance(c, Tree) and c.data == "execute"
+            ),
+            None,
+        )
         columns = next(
             (
                 tuple(name_of(name) for name in c.children if isinstance(name, Tree))
@@ -329,7 +334,7 @@ class _Builder:
             ),
             None,
         )
-        return replace(plain, columns=columns, select=select)
+        return replace(plain, columns=columns, select=select, execute=execute)
 
     def s_update_statement(self, tree: Tree[Token], line: int) -> n.Statement:
         if v.names_table_variable(tree, self.x):

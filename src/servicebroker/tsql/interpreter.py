@@ -150,9 +150,13 @@ class Session:
         self._line = 1
         self._procedure: str | None = None
         self._nesting = 0
+        self._captured: list[ResultSet] | None = None
 
     # -- events -----------------------------------------------------------------------------
     def emit(self, event: ResultSet | str | int | TSqlError) -> None:
+        if self._captured is not None and isinstance(event, ResultSet):
+            self._captured.append(event)  # INSERT … EXEC takes it
+            return
         self.results.events.append(event)
         if self._on_event is not None:
             self._on_event(event)
@@ -224,6 +228,21 @@ class Session:
         if self._on_tables(select):
             return None
         return run_query(select, self, self._sources()).rows
+
+    def rows_of_call(self, call: n.Execute) -> list[list[Typed]]:
+        """The rows of every result set procedure ``call`` returns (INSERT … EXEC,
+        insert-transact-sql.md), kept from the client.
+
+        Raises:
+            TSqlError: Msg 8164, an INSERT … EXEC inside another; the procedure's errors."""
+        if self._captured is not None:
+            raise TSqlError(8164, "An INSERT EXEC statement cannot be nested.", line=self._line)
+        self._captured = []
+        try:
+            self._execute(call)
+            return [row for result in self._captured for row in result.rows]
+        finally:
+            self._captured = None
 
     def _on_tables(self, select: n.SelectCore) -> bool:
         """Whether a SELECT reads the application's tables (:mod:`.select_routing`)."""
@@ -459,7 +478,7 @@ class Session:
         Raises:
             TSqlError: Msg 134, a name declared twice.
         """
-        for declare in _declarations(statements):
+        for declare in n.declarations(statements):
             self._line = declare.line
             for name, type_, _ in declare.items:
                 self.declare(name, type_)
@@ -655,23 +674,3 @@ class Session:
         self.emit(ResultSet(query.columns, query.rows))
         if not self.nocount:
             self.emit(len(query.rows))
-
-
-def _declarations(statements: tuple[n.Statement, ...] | list[n.Statement]) -> list[n.Declare]:
-    """The DECLARE statements among ``statements`` and the blocks they hold, in order."""
-    found: list[n.Declare] = []
-    for statement in statements:
-        if isinstance(statement, n.Declare):
-            found.append(statement)
-        elif isinstance(statement, n.Block):
-            found.extend(_declarations(statement.body))
-        elif isinstance(statement, n.TryCatch):
-            found.extend(_declarations(statement.body))
-            found.extend(_declarations(statement.handler))
-        elif isinstance(statement, n.If):
-            found.extend(_declarations([statement.then]))
-            if statement.otherwise is not None:
-                found.extend(_declarations([statement.otherwise]))
-        elif isinstance(statement, n.While):
-            found.extend(_declarations([statement.body]))
-    return found

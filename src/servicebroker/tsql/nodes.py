@@ -123,6 +123,7 @@ __all__ = [
     "XmlApply",
     "XmlMethod",
     "XmlSchemaSource",
+    "declarations",
 ]
 
 
@@ -582,6 +583,8 @@ class TableStatement:
     """An INSERT … SELECT's query: run by the interpreter when it reads views, queues or table
     variables, its rows then inserted (translated with the statement when it reads the
     application's tables)."""
+    execute: Execute | None = None
+    """An INSERT … EXEC's procedure call, whose result sets' rows are inserted."""
 
 
 Statement = (
@@ -631,3 +634,24 @@ Statement = (
     | SecurityStatement
 )
 """A statement of a batch."""
+
+
+def declarations(statements: tuple[Statement, ...] | list[Statement]) -> list[Declare]:
+    """The DECLARE statements among ``statements`` and the blocks they hold, in order (a
+    variable is declared for the whole batch from where its DECLARE is written)."""
+    found: list[Declare] = []
+    for statement in statements:
+        if isinstance(statement, Declare):
+            found.append(statement)
+        elif isinstance(statement, Block):
+            found.extend(declarations(statement.body))
+        elif isinstance(statement, TryCatch):
+            found.extend(declarations(statement.body))
+            found.extend(declarations(statement.handler))
+        elif isinstance(statement, If):
+            found.extend(declarations([statement.then]))
+            if statement.otherwise is not None:
+                found.extend(declarations([statement.otherwise]))
+        elif isinstance(statement, While):
+            found.extend(declarations([statement.body]))
+    return found

@@ -19,7 +19,6 @@ from .queries import RowSource, _RowScope
 from .results import ResultSet
 from .scope import Scope, to_type
 from .types import BIGINT, SqlType, Typed
-from .unsupported import not_supported
 
 __all__ = ["TABLE_VARIABLE_STATEMENTS", "TableVariable", "VariableSources"]
 
@@ -131,6 +130,7 @@ class Session(Scope, Protocol):
     nocount: bool
 
     def table_variable(self, name: str) -> TableVariable: ...
+    def rows_of_call(self, call: n.Execute) -> list[list[Typed]]: ...
     def emit(self, event: ResultSet | str | int | TSqlError) -> None: ...
 
 
@@ -156,12 +156,12 @@ def _counted(session: Session, rows: int) -> None:
 
 def _insert(session: Session, s: n.InsertVariable) -> None:
     table = session.table_variable(s.table)
-    if s.execute is not None:
-        raise not_supported("INSERT … EXEC into a table variable", s.line)
     given = [[None if e is None else evaluate(e, session) for e in row] for row in s.rows]
     values: list[list[Typed | None]] = list(given)
     if s.select is not None:
         values = [list[Typed | None](row) for row in session.subquery(s.select)]
+    if s.execute is not None:  # the rows of the procedure's result sets
+        values = [list[Typed | None](row) for row in session.rows_of_call(s.execute)]
     if s.columns is not None:
         targets = [table.column(name, s.line) for name in s.columns]
     else:

@@ -46,6 +46,7 @@ from .table_columns import (
     result_columns,
     typed_as,
 )
+from .table_definitions import identity_key, unordered, without_clustering
 from .types import BIGINT, BIT, DATETIME, INT, NVARCHAR, UNIQUEIDENTIFIER, SqlType, Typed
 from .unsupported import not_supported
 
@@ -72,6 +73,7 @@ class TableSession(Scope, Protocol):
 
     def statement_transaction(self) -> AbstractContextManager[Transaction]: ...
     def rows_elsewhere(self, select: n.SelectCore) -> list[list[Typed]] | None: ...
+    def rows_of_call(self, call: n.Execute) -> list[list[Typed]]: ...
     def assign(self, name: str, value: Typed) -> None: ...
     def emit(self, event: ResultSet | str | int | TSqlError) -> None: ...
 
@@ -179,7 +181,7 @@ class _Translation:
             self.from_tables = list(template.from_tables)
             return
         try:
-            tree = sqlglot.parse_one(text, read="tsql")
+            tree = sqlglot.parse_one(without_clustering(text), read="tsql")
         except ParseError:
             raise TSqlError(
                 102,
@@ -195,6 +197,8 @@ class _Translation:
             self.inner_columns = outer[1]([t.name.casefold() for t in found])
         tree = tree.transform(self._rewrite).transform(_concatenation)
         self._check(tree)
+        if isinstance(tree, exp.Create) and not session.postgres:
+            identity_key(tree, line)
         if isinstance(tree, exp.Select):
             self._assignments(tree)
         if isinstance(tree, exp.Insert | exp.Update | exp.Delete):
@@ -279,6 +283,8 @@ class _Translation:
                 return exp.DataType(this=exp.DataType.Type.DOUBLE)
             if node.this in (exp.DataType.Type.UTINYINT, exp.DataType.Type.BIT):
                 return exp.DataType(this=exp.DataType.Type.SMALLINT)
+        if isinstance(node, exp.PrimaryKey):  # PRIMARY KEY (a, b): the columns, no order
+            return exp.PrimaryKey(expressions=[unordered(e) for e in node.expressions])
         if isinstance(node, exp.DataTypeParam) and node.name.upper() == "MAX":
             return exp.Var(this="")  # dropped below
         return node
@@ -480,10 +486,12 @@ def run_table_statement(session: TableSession, s: n.TableStatement) -> None:
     mark = "%s" if session.postgres else "?"
     if s.kind == "INSERT":
         found = None if s.select is None else session.rows_elsewhere(s.select)
+        if s.execute is not None:  # INSERT … EXEC: the procedure's result sets' rows
+            found = session.rows_of_call(s.execute)
         with session.statement_transaction() as tx:
             if found is None:
                 count = len(_insert(session, tx, s, mark))
-            else:  # INSERT … SELECT from views, queues or table variables
+            else:  # INSERT … SELECT from views, queues or table variables, INSERT … EXEC
                 count = len(_insert_rows(session, tx, s, found, mark))
         session.rowcount = count
         if not session.nocount:
@@ -501,7 +509,8 @@ def run_table_statement(session: TableSession, s: n.TableStatement) -> None:
                 )
             rows = tx.execute(translation.sql, translation.params)
             tx.execute(f"INSERT INTO {REGISTRY} (name) VALUES ({mark})", (target,))
-            record_columns(tx, mark, target, sqlglot.parse_one(s.text, read="tsql"))
+            tree = sqlglot.parse_one(without_clustering(s.text), read="tsql")
+            record_columns(tx, mark, target, tree)
         elif s.kind == "DROP TABLE":
             known = _registered(tx, session, translation.tables)
             dropped = [t for t in translation.tables if t in known]
