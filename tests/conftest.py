@@ -23,6 +23,7 @@ from servicebroker import Broker, Instance, ManualClock, TransportSettings
 from servicebroker.testing.ports import free_port
 from servicebroker.transport.certificates import make_self_signed
 
+from .migrated_databases import PostgresSchemas, SqliteTemplate
 from .transport_sites import Site
 
 # CI runs the property tests derandomized: the same examples on every run, so a red build is a
@@ -237,22 +238,80 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
 
 
 @pytest.fixture
-def url(backend: str, tmp_path: Path) -> Iterator[str]:
+def empty_url(backend: str, tmp_path: Path) -> Iterator[str]:
+    """A new, empty broker database (nothing migrated): for tests of the migrations."""
     u = new_url(backend, tmp_path)
     yield u
     drop_url(u)
 
 
-@pytest.fixture
-def instance_location(backend: str, tmp_path: Path) -> Iterator[str]:
-    """A fresh, empty T-SQL instance: a folder, or a named instance on the PostgreSQL server
-    (its schemas dropped after the test)."""
+@pytest.fixture(scope="session")
+def sqlite_template(tmp_path_factory: pytest.TempPathFactory) -> SqliteTemplate:
+    """A broker SQLite file migrated once per test process (copied by ``url``)."""
+    return SqliteTemplate(tmp_path_factory.mktemp("template"))
+
+
+@pytest.fixture(scope="session")
+def postgres_schemas() -> Iterator[PostgresSchemas]:
+    """This test process's pool of migrated PostgreSQL schemas (handed out by ``url``)."""
+    pool = PostgresSchemas(POSTGRES_URL)
+    yield pool
+    SERVER.share()  # not while a test has the server alone to crash it
+    try:
+        pool.close()
+    finally:
+        SERVER.release()
+
+
+def migrated_url(request: pytest.FixtureRequest, backend: str, folder: Path) -> str:
+    """A new broker database, already migrated (``tests/migrated_databases.py``): a copy of a
+    template SQLite file in ``folder``, or a schema of the PostgreSQL pool (put back as new by
+    :func:`give_back_url`)."""
     if backend == "sqlite":
-        yield str(tmp_path / "instance")
+        folder.mkdir(parents=True, exist_ok=True)
+        template: SqliteTemplate = request.getfixturevalue("sqlite_template")
+        return template.copy(folder)
+    need_postgres()
+    schemas: PostgresSchemas = request.getfixturevalue("postgres_schemas")
+    return schemas.take()
+
+
+def give_back_url(request: pytest.FixtureRequest, url: str) -> None:
+    """The end of a database :func:`migrated_url` made (its brokers closed)."""
+    if url.startswith("postgres"):
+        schemas: PostgresSchemas = request.getfixturevalue("postgres_schemas")
+        schemas.give_back(url)
+
+
+@pytest.fixture
+def url(backend: str, tmp_path: Path, request: pytest.FixtureRequest) -> Iterator[str]:
+    """A new broker database, already migrated (:func:`migrated_url`)."""
+    u = migrated_url(request, backend, tmp_path)
+    yield u
+    give_back_url(request, u)
+
+
+@pytest.fixture
+def instance_location(
+    backend: str, tmp_path: Path, request: pytest.FixtureRequest
+) -> Iterator[str]:
+    """A fresh T-SQL instance: a folder whose ``master.db`` is a copy of the migrated template,
+    or a named instance on the PostgreSQL server whose ``master`` comes from the pool
+    (``tests/migrated_databases.py``; its other schemas are dropped after the test)."""
+    if backend == "sqlite":  # its master: a copy of the migrated template
+        folder = tmp_path / "instance"
+        folder.mkdir()
+        template: SqliteTemplate = request.getfixturevalue("sqlite_template")
+        template.copy(folder, "master.db")
+        yield str(folder)
         return
     name = f"t{uuid.uuid4().hex[:12]}"
     sep = "&" if "?" in POSTGRES_URL else "?"
-    yield f"{POSTGRES_URL}{sep}instance={name}"
+    location = f"{POSTGRES_URL}{sep}instance={name}"
+    schemas: PostgresSchemas = request.getfixturevalue("postgres_schemas")
+    schemas.master(location)
+    yield location
+    schemas.give_back_master(location)
     import psycopg
 
     with psycopg.connect(POSTGRES_URL, autocommit=True) as c:
@@ -353,12 +412,15 @@ def transport_settings() -> TransportSettings | None:
 
 @pytest.fixture
 def sites(
-    backend: str, tmp_path: Path, transport_settings: TransportSettings | None
+    backend: str,
+    tmp_path: Path,
+    transport_settings: TransportSettings | None,
+    request: pytest.FixtureRequest,
 ) -> Iterator[tuple[Site, Site]]:
     """Two brokers on ``backend`` (two SQLite files or two PostgreSQL databases), each on its
     own manual clock with a free port and a self-signed certificate; nothing else set up
     (``transport_sites.connect`` makes the usual shop and warehouse)."""
-    urls = [new_url(backend, tmp_path / "a"), new_url(backend, tmp_path / "b")]
+    urls = [migrated_url(request, backend, tmp_path / name) for name in "ab"]
     made = []
     for i, u in enumerate(urls):
         (tmp_path / "ab"[i]).mkdir(exist_ok=True)
@@ -375,7 +437,7 @@ def sites(
     for site in made:
         site.broker.close()
     for u in urls:
-        drop_url(u)
+        give_back_url(request, u)
 
 
 FAST = TransportSettings(suppress_after_failure=1.0, suppress_after_disconnect=1.0)
@@ -383,7 +445,7 @@ Opener = Callable[..., list[Site]]
 
 
 @pytest.fixture
-def open_sites(tmp_path: Path) -> Iterator[Opener]:
+def open_sites(tmp_path: Path, request: pytest.FixtureRequest) -> Iterator[Opener]:
     """``open_sites(n, backend="sqlite", settings={index: TransportSettings})``: ``n`` brokers,
     each on its own manual clock, free port and self-signed certificate; closed at the end."""
     made: list[Site] = []
@@ -393,8 +455,7 @@ def open_sites(tmp_path: Path) -> Iterator[Opener]:
         sites = []
         for i in range(n):
             folder = tmp_path / f"site{i}"
-            folder.mkdir()
-            url = new_url(backend, folder)
+            url = migrated_url(request, backend, folder)
             urls.append(url)
             clock = ManualClock(START)
             broker = Broker.open(
@@ -408,4 +469,4 @@ def open_sites(tmp_path: Path) -> Iterator[Opener]:
     for site in made:
         site.broker.close()
     for url in urls:
-        drop_url(url)
+        give_back_url(request, url)

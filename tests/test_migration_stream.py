@@ -179,6 +179,12 @@ def fill(broker: Broker) -> None:
 
 
 @pytest.fixture
+def url(empty_url: str) -> str:
+    """This module's tests build old schemas: their databases start empty."""
+    return empty_url
+
+
+@pytest.fixture
 def other_url(backend: str, tmp_path: Path) -> Iterator[str]:
     u = new_url(backend, tmp_path / "donor")
     Path(tmp_path / "donor").mkdir(exist_ok=True)
