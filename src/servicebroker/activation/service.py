@@ -100,6 +100,7 @@ class ActivationService:
         self._threads: list[threading.Thread] = []
         self._procedures: dict[str, Procedure] = {}
         self._named: dict[str, Procedure] = {}
+        self._finder: Callable[[str], Procedure | None] | None = None
         self._check_lock = threading.Lock()
         self._started = 0
         self._notifications = 0
@@ -119,6 +120,13 @@ class ActivationService:
         (a procedure name without ``:``; matched without regard to case, as T-SQL names are)."""
         with self._lock:
             self._named[name.casefold()] = procedure
+
+    def set_procedure_finder(self, finder: Callable[[str], Procedure | None] | None) -> None:
+        """Ask ``finder`` for a procedure name no :meth:`register_named_procedure` registered
+        when a queue's activation needs it (a T-SQL procedure another process created after
+        this one opened the database); what it finds is registered."""
+        with self._lock:
+            self._finder = finder
 
     def has_named_procedure(self, name: str) -> bool:
         """Whether :meth:`register_named_procedure` registered ``name`` in this process."""
@@ -224,6 +232,11 @@ class ActivationService:
             proc = self._procedures.get(queue.name) or self._named.get(
                 queue.activation_procedure.casefold()
             )
+            finder = self._finder
+        if proc is None and finder is not None and ":" not in queue.activation_procedure:
+            proc = finder(queue.activation_procedure)
+            if proc is not None:
+                self.register_named_procedure(queue.activation_procedure, proc)
         if proc is not None:
             return proc
         if ":" not in queue.activation_procedure:

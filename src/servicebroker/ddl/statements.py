@@ -496,6 +496,17 @@ class CatalogStatements:
             raise CatalogError(f"procedure {name!r} must be callable, got {procedure!r}")
         self._catalog_activation.register_named_procedure(name, procedure)
 
+    def register_procedure_finder(
+        self, finder: Callable[[str], Callable[[Any], object] | None] | None
+    ) -> None:
+        """Give activation a way to find a procedure no :meth:`register_procedure` call named
+        in this process: when a queue's ACTIVATION names one, ``finder(name)`` is asked and
+        what it returns (a callable taking an ``ActivationContext``) is registered; None, not
+        found (the start is logged as failed and tried again at the next activation check).
+        A T-SQL instance finds the procedures stored in the database, whichever process
+        created them (ACT-7). ``None`` removes the finder."""
+        self._catalog_activation.set_procedure_finder(finder)
+
     def _check_registered(self, queue: str, activation: Activation | None) -> None:
         """A procedure named without ``:`` must be registered in this process (CREATE / ALTER
         QUEUE refuse an unknown one at once, not at the first activation)."""

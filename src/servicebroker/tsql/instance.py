@@ -164,6 +164,7 @@ class Instance:
                 store = ProcedureStore(broker, _parse_procedure, self._runner(stored))
                 self._procedures[key] = store
                 store.register_all()
+                broker.register_procedure_finder(store.find)  # created later, anywhere
                 ensure_registry(broker)
                 self.link.attach(stored, broker)
                 if self._started:

@@ -68,6 +68,13 @@ class ProcedureStore:
         for (name,) in self._broker.execute(f"SELECT name FROM {TABLE}"):
             self._broker.register_procedure(str(name), self._runner(str(name)))
 
+    def find(self, name: str) -> Callable[[ActivationContext], None] | None:
+        """What activation runs for the stored procedure ``name`` (created by any process,
+        :meth:`~servicebroker.Broker.register_procedure_finder`), or None when there is none."""
+        if self.get(name) is None:
+            return None
+        return self._runner(_key(name))
+
     def get(self, name: str) -> n.CreateProcedure | None:
         """The procedure ``name`` as stored now, or None."""
         self._ensure()
