@@ -109,6 +109,7 @@ class PostgresSchemas:
         self._ours: dict[str, str] = {}  # schema -> its kind
         self._kinds: dict[str, _Kind] = {}
         self._named: dict[str, str] = {}  # a master's name while handed out -> its pool name
+        self._comment = ""  # a master schema's comment, {name} for the instance's name
 
     def url(self, schema: str) -> str:
         sep = "&" if "?" in self.server else "?"
@@ -139,6 +140,8 @@ class PostgresSchemas:
         """Give the T-SQL instance at ``location`` (``…?instance=NAME``, not made yet) a
         ``master`` from this pool, as :meth:`servicebroker.Instance.open` would make it; it
         comes back with :meth:`give_back_master`."""
+        from psycopg import sql
+
         from servicebroker import Instance
 
         name = location.rsplit("instance=", 1)[1]
@@ -152,6 +155,10 @@ class PostgresSchemas:
                 # the tables a session's first statement and sys.databases make, made
                 made.execute("SELECT name FROM sys.databases")
             with self._session() as conn:
+                comment = conn.execute(
+                    f"SELECT obj_description('sb_{maker}_master'::regnamespace, 'pg_namespace')"
+                ).fetchone()[0]
+                self._comment = str(comment).replace(maker, "{name}")  # as Instance writes it
                 conn.execute(f"ALTER SCHEMA sb_{maker}_master RENAME TO {schema}")
             self._ours[schema] = "master"
             if kind is None:
@@ -159,8 +166,9 @@ class PostgresSchemas:
         handed = f"sb_{name.casefold()}_master"
         with self._session() as conn:
             conn.execute(f"ALTER SCHEMA {schema} RENAME TO {handed}")
+            comment = sql.Literal(self._comment.format(name=name))
             conn.execute(
-                f"COMMENT ON SCHEMA {handed} IS 'servicebroker instance {name} database master'"
+                sql.SQL("COMMENT ON SCHEMA {} IS {}").format(sql.Identifier(handed), comment)
             )
         self._named[handed] = schema
 

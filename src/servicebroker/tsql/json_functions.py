@@ -19,6 +19,7 @@ from __future__ import annotations
 import json
 import re
 from collections.abc import Callable, Mapping
+from typing import NoReturn
 
 from .scope import Scope, arity, fail
 from .types import INT, NVARCHAR, NVARCHAR_MAX, Typed, convert
@@ -134,48 +135,66 @@ def _dump(value: object) -> str:
     return json.dumps(value, ensure_ascii=False)
 
 
-def _json_value(args: list[Typed], scope: Scope) -> Typed:
-    arity(args, scope, 2, "JSON_VALUE")
-    text, path = _text_argument(args[0], scope), _text_argument(args[1], scope)
-    if text is None or path is None:
-        return Typed(None, NVARCHAR)
+_ERRORS = {
+    13608: "Property cannot be found on the specified JSON path.",
+    13623: "Scalar value cannot be found in the specified JSON path.",
+    13624: "Object or array cannot be found in the specified JSON path.",
+    13625: "String value in the specified JSON path would be truncated.",
+}
+
+
+class _Null(Exception):
+    """Lax mode's answer where strict mode raises: NULL."""
+
+
+def _absent(strict: bool, number: int, scope: Scope) -> NoReturn:
+    """Strict mode: SQL Server's error ``number``; lax mode: NULL (:class:`_Null`)."""
+    if strict:
+        raise fail(number, _ERRORS[number], scope)
+    raise _Null
+
+
+def _lookup(text: str, path: str, scope: Scope) -> tuple[bool, object]:
+    """The path's mode (strict) and what it finds in the JSON ``text``."""
     strict, steps = _path(path, scope)
     found = _find(_document(text, scope), steps)
     if found is _MISSING:
-        if strict:
-            raise fail(13608, "Property cannot be found on the specified JSON path.", scope)
+        _absent(strict, 13608, scope)
+    return strict, found
+
+
+def _json_value(args: list[Typed], scope: Scope) -> Typed:
+    arity(args, scope, 2, "JSON_VALUE")
+    text, path = _text_argument(args[0], scope), _text_argument(args[1], scope)
+    try:
+        if text is None or path is None:
+            raise _Null
+        strict, found = _lookup(text, path, scope)
+        if isinstance(found, dict | list):
+            _absent(strict, 13623, scope)
+        if found is None:
+            raise _Null
+        value = ("true" if found else "false") if isinstance(found, bool) else str(found)
+        if len(value) > 4000:
+            _absent(strict, 13625, scope)
+        return Typed(value, NVARCHAR)
+    except _Null:
         return Typed(None, NVARCHAR)
-    if isinstance(found, dict | list):
-        if strict:
-            raise fail(13623, "Scalar value cannot be found in the specified JSON path.", scope)
-        return Typed(None, NVARCHAR)
-    if found is None:
-        return Typed(None, NVARCHAR)
-    value = ("true" if found else "false") if isinstance(found, bool) else str(found)
-    if len(value) > 4000:
-        if strict:
-            raise fail(13625, "String value in the specified JSON path would be truncated.", scope)
-        return Typed(None, NVARCHAR)
-    return Typed(value, NVARCHAR)
 
 
 def _json_query(args: list[Typed], scope: Scope) -> Typed:
     arity(args, scope, (1, 2), "JSON_QUERY")
     text = _text_argument(args[0], scope)
     path = _text_argument(args[1], scope) if len(args) == 2 else "$"
-    if text is None or path is None:
+    try:
+        if text is None or path is None:
+            raise _Null
+        strict, found = _lookup(text, path, scope)
+        if not isinstance(found, dict | list):
+            _absent(strict, 13624, scope)
+        return Typed(_dump(found), NVARCHAR_MAX)
+    except _Null:
         return Typed(None, NVARCHAR_MAX)
-    strict, steps = _path(path, scope)
-    found = _find(_document(text, scope), steps)
-    if found is _MISSING:
-        if strict:
-            raise fail(13608, "Property cannot be found on the specified JSON path.", scope)
-        return Typed(None, NVARCHAR_MAX)
-    if not isinstance(found, dict | list):
-        if strict:
-            raise fail(13624, "Object or array cannot be found in the specified JSON path.", scope)
-        return Typed(None, NVARCHAR_MAX)
-    return Typed(_dump(found), NVARCHAR_MAX)
 
 
 def _isjson(args: list[Typed], scope: Scope) -> Typed:

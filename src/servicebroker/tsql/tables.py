@@ -23,6 +23,7 @@ from contextlib import AbstractContextManager
 from dataclasses import dataclass
 from datetime import datetime
 from decimal import Decimal
+from functools import lru_cache
 from typing import Any, Protocol
 
 import sqlglot
@@ -564,22 +565,31 @@ def _insert(
     _check_known(tx, session, translation.tables, s.line)
     columns = None if s.columns is not None else inserted_columns(tx, mark, s.table[-1].casefold())
     if columns is not None:
-        tree = sqlglot.parse_one(s.text, read="tsql")
-        given = tree.expression
-        widths = (
-            {len(row.expressions) for row in given.expressions}
-            if isinstance(given, exp.Values)
-            else {len(given.expressions)}
-            if isinstance(given, exp.Select) and not given.is_star
-            else set()
-        )
+        text, widths = _with_columns(s.text, tuple(columns))
         if widths - {len(columns)}:
             raise _columns_mismatch(s.line)
-        tree.set(
-            "this", exp.Schema(this=tree.this, expressions=[exp.to_identifier(c) for c in columns])
-        )
-        translation = _Translation(session, tree.sql(dialect="tsql"), s.line)
+        translation = _Translation(session, text, s.line)
     return tx.execute(translation.sql, translation.params)
+
+
+@lru_cache(maxsize=512)
+def _with_columns(text: str, columns: tuple[str, ...]) -> tuple[str, frozenset[int]]:
+    """An INSERT's ``text`` with the column list ``columns``, and the widths of the rows it
+    gives (of each VALUES row, or of its SELECT's list; none for ``SELECT *``): parsed once
+    per statement and table, not each time a procedure runs it."""
+    tree = sqlglot.parse_one(text, read="tsql")
+    given = tree.expression
+    widths = (
+        {len(row.expressions) for row in given.expressions}
+        if isinstance(given, exp.Values)
+        else {len(given.expressions)}
+        if isinstance(given, exp.Select) and not given.is_star
+        else set()
+    )
+    tree.set(
+        "this", exp.Schema(this=tree.this, expressions=[exp.to_identifier(c) for c in columns])
+    )
+    return tree.sql(dialect="tsql"), frozenset(widths)
 
 
 def _insert_rows(
