@@ -63,6 +63,8 @@ class TransportStatistics:
             the certificates they need), never delivered; a subset of ``refused``.
         acknowledged: own messages acknowledged by other instances (NET-3).
         connections_accepted / connections_refused / connection_failures: counts.
+        transmitter_passes: the transmitter's looks at the transmission queue for rows to
+            offer (one per pass, whether or not it read rows).
     """
 
     running: bool
@@ -77,6 +79,7 @@ class TransportStatistics:
     connections_accepted: int
     connections_refused: int
     connection_failures: int
+    transmitter_passes: int
 
 
 class TransportService:
@@ -235,7 +238,9 @@ class TransportService:
         address (ALTER / DROP ROUTE, an expired route), is taken back — the latter offered
         again by route, or waiting with the status of no route; the transport's rows are all
         read again (on PostgreSQL a row committed out of id order is found at once anyway:
-        see :mod:`.pending`)."""
+        see :mod:`.pending`). A message whose row id is no longer known — a read since the
+        offer found no row for it, as after END CONVERSATION WITH CLEANUP emptied the queue —
+        is taken back too: its row is gone, or the full read that follows offers it again."""
         with self._state.lock:
             ids = {k: self._state.pending.id_of(k) for k in self._state.offered}
         known = [i for i in ids.values() if i is not None]
@@ -247,7 +252,7 @@ class TransportService:
 
             def gone(key: MessageKey) -> bool:
                 tid = ids.get(key)
-                return tid is not None and tid not in there
+                return tid is None or tid not in there
 
             for key in stale_offers(
                 state.offered, state.targets, gone=gone, catalog=catalog, now=now
@@ -323,6 +328,7 @@ class TransportService:
             c.accepted,
             c.refused_logins,
             c.failures,
+            c.passes,
         )
 
     # -- listener --------------------------------------------------------------------------

@@ -40,7 +40,8 @@ class TransportCounters:
     :class:`~.service.TransportStatistics` shows): messages ``received`` (committed),
     ``duplicates`` (NET-2), ``refused`` (NET-7 or an Error), ``rejected`` (by dialog security,
     SEC-2), own messages ``acknowledged`` (NET-3), connections ``accepted``, logins refused
-    (``refused_logins``, SEC-1) and connection ``failures``."""
+    (``refused_logins``, SEC-1), connection ``failures`` and the transmitter's ``passes`` over
+    the transmission queue."""
 
     received: int = 0
     duplicates: int = 0
@@ -50,6 +51,7 @@ class TransportCounters:
     accepted: int = 0
     refused_logins: int = 0
     failures: int = 0
+    passes: int = 0
 
 
 class TransportState:

@@ -119,6 +119,7 @@ class Transmitter:
             self.refresh_security(catalog)
             with state.lock:
                 state.learn_catalog(catalog, now)  # what the receiving side places fragments by
+                state.counters.passes += 1
                 read = pending.next_read(mark)
                 if read is None or len(state.offered) >= _MAX_OFFERED:
                     return
