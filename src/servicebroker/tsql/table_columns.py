@@ -65,16 +65,11 @@ class Origin:
 
 
 def _declared(kind: exp.DataType) -> str:
-    """A column definition's type as T-SQL text (``VARCHAR(20)``, ``INT``)."""
+    """A column definition's type as T-SQL text (``VARCHAR(20)``, ``INT``; as sqlglot writes
+    it, lower case, when it is no type :func:`.types.parse_type` knows)."""
     text = kind.sql(dialect="tsql")
-    match = _TYPE.match(text)
-    if match is None:
-        return text.lower()
-    name = _ALIASES.get(match[1].upper(), match[1].upper())
-    try:
-        return _text(parse_type(name, match[2], int(match[3]) if match[3] else None))
-    except (KeyError, ValueError):
-        return text.lower()
+    found = _parsed(text)
+    return text.lower() if found is None else _text(found)
 
 
 def record_columns(tx: Transaction, mark: str, table: str, create: exp.Expr) -> None:
@@ -145,11 +140,14 @@ def inserted_columns(tx: Transaction, mark: str, table: str) -> list[str] | None
 
 
 def _parsed(text: str) -> SqlType | None:
+    """The type T-SQL text names (``VARCHAR(20)``, sqlglot's ``INTEGER`` and ``UUID`` too;
+    a recorded ``… IDENTITY`` without it), or None when it is none the interpreter knows."""
     match = _TYPE.match(text.removesuffix(_IDENTITY))
     if match is None:
         return None
+    name = _ALIASES.get(match[1].upper(), match[1].upper())
     try:
-        return parse_type(match[1], match[2], int(match[3]) if match[3] else None)
+        return parse_type(name, match[2], int(match[3]) if match[3] else None)
     except (KeyError, ValueError):
         return None
 

@@ -445,11 +445,12 @@ def run_select(session: TableSession, core: n.SelectCore, line: int) -> None:
     text, targets = _split_assignments(core.text)
     translation = _Translation(session, text, line)
     mark = "%s" if session.postgres else "?"
-    layout: list[tuple[str, SqlType | None]] | None = None
+    # an expression's column is typed by its values (COUNT(*) and the like: no query for types)
+    layout: list[tuple[str, SqlType | None]] | None = [(name, None) for name in translation.names]
     with session.statement_transaction() as tx:
         _check_known(tx, session, translation.tables, line)
         rows = tx.execute(translation.sql, translation.params)
-        if not targets:
+        if not targets and any(o is not None for o in translation.origins):
             declared = declared_columns(tx, mark, [t for _, t in translation.from_tables])
             layout = result_columns(
                 translation.names, translation.origins, translation.from_tables, declared
@@ -607,19 +608,19 @@ def _insert_rows(
             severity=15,
             line=s.line,
         )
-    target = ".".join(_name(part) for part in s.table)
+    table = s.table[-1].casefold()
+    _check_known(tx, session, [table], s.line)
     names = s.columns
     if names is None:
-        _check_known(tx, session, [s.table[-1].casefold()], s.line)
-        recorded = inserted_columns(tx, mark, s.table[-1].casefold())
+        recorded = inserted_columns(tx, mark, table)
         names = None if recorded is None else tuple(recorded)
-    if names is not None and rows and len(rows[0]) != len(names) and s.columns is None:
-        raise _columns_mismatch(s.line)
+        if names is not None and rows and len(rows[0]) != len(names):
+            raise _columns_mismatch(s.line)
+    target = ".".join(_name(part) for part in s.table)
     columns = "" if names is None else "(" + ", ".join(_name(c) for c in names) + ")"
     width = len(rows[0]) if rows else 1
     text = f"INSERT INTO {target} {columns} VALUES ({', '.join(['?'] * width)})"
     translation = _Translation(session, text, s.line)
-    _check_known(tx, session, translation.tables, s.line)
     for row in rows:
         tx.execute(translation.sql, [_db_value(value) for value in row])
     return rows
