@@ -224,7 +224,11 @@ class Session:
 
     def rows_elsewhere(self, select: n.SelectCore) -> list[list[Typed]] | None:
         """The rows of an INSERT's SELECT when it reads views, queues or table variables
-        (None: it reads the application's tables, and is translated with the INSERT)."""
+        (None: it reads the application's tables, and is translated with the INSERT).
+
+        Raises:
+            TSqlError: what :mod:`.select_routing` refuses (a mixed join, Msg 40000 / 208),
+                and the query's own errors."""
         if self._on_tables(select):
             return None
         return run_query(select, self, self._sources()).rows
