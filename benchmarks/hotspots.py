@@ -1,7 +1,7 @@
 """Where the time of SEND and RECEIVE goes: one thread SENDs ``--messages`` messages on
 ``--conversations`` dialogs (one group each), ``--batch`` per transaction, then RECEIVEs them
-TOP (batch), each phase under cProfile; prints msg/s, statements per transaction (PostgreSQL:
-each a network round trip) and the functions that took the most time.
+TOP (batch), each phase under cProfile; prints msg/s, network round trips to PostgreSQL per
+transaction (a pipeline of statements counts one) and the functions that took the most time.
 
     python benchmarks/hotspots.py [--url sqlite-path-or-postgresql-URL] [--conversations 64]
         [--batch 100] [--messages 20000] [--top 12]
@@ -12,6 +12,7 @@ Without ``--url``: a fresh SQLite file. A PostgreSQL URL gets a fresh schema, dr
 from __future__ import annotations
 
 import argparse
+import contextlib
 import cProfile
 import os
 import pstats
@@ -28,19 +29,47 @@ BODY = b"x" * 100
 
 
 def _count_statements() -> list[int]:
-    """Count psycopg statements from here on (0 forever on SQLite)."""
+    """Count network round trips to PostgreSQL from here on (0 forever on SQLite): a statement
+    run alone, an ``executemany`` and a pipeline (statements sent together, one sync) count one
+    each."""
     calls = [0]
     try:
         import psycopg
     except ImportError:  # pragma: no cover - the postgres extra is part of dev
         return calls
-    original = psycopg.Connection.execute
+    depth = [0]
+    execute, executemany, pipeline = (
+        psycopg.Connection.execute,
+        psycopg.Cursor.executemany,
+        psycopg.Connection.pipeline,
+    )
 
     def counted(self: Any, *args: Any, **kwargs: Any) -> Any:
+        if not depth[0]:
+            calls[0] += 1
+        return execute(self, *args, **kwargs)
+
+    def counted_many(self: Any, *args: Any, **kwargs: Any) -> Any:
+        depth[0] += 1
         calls[0] += 1
-        return original(self, *args, **kwargs)
+        try:
+            return executemany(self, *args, **kwargs)
+        finally:
+            depth[0] -= 1
+
+    @contextlib.contextmanager
+    def counted_pipeline(self: Any) -> Any:
+        depth[0] += 1
+        calls[0] += 1
+        try:
+            with pipeline(self) as p:
+                yield p
+        finally:
+            depth[0] -= 1
 
     psycopg.Connection.execute = counted  # type: ignore[method-assign]
+    psycopg.Cursor.executemany = counted_many  # type: ignore[method-assign]
+    psycopg.Connection.pipeline = counted_pipeline  # type: ignore[method-assign,assignment]
     return calls
 
 
@@ -94,7 +123,7 @@ def main() -> int:
             seconds = time.perf_counter() - start
             print(
                 f"\n{name}: {total / seconds:,.0f} msg/s, {seconds / total * 1e6:.1f} µs per "
-                f"message, {statements[0] / transactions:.1f} statements per transaction"
+                f"message, {statements[0] / transactions:.1f} round trips per transaction"
             )
             pstats.Stats(profile).sort_stats("tottime").print_stats(args.top)
         broker.close()

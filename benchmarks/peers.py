@@ -4,15 +4,17 @@ SQLite, a raw PostgreSQL ``FOR UPDATE SKIP LOCKED`` queue, PGMQ (its SQL install
 
 Each figure is messages per second from the first send to the last receive's commit, with one
 sender process and one receiver process at once, 100-byte bodies, at 1, 10 and 100 messages per
-transaction, servicebroker in three shapes of load (``--shapes``: one dialog; 64 dialogs in 64
+transaction, servicebroker in four shapes of load (``--shapes``: one dialog; 64 dialogs in 64
 conversation groups, one RECEIVE TOP (n) per transaction; the same with RECEIVE repeated in the
-transaction until it has n messages), its sender putting a transaction's messages in one
-``send_many``; then the round trip (SEND, commit, RECEIVE, commit, one message at a time, one
-process, one dialog); then 1, 2 and 4 receiver processes on PostgreSQL doing ``--work-ms`` of
-simulated work per message. Each figure is the median of ``--rounds`` interleaved rounds. Durable defaults everywhere: SQLite WAL + synchronous=FULL; PostgreSQL fsync and synchronous_commit on.
+transaction until it has n messages — its sender putting a transaction's messages in one
+``send_many`` in these three; 64 groups with the sender calling ``tx.send`` per message); then the round trip (SEND, commit, RECEIVE, commit, one message at a time, one
+process, one dialog); then 1, 2, 4 and 8 receiver processes on PostgreSQL doing ``--work-ms`` of
+simulated work per message (the scaling curve, each count beside the one-receiver figure). Each
+figure is the median of ``--rounds`` interleaved rounds. Durable defaults everywhere: SQLite
+WAL + synchronous=FULL; PostgreSQL fsync and synchronous_commit on.
 
     python benchmarks/peers.py [--postgres URL] [--messages 10000] [--batches 1,10,100]
-        [--readers 1,2,4] [--work-ms 1] [--shapes one,groups,repeated] [--rounds 3]
+        [--readers 1,2,4,8] [--work-ms 1] [--shapes one,groups,repeated,each] [--rounds 3]
 
 PostgreSQL: a database ``servicebroker_bench`` on the server of ``--postgres`` (default
 ``SERVICEBROKER_TEST_POSTGRES_URL`` or ``postgresql://postgres@127.0.0.1:5432/postgres``), made
@@ -44,9 +46,12 @@ SHAPES = {
     "one": "1 conversation",
     "groups": "64 groups, one RECEIVE",
     "repeated": "64 groups, RECEIVE repeated",
+    "each": "64 groups, tx.send per message",
 }
 """servicebroker's shapes of load: one dialog; 64 dialogs in 64 groups with one RECEIVE TOP (n)
-per transaction; the same with RECEIVE repeated in the transaction up to n messages."""
+per transaction; the same with RECEIVE repeated in the transaction up to n messages; 64 groups
+with the sender calling ``tx.send`` once per message, as an application naturally does (the
+other shapes put a transaction's messages in one ``send_many``)."""
 ctx = mp.get_context("spawn")
 
 
@@ -171,7 +176,8 @@ def sb_setup(target: str, shape: str = "groups") -> None:
 
 
 def sb_sender(target: str, shape: str = "groups") -> Callable[[int], None]:
-    """SENDs of a transaction go round-robin over the dialogs, in one ``send_many``."""
+    """SENDs of a transaction go round-robin over the dialogs, in one ``send_many`` (shape
+    ``each``: one ``tx.send`` per message)."""
     broker = Broker.open(target)
     handles = [uuid.UUID(r[0]) for r in broker.execute("SELECT handle FROM bench_handles")]
     turn = [0]
@@ -180,7 +186,13 @@ def sb_sender(target: str, shape: str = "groups") -> Callable[[int], None]:
         first = turn[0]
         turn[0] += n
         with broker.transaction() as tx:
-            tx.send_many((handles[i % len(handles)], "M", BODY) for i in range(first, first + n))
+            if shape == "each":
+                for i in range(first, first + n):
+                    tx.send(handles[i % len(handles)], "M", BODY)
+            else:
+                tx.send_many(
+                    (handles[i % len(handles)], "M", BODY) for i in range(first, first + n)
+                )
 
     return send
 
@@ -338,9 +350,9 @@ def main() -> int:
     )
     parser.add_argument("--messages", type=int, default=10_000)
     parser.add_argument("--batches", default="1,10,100")
-    parser.add_argument("--readers", default="1,2,4")
+    parser.add_argument("--readers", default="1,2,4,8")
     parser.add_argument("--work-ms", type=float, default=1.0)
-    parser.add_argument("--shapes", default="one,groups,repeated", help=", ".join(SHAPES))
+    parser.add_argument("--shapes", default="one,groups,repeated,each", help=", ".join(SHAPES))
     parser.add_argument(
         "--rounds", type=int, default=3, help="rounds, interleaved; each figure is their median"
     )
@@ -409,14 +421,20 @@ def report(
     pg = ("raw PostgreSQL SKIP LOCKED", "servicebroker PostgreSQL")
     for name in pg:
         scaling.add_column(name, justify="right")
+        scaling.add_column("× one receiver", justify="right")
     total = args.messages // 5 // 10 * 10
+    first: dict[str, float] = {}
     for readers in (int(r) for r in args.readers.split(",")):
         fig = medians(
             [(n, "groups") for n in pg],
             args.rounds,
             lambda n, _, r=readers: run(n, target[n](), total, 10, r, args.work_ms / 1000),
         )
-        scaling.add_row(str(readers), *(f"{fig[n, 'groups']:,.0f}" for n in pg))
+        cells = []
+        for n in pg:
+            first.setdefault(n, fig[n, "groups"])
+            cells += [f"{fig[n, 'groups']:,.0f}", f"{fig[n, 'groups'] / first[n]:.2f}"]
+        scaling.add_row(str(readers), *cells)
     console.print(scaling)
 
 

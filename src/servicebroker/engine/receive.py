@@ -460,6 +460,11 @@ class Receiving:
 
             def next_group() -> list[MessageRow] | None:
                 check_queue()
+                if not conn.held_groups():  # the common first RECEIVE: one storage call
+                    first_rows = conn.receive_first_group(
+                        queue.queue_id, limit, known_locked=self._known_locked()
+                    )
+                    return first_rows or None
                 for _ in range(8):
                     held = conn.held_groups()
                     group = conn.lock_next_group(

@@ -180,11 +180,12 @@ class PostgresStorage:
         """Group lock keys are hashtextextended(lock_prefix || hex(group id), 0), computed by
         the server so that reading an endpoint and locking its group is one round trip."""
         self.channel = "servicebroker_" + hashlib.blake2b(self.namespace, digest_size=8).hexdigest()
-        begin = (
-            f"BEGIN; SELECT set_config('lock_timeout', '{int(self.busy_timeout * 1000)}ms', true)"
+        timeout = f"SELECT set_config('lock_timeout', '{int(self.busy_timeout * 1000)}ms', true)"
+        self.begin_write_sql = (
+            "BEGIN",
+            f"{timeout}, pg_advisory_xact_lock_shared({self.writer_key})",
         )
-        self.begin_write_sql = f"{begin}, pg_advisory_xact_lock_shared({self.writer_key})"
-        self.begin_exclusive_sql = f"{begin}, pg_advisory_xact_lock({self.writer_key})"
+        self.begin_exclusive_sql = ("BEGIN", f"{timeout}, pg_advisory_xact_lock({self.writer_key})")
 
         self._pool = psycopg_pool.ConnectionPool(
             url,

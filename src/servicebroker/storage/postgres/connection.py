@@ -12,9 +12,9 @@ from typing import Any, Protocol
 import psycopg
 
 from ...errors import BrokerError, StorageError
-from ..named import HeldHeads, NamedQueryConnection, held_best
+from ..named import HeldHeads, NamedQueryConnection, held_best, rows_of
 from ..queries import load_backend_queries
-from ..rows import EndpointRow, QueueInsert
+from ..rows import EndpointRow, MessageRow, QueueInsert
 from ..sessions import SessionAccounting
 from .session import Session
 
@@ -32,9 +32,9 @@ class SessionSource(Protocol):
     """Where failures are counted."""
     poll_interval: float
     """Real seconds between looks for other processes' commits while waiting."""
-    begin_write_sql: str
-    """BEGIN, the lock time-out and the catalog lock shared, in one round trip."""
-    begin_exclusive_sql: str
+    begin_write_sql: tuple[str, str]
+    """BEGIN, then the lock time-out and the catalog lock shared: two statements."""
+    begin_exclusive_sql: tuple[str, str]
     """The same with the catalog lock exclusive (catalog changes)."""
     lock_prefix: str
     """The prefix of this database's group-lock keys."""
@@ -80,20 +80,18 @@ class PostgresConnection(NamedQueryConnection):
         (``exclusive``) holds it alone; rows are locked as a commit reads them. Locks are
         waited for up to ``busy_timeout``.
 
-        Raises:
-            StorageError: a lock was not had in time (the message says so), or the database
-                failed (a subclass, see :mod:`.session`).
+        The BEGIN costs no round trip of its own: it is sent with the transaction's first
+        statement that needs an answer (or with its COMMIT); so are the statements of the
+        transaction whose results nobody reads (:meth:`_run`, :meth:`_many`). A lock not had
+        in time or a failing write is raised by that statement.
         """
         if self._in_write:
             return
         self._in_write = True
-        sql = self._storage.begin_exclusive_sql if exclusive else self._storage.begin_write_sql
-        try:
-            # one round trip (simple protocol; both values are this storage's own numbers)
-            self._conn.execute(sql.encode())
-        except BaseException:
-            self.rollback()
-            raise
+        for sql in (
+            self._storage.begin_exclusive_sql if exclusive else self._storage.begin_write_sql
+        ):
+            self._conn.defer(sql)  # this storage's own numbers: no parameters
 
     def commit(self, wake: Collection[int] | None = None) -> None:
         """Commit the write transaction, if any, and NOTIFY the listening brokers of the wait
@@ -108,14 +106,14 @@ class PostgresConnection(NamedQueryConnection):
             notify = self._storage.notify_sql(wake)
             try:
                 if self._held:
-                    self._conn.execute(
-                        f"{notify}; COMMIT; SELECT pg_advisory_unlock_all(); {notify}".encode(),
+                    self._conn.execute_all(
+                        [notify, "COMMIT", "SELECT pg_advisory_unlock_all()", notify],
                         commit=True,
                     )
                     self._held.clear()
                     self._heads.clear()
                 else:
-                    self._conn.execute(f"{notify}; COMMIT".encode(), commit=True)
+                    self._conn.execute_all([notify, "COMMIT"], commit=True)
             except BaseException:
                 self._discard()
                 raise
@@ -132,6 +130,7 @@ class PostgresConnection(NamedQueryConnection):
                 self._in_write = False
 
     def _discard(self) -> None:
+        self._conn.discard_deferred()
         if self._conn.lost or self._conn.closed:
             return
         try:
@@ -195,10 +194,21 @@ class PostgresConnection(NamedQueryConnection):
         return list(self._conn.execute(_Q[name], _flags(params)).fetchall())
 
     def _run(self, name: str, params: Sequence[Any] = ()) -> None:
-        self._conn.execute(_Q[name], _flags(params))
+        if self._in_write:  # nobody reads its result: sent with the next statement
+            self._conn.defer(_Q[name], _flags(params))
+        else:
+            self._conn.execute(_Q[name], _flags(params))
 
     def _many(self, name: str, rows: Iterable[Sequence[Any]]) -> None:
-        self._conn.executemany(_Q[name], [_flags(r) for r in rows])
+        if self._in_write:
+            for r in rows:
+                self._conn.defer(_Q[name], _flags(r))
+        else:
+            self._conn.executemany(_Q[name], [_flags(r) for r in rows])
+
+    def _unlock_key(self, key: int) -> None:
+        """Release one advisory lock now (never deferred: a rollback discards what is)."""
+        self._conn.execute(_Q["advisory_unlock"], (key,))
 
     def _reading(self, name: str, for_update: bool) -> str:
         """Commits run in parallel here: a commit's reads lock their rows (the ``_locked``
@@ -240,7 +250,7 @@ class PostgresConnection(NamedQueryConnection):
         key, locked = int(row[-2]), bool(row[-1])
         if locked:
             if endpoint.conversation_group_id in self._held:
-                self._run("advisory_unlock", (key,))  # the lock stacked on the one held
+                self._unlock_key(key)  # the lock stacked on the one held
             else:
                 self._held[endpoint.conversation_group_id] = key
         return endpoint, locked
@@ -325,7 +335,7 @@ class PostgresConnection(NamedQueryConnection):
         """Release one group this transaction locked but did not use."""
         key = self._held.pop(bytes(group_id), None)
         if key is not None:
-            self._run("advisory_unlock", (key,))  # key: as locked
+            self._unlock_key(key)  # key: as locked
 
     def lock_next_group(
         self,
@@ -365,13 +375,35 @@ class PostgresConnection(NamedQueryConnection):
             group_id, level, head_order, key, got = bytes(row[0]), row[1], row[2], row[3], row[4]
             if best is not None and best[:2] <= (-level, head_order):
                 if got:
-                    self._run("advisory_unlock", (key,))
+                    self._unlock_key(key)
                 return best[2]
             if got:
                 self._held[group_id] = int(key)
                 return group_id
             locked.add(group_id)
             excluded.append(group_id)
+
+    def receive_first_group(
+        self, queue_id: int, limit: int, *, known_locked: set[bytes]
+    ) -> list[MessageRow]:
+        """One call of the server function ``servicebroker_receive`` (migration 17): it finds
+        the group, takes its advisory lock and reads its messages with a snapshot taken after
+        the lock was had; see the contract. Its first rows are headers (no message): the last
+        one names the lock key held (None: none) and the groups found held by others."""
+        if self._held:  # the contract's precondition; the general path otherwise
+            group = self.lock_next_group(queue_id, {}, known_locked=known_locked)
+            return [] if group is None else self.group_messages(group, limit)
+        rows = self._conn.execute(
+            _Q["receive_first_group"],
+            (self._storage.lock_prefix, queue_id, list(known_locked), self._limit(limit)),
+        ).fetchall()
+        messages = [r[2:] for r in rows if r[2] is not None]
+        key, busy = next(r[:2] for r in reversed(rows) if r[2] is None)
+        known_locked.update(bytes(g) for g in busy)
+        if key is None:
+            return []
+        self._held[bytes(messages[0][3])] = int(key)
+        return rows_of(MessageRow, messages)
 
     def release_locks(self, wake: Collection[int] | None = None) -> None:
         """Release every group lock this transaction holds, and wake the waiters of ``wake``

@@ -166,6 +166,10 @@ FROM (SELECT conversation_group_id, level, head_order,
       ORDER BY level DESC, head_order
       LIMIT 1) AS c;
 
+-- name: receive_first_group
+-- RECEIVE of a transaction holding no group, in one round trip (migration 17).
+SELECT * FROM servicebroker_receive(%s, %s, %s::bytea[], %s);
+
 -- name: set_waiting
 INSERT INTO queue_waiters (queue_id, backend_pid, backend_start, waiting)
 SELECT %s, pid, backend_start, %s FROM pg_stat_activity WHERE pid = pg_backend_pid()

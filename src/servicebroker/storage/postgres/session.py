@@ -91,13 +91,26 @@ class Session:
         lost: True once the connection was found lost: it is closed, never reused.
     """
 
-    __slots__ = ("_accounting", "database", "lost", "raw")
+    __slots__ = ("_accounting", "_pending", "database", "lost", "raw")
 
     def __init__(self, conn: Any, database: str, accounting: SessionAccounting) -> None:
         self.raw = conn
         self.database = database
         self._accounting = accounting
         self.lost = False
+        self._pending: list[tuple[str | bytes, Sequence[Any] | None]] = []
+
+    def defer(self, sql: str | bytes, params: Sequence[Any] | None = None) -> None:
+        """Send ``sql`` (one statement) with the next statement that needs an answer — the
+        next :meth:`execute`, :meth:`executemany` or :meth:`execute_all` — in the same round
+        trip, in order (psycopg's pipeline mode). For statements of an open write transaction
+        whose result nobody reads: BEGIN and its locks, writes before COMMIT. Their errors are
+        raised by that next call; the transaction is then rolled back whole."""
+        self._pending.append((sql, params))
+
+    def discard_deferred(self) -> None:
+        """Forget the deferred statements (the transaction is rolled back without them)."""
+        self._pending.clear()
 
     def failure(self, exc: BaseException, *, commit: bool = False, what: str = "") -> StorageError:
         """The error for ``exc`` raised on this session (``commit``: by a COMMIT), counted."""
@@ -137,19 +150,61 @@ class Session:
         import psycopg
 
         try:
+            if self._pending:
+                return self._with_deferred([(sql, params)])
             return self.raw.execute(sql, params)
         except psycopg.Error as exc:
+            self._pending.clear()
             raise self.failure(exc, commit=commit) from exc
 
-    def executemany(self, sql: str, rows: Iterable[Sequence[Any] | dict[str, Any]]) -> None:
-        """Run ``sql`` once per parameter set (pipelined by psycopg: one round trip)."""
+    def execute_all(self, statements: Sequence[str], *, commit: bool = False) -> None:
+        """Run ``statements`` (each one statement without parameters), after the deferred
+        ones, in one round trip: the simple protocol when nothing is deferred, else a pipeline.
+
+        Raises:
+            StorageError: as :meth:`execute`; the first failing statement's error (those after
+                it did not run).
+        """
         import psycopg
 
         try:
+            if self._pending:
+                self._with_deferred([(sql, None) for sql in statements])
+            else:
+                self.raw.execute("; ".join(statements).encode())
+        except psycopg.Error as exc:
+            self._pending.clear()
+            raise self.failure(exc, commit=commit) from exc
+
+    def executemany(self, sql: str, rows: Iterable[Sequence[Any] | dict[str, Any]]) -> None:
+        """Run ``sql`` once per parameter set (pipelined by psycopg: one round trip, with the
+        deferred statements)."""
+        import psycopg
+
+        try:
+            if self._pending:
+                self._with_deferred([(sql, params) for params in rows])
+                return
             with self.raw.cursor() as cur:
                 cur.executemany(sql, list(rows))
         except psycopg.Error as exc:
+            self._pending.clear()
             raise self.failure(exc) from exc
+
+    def _with_deferred(self, statements: list[tuple[str | bytes, Any]]) -> Any:
+        """The deferred statements, then ``statements``, in one pipeline (one by one where the
+        client library has no pipeline mode); returns the last one's cursor."""
+        import psycopg
+
+        queue, self._pending = [*self._pending, *statements], []
+        if not psycopg.Pipeline.is_supported():
+            for sql, params in queue:
+                cur = self.raw.execute(sql, params)
+            return cur
+        with self.raw.pipeline():
+            for sql, params in queue:
+                cur = self.raw.execute(sql, params)
+        return cur
 
     @property
     def closed(self) -> bool:

@@ -29,7 +29,7 @@ from ...errors import BrokerError, StorageError
 from ..migrations import migrate, schema_version
 from ..named import HeldHeads, NamedQueryConnection, held_best
 from ..queries import load_backend_queries, split_statements
-from ..rows import EndpointRow
+from ..rows import EndpointRow, MessageRow
 from ..sessions import SessionAccounting, StorageStatistics
 from .activity import QueueActivity
 from .locks import GroupLocks, check_platform
@@ -290,6 +290,21 @@ class SqliteConnection(NamedQueryConnection):
     def locked_groups(self, group_ids: Collection[bytes]) -> frozenset[bytes]:
         """Those of ``group_ids`` a transaction holds (the lock file asked, nothing taken)."""
         return self._locks.others_hold(group_ids)
+
+    def receive_first_group(
+        self, queue_id: int, limit: int, *, known_locked: set[bytes]
+    ) -> list[MessageRow]:
+        """:meth:`lock_next_group`, then :meth:`group_messages` (see the contract): in this
+        process, SQLite's statements cost no round trip."""
+        for _ in range(8):
+            group = self.lock_next_group(queue_id, {}, known_locked=known_locked)
+            if group is None:
+                return []
+            rows = self.group_messages(group, limit)
+            if rows:
+                return rows
+            self.unlock_group(group)  # read before its last holder committed: empty now
+        return []
 
     def lock_next_group(
         self,

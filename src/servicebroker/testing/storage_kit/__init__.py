@@ -39,6 +39,7 @@ from .dialogs_between import check_closed_conversations, check_endpoint_security
 from .locks import (
     check_group_locks,
     check_lock_next_group,
+    check_receive_first_group,
 )
 from .processes import (
     check_leadership,
@@ -87,6 +88,7 @@ __all__ = [
     "check_queue_activity",
     "check_queue_row_changes",
     "check_reads_see_committed_rows",
+    "check_receive_first_group",
     "check_receive_order",
     "check_rollback_discards_writes",
     "check_statistics_rows",
@@ -107,6 +109,7 @@ CHECKS: tuple[Callable[[StorageOpener], None], ...] = (
     check_queue_row_changes,
     check_group_locks,
     check_lock_next_group,
+    check_receive_first_group,
     check_transmission_queue,
     check_catalog_rows_and_version,
     check_catalog_conflict,

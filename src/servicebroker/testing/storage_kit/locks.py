@@ -9,6 +9,7 @@ from .support import StorageOpener
 __all__ = [
     "check_group_locks",
     "check_lock_next_group",
+    "check_receive_first_group",
 ]
 
 
@@ -111,6 +112,58 @@ def check_lock_next_group(open_storage: StorageOpener) -> None:
             low_old,
             "exclude_held: a group released by another",
         )
+
+
+def check_receive_first_group(open_storage: StorageOpener) -> None:
+    """receive_first_group: the group lock_next_group would take, locked, with its ready
+    messages in RECEIVE order (at most ``limit``, -1: all); a group another connection holds is
+    skipped and named in ``known_locked``, and one named there is not tried; a group emptied by
+    a commit is not returned; ``[]`` and nothing held when no group is free."""
+    with kit.Bench(open_storage) as bench:
+        storage = bench.storage()
+        one, two = bench.connect(storage), bench.connect(storage)
+        elsewhere = bench.connect(bench.storage())
+        queue_id = kit.new_queue(one)
+        kit.equal(one.receive_first_group(queue_id, -1, known_locked=set()), [], "an empty queue")
+        kit.equal(one.held_groups(), frozenset(), "nothing held after an empty queue")
+        high, low, gone = kit.new_id(), kit.new_id(), kit.new_id()
+        kit.committed(
+            one,
+            lambda: one.insert_messages(
+                [
+                    kit.message(queue_id, low, kit.new_id(), priority=3, body=b"low"),
+                    kit.message(queue_id, high, kit.new_id(), priority=5, sequence=0, body=b"h0"),
+                    kit.message(queue_id, high, kit.new_id(), priority=5, sequence=1, body=b"h1"),
+                    kit.message(queue_id, gone, kit.new_id(), priority=9, body=b"gone"),
+                ]
+            ),
+        )
+        order = kit.orders(one, queue_id)
+        kit.committed(one, lambda: one.finish_received([order[b"gone"]], retain=False))
+        rows = one.receive_first_group(queue_id, 1, known_locked=set())
+        kit.equal([r.message_body for r in rows], [b"h0"], "the best group's first message")
+        kit.equal(one.held_groups(), frozenset({high}), "its group is held")
+        known: set[bytes] = set()
+        rows = two.receive_first_group(queue_id, -1, known_locked=known)
+        kit.equal([r.message_body for r in rows], [b"low"], "a held group is skipped")
+        kit.expect(high in known, "known_locked must name the group found held by another")
+        kit.equal(
+            elsewhere.receive_first_group(queue_id, -1, known_locked=set()),
+            [],
+            "every group held elsewhere",
+        )
+        kit.equal(elsewhere.held_groups(), frozenset(), "nothing held when no group was free")
+        one.release_locks()
+        kit.equal(
+            [
+                r.message_body
+                for r in elsewhere.receive_first_group(queue_id, -1, known_locked={high})
+            ],
+            [],
+            "a group in known_locked is not tried",
+        )
+        rows = elsewhere.receive_first_group(queue_id, -1, known_locked=set())
+        kit.equal([r.message_body for r in rows], [b"h0", b"h1"], "every message of the group")
 
 
 # -- transmission queue ------------------------------------------------------------------------

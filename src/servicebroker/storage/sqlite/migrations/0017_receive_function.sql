@@ -1,0 +1,3 @@
+-- No-op on SQLite: PostgreSQL's RECEIVE in one round trip, a function run inside the server.
+-- SQLite runs in the broker's process, where a RECEIVE's statements cost no round trip.
+-- Recorded, so both backends list the same migrations.
