@@ -27,6 +27,7 @@ from servicebroker import (
     CatalogError,
     ManualClock,
     PermissionDeniedError,
+    QueueDisabledError,
 )
 from servicebroker.testing.waiting import eventually
 from servicebroker.transport.certificates import make_self_signed
@@ -387,3 +388,49 @@ def test_a_grant_or_revoke_is_honoured_by_the_next_transaction_of_another_broker
     finally:
         other.close()
     assert [m.message_body for m in broker.peek(pair.tq)] == [b"granted", b"granted again"]
+
+
+def test_a_receive_sees_every_catalog_change_another_broker_committed_before_it(
+    url: str, clock: ManualClock, pair: Pair, broker: Broker
+) -> None:
+    """SEC-4 and QUE-3 across brokers, for RECEIVE, which checks the stored catalog version in
+    its own storage call (on PostgreSQL one round trip with the RECEIVE) rather than reading
+    it first: a REVOKE, a GRANT, a queue disabled, a queue made, a queue dropped and made again
+    by another broker are all honoured by the next transaction's RECEIVE, whatever the
+    receiving broker's poll interval."""
+    broker.create_user("alice")
+    broker.grant("RECEIVE", on=f"QUEUE::{pair.tq}", to="alice")
+    for _ in range(2):  # two dialogs, two groups: one RECEIVE takes one message
+        with broker.transaction() as tx:
+            tx.send(begin(broker, pair), "Req", b"x")
+    other = Broker.open(url, clock=clock, principal="alice", poll_interval=3600.0)
+    try:
+        with other.transaction() as tx:  # the other broker has read the catalog
+            assert len(tx.receive(pair.tq)) == 1
+        broker.revoke("RECEIVE", on=f"QUEUE::{pair.tq}", to="alice")
+        with other.transaction() as tx, pytest.raises(PermissionDeniedError):
+            tx.receive(pair.tq)
+        broker.grant("RECEIVE", on=f"QUEUE::{pair.tq}", to="alice")
+        broker.alter_queue(pair.tq, status=False)
+        with other.transaction() as tx, pytest.raises(QueueDisabledError, match="STATUS = OFF"):
+            tx.receive(pair.tq)
+        broker.alter_queue(pair.tq, status=True)
+        broker.create_queue("later_q")
+        broker.grant("RECEIVE", on="QUEUE::later_q", to="alice")
+        with other.transaction() as tx:
+            assert tx.receive("later_q") == []  # made after the other broker read the catalog
+        broker.drop_queue("later_q")
+        broker.create_queue("later_q")  # the same name, another queue
+        broker.grant("RECEIVE", on="QUEUE::later_q", to="alice")
+        broker.create_service("later_s", queue="later_q", contracts=[pair.contract])
+        with broker.transaction() as tx:
+            h = tx.begin_dialog(pair.initiator, "later_s", contract=pair.contract)
+            tx.send(h, "Req", b"to the new queue")
+        with other.transaction() as tx:
+            got = tx.receive("later_q")
+        assert [m.message_body for m in got] == [b"to the new queue"]
+        assert [m.queue_name for m in got] == ["later_q"]
+        with other.transaction() as tx:
+            assert [m.message_body for m in tx.receive(pair.tq)] == [b"x"]  # the second one
+    finally:
+        other.close()

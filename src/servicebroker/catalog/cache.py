@@ -66,6 +66,13 @@ class CatalogCache:
                     self._checked = now
         return cached
 
+    def cached(self) -> CatalogSnapshot | None:
+        """The snapshot held now, without reading anything (None before the first read): what a
+        transaction starts from when its first statement checks the stored version itself
+        (:meth:`~servicebroker.storage.base.StorageConnection.receive_first_group`)."""
+        with self._lock:
+            return self._snapshot
+
     def current(self, *, fresh: bool = False) -> CatalogSnapshot:
         """:meth:`snapshot` on a connection of its own."""
         with self._storage.connection() as conn:

@@ -22,7 +22,13 @@ from ..arguments import check_top, check_wait
 from ..catalog import CatalogSnapshot, QueueDef, ServiceDef
 from ..clock import to_datetime
 from ..dialogs import State
-from ..errors import ConversationError, LockTimeoutError, QueueDisabledError
+from ..errors import (
+    CatalogError,
+    ConversationError,
+    LockTimeoutError,
+    PermissionDeniedError,
+    QueueDisabledError,
+)
 from ..messages import Message, fast_uuid
 from ..storage.base import StorageConnection
 from ..storage.rows import EndpointRow, MessageRow, PrincipalRow
@@ -42,6 +48,11 @@ class ReceivedMark:
     received_types: Counter[tuple[str, str]]
     received_by: dict[bytes, set[int]]
     unloaded: dict[bytes, None]
+
+
+class _QueueMoved(Exception):
+    """A RECEIVE checked its queue on a cached catalog, and the stored one has another queue of
+    that name: it starts again on the stored catalog."""
 
 
 def to_handle(value: object, what: str = "conversation handle") -> uuid.UUID:
@@ -169,9 +180,20 @@ class Receiving:
         self.context = context
         self.conn = conn
         # a transaction sees every catalog change committed before it began, by any process
-        # (a REVOKE honoured at once): the stored version is read at its start
-        self.catalog: CatalogSnapshot = context.catalog.snapshot(conn, fresh=True)
-        self.principal: PrincipalRow = acting_principal(self.catalog, principal)
+        # (a REVOKE honoured at once): its first statement reads the stored version first
+        # (verify), or, a RECEIVE, has its storage call check it (no round trip of its own)
+        cached = context.catalog.cached()
+        self._verified = cached is None
+        self.catalog: CatalogSnapshot = (
+            context.catalog.snapshot(conn, fresh=True) if cached is None else cached
+        )
+        self._principal_name = principal
+        try:
+            self.principal: PrincipalRow = acting_principal(self.catalog, principal)
+        except CatalogError:
+            if self._verified:
+                raise
+            self.verify()  # made since the cached catalog was read?
         self.received: dict[int, list[int]] = {}
         self.received_types: Counter[tuple[str, str]] = Counter()
         self.locked_queues: set[int] = set()
@@ -210,6 +232,20 @@ class Receiving:
         self.unloaded.clear()
         self.unloaded.update(mark.unloaded)
         self._group_service.clear()  # a group's service is checked afresh
+
+    def verify(self) -> None:
+        """Read the stored catalog version, and the catalog if it moved, unless this
+        transaction has already: what every statement does first, so that it sees every
+        catalog change committed before it (by any process).
+
+        Raises:
+            CatalogError: the acting principal no longer exists.
+            StorageError: the catalog cannot be read.
+        """
+        if not self._verified:
+            self._verified = True
+            self.catalog = self.context.catalog.snapshot(self.conn, fresh=True)
+            self.principal = acting_principal(self.catalog, self._principal_name)
 
     def refresh_catalog(self) -> CatalogSnapshot:
         """Re-read the catalog if another transaction or process changed it."""
@@ -398,15 +434,39 @@ class Receiving:
     ) -> list[Message]:
         """RECEIVE for :meth:`servicebroker.Transaction.receive` (see there for arguments and
         errors)."""
+        args = (queue_name, top, conversation_handle, conversation_group_id, timeout)
+        try:
+            return self._receive(*args)
+        except _QueueMoved:  # the queue checked on a catalog behind: once more, on the stored
+            return self._receive(*args)
+
+    def _receive(
+        self,
+        queue_name: str,
+        top: int | None,
+        conversation_handle: object,
+        conversation_group_id: object,
+        timeout: float | None,
+    ) -> list[Message]:
         limit = check_top(top, "RECEIVE")
         statement = f"RECEIVE FROM {queue_name!r}"
         if conversation_handle is not None and conversation_group_id is not None:
             raise ConversationError(
                 f"{statement}: WHERE takes conversation_handle or conversation_group_id, not both"
             )
-        queue = self._live_queue(queue_name, statement, refresh=False)
-        deadline = self._deadline(timeout, statement)
         conn = self.conn
+        fast = conversation_handle is None and conversation_group_id is None
+        if not fast or conn.held_groups():
+            fast = False
+            self.verify()
+        try:
+            queue = self._live_queue(queue_name, statement, refresh=False)
+        except (QueueDisabledError, PermissionDeniedError):
+            if self._verified:
+                raise
+            self.verify()  # the catalog it checked may be behind: check on the stored one
+            queue = self._live_queue(queue_name, statement, refresh=False)
+        deadline = self._deadline(timeout, statement)
         first = [True]
 
         def check_queue() -> None:
@@ -460,11 +520,8 @@ class Receiving:
 
             def next_group() -> list[MessageRow] | None:
                 check_queue()
-                if not conn.held_groups():  # the common first RECEIVE: one storage call
-                    first_rows = conn.receive_first_group(
-                        queue.queue_id, limit, known_locked=self._known_locked()
-                    )
-                    return first_rows or None
+                if fast:  # the transaction's first RECEIVE: one storage call
+                    return self._first_group(queue, statement, limit) or None
                 for _ in range(8):
                     held = conn.held_groups()
                     group = conn.lock_next_group(
@@ -501,6 +558,29 @@ class Receiving:
         messages = to_messages(self.catalog, rows, queue.name)
         self.received_types.update((queue.name, m.message_type_name) for m in messages)
         return messages
+
+    def _first_group(self, queue: QueueDef, statement: str, limit: int) -> list[MessageRow]:
+        """RECEIVE's try in a transaction that holds no group: one storage call, which also
+        checks the catalog version this transaction checked the RECEIVE against (unless it has
+        read the stored one already); when that moved, the RECEIVE is checked again on the
+        stored catalog and tried again.
+
+        Raises:
+            QueueDisabledError, PermissionDeniedError: as RECEIVE, on the stored catalog.
+            _QueueMoved: the queue of that name is another one there (dropped and made again).
+        """
+        while True:
+            checked = None if self._verified else self.catalog.version
+            rows = self.conn.receive_first_group(
+                queue.queue_id, limit, known_locked=self._known_locked(), catalog_version=checked
+            )
+            if rows is not None:
+                self._verified = True
+                return rows
+            self.verify()
+            current = self._live_queue(queue.name, statement, refresh=False)  # QUE-3, SEC-4
+            if current.queue_id != queue.queue_id:
+                raise _QueueMoved
 
     def load_received(self) -> list[EndpointRow]:
         """Load the endpoints of every conversation received from and not loaded yet into the

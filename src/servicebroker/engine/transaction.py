@@ -52,16 +52,19 @@ R = TypeVar("R")
 def statement(
     method: Callable[Concatenate[Transaction, P], R],
 ) -> Callable[Concatenate[Transaction, P], R]:
-    """A transaction's statement: refused once the transaction ended; when the database
-    underneath fails (a :class:`StorageError`), the transaction is rolled back and ended
-    before the error reaches the caller — as PostgreSQL aborts a transaction whose statement
-    failed — so its session goes back to the pool at once and the error's ``outcome`` (rolled
-    back) holds."""
+    """A transaction's statement: refused once the transaction ended; sees every catalog change
+    committed before it (:meth:`Receiving.verify`); when the database underneath fails (a
+    :class:`StorageError`), the transaction is rolled back and ended before the error reaches
+    the caller, as PostgreSQL aborts a transaction whose statement failed."""
+
+    checks_catalog = method.__name__ != "receive"  # RECEIVE checks it in its storage call
 
     @functools.wraps(method)
     def run(self: Transaction, /, *args: P.args, **kwargs: P.kwargs) -> R:
         self._check_active()
         try:
+            if checks_catalog:
+                self._receiving.verify()
             return method(self, *args, **kwargs)
         except StorageError as exc:
             self._failure = exc
@@ -143,7 +146,10 @@ class Transaction:
 
     @property
     def catalog(self) -> CatalogSnapshot:
-        """The catalog snapshot this transaction works with."""
+        """The catalog snapshot this transaction's statements work with (read now while it is
+        active: every change committed before, included)."""
+        if self._ending.active and self._failure is None:
+            self.refresh_catalog()
         return self._receiving.catalog
 
     @statement

@@ -563,14 +563,19 @@ class StorageConnection(ClaimStore, StatisticsStore, Protocol):
         ...
 
     def receive_first_group(
-        self, queue_id: int, limit: int, *, known_locked: set[bytes]
-    ) -> list[MessageRow]:
-        """A transaction's RECEIVE while it holds no group: lock the group of the queue that
-        :meth:`lock_next_group` would and return its ready messages as :meth:`group_messages`
-        does (at most ``limit``, -1: all) — on PostgreSQL in one round trip. A group found
-        empty once locked (its last holder took its last messages) is unlocked and the next
-        tried, at most eight times; ``[]``: no group was had (none locked). Groups found held by
-        others are added to ``known_locked``, and those in it are not tried."""
+        self,
+        queue_id: int,
+        limit: int,
+        *,
+        known_locked: set[bytes],
+        catalog_version: int | None = None,
+    ) -> list[MessageRow] | None:
+        """A RECEIVE while the connection holds no group: lock the group :meth:`lock_next_group`
+        would and return its ready messages as :meth:`group_messages` does (at most ``limit``,
+        -1: all), on PostgreSQL in one round trip; a group found emptied once locked is given
+        back and the next tried (eight at most); ``[]``: none had. ``known_locked`` as there.
+        ``catalog_version``: the catalog version the caller checked the RECEIVE against; when
+        the stored one is another, nothing is locked or read and the result is None."""
         ...
 
     def release_locks(self, wake: Collection[int] | None = None) -> None:

@@ -384,21 +384,37 @@ class PostgresConnection(NamedQueryConnection):
             excluded.append(group_id)
 
     def receive_first_group(
-        self, queue_id: int, limit: int, *, known_locked: set[bytes]
-    ) -> list[MessageRow]:
-        """One call of the server function ``servicebroker_receive`` (migration 17): it finds
-        the group, takes its advisory lock and reads its messages with a snapshot taken after
-        the lock was had; see the contract. Its first rows are headers (no message): the last
-        one names the lock key held (None: none) and the groups found held by others."""
+        self,
+        queue_id: int,
+        limit: int,
+        *,
+        known_locked: set[bytes],
+        catalog_version: int | None = None,
+    ) -> list[MessageRow] | None:
+        """One call of the server function ``servicebroker_receive`` (migration 17): it checks
+        the catalog version, finds the group, takes its advisory lock and reads its messages
+        with a snapshot taken after the lock was had; see the contract. Its first rows are
+        headers (no message): the last one gives the stored catalog version, the lock key held
+        (None: none) and the groups found held by others."""
         if self._held:  # the contract's precondition; the general path otherwise
+            if catalog_version is not None and self.catalog_version() != catalog_version:
+                return None
             group = self.lock_next_group(queue_id, {}, known_locked=known_locked)
             return [] if group is None else self.group_messages(group, limit)
         rows = self._conn.execute(
             _Q["receive_first_group"],
-            (self._storage.lock_prefix, queue_id, list(known_locked), self._limit(limit)),
+            (
+                self._storage.lock_prefix,
+                queue_id,
+                list(known_locked),
+                self._limit(limit),
+                catalog_version,
+            ),
         ).fetchall()
-        messages = [r[2:] for r in rows if r[2] is not None]
-        key, busy = next(r[:2] for r in reversed(rows) if r[2] is None)
+        messages = [r[3:] for r in rows if r[3] is not None]
+        stored, key, busy = next(r[:3] for r in reversed(rows) if r[3] is None)
+        if catalog_version is not None and int(stored) != catalog_version:
+            return None
         known_locked.update(bytes(g) for g in busy)
         if key is None:
             return []

@@ -168,7 +168,7 @@ FROM (SELECT conversation_group_id, level, head_order,
 
 -- name: receive_first_group
 -- RECEIVE of a transaction holding no group, in one round trip (migration 17).
-SELECT * FROM servicebroker_receive(%s, %s, %s::bytea[], %s);
+SELECT * FROM servicebroker_receive(%s::text, %s::bigint, %s::bytea[], %s::bigint, %s::bigint);
 
 -- name: set_waiting
 INSERT INTO queue_waiters (queue_id, backend_pid, backend_start, waiting)

@@ -292,10 +292,17 @@ class SqliteConnection(NamedQueryConnection):
         return self._locks.others_hold(group_ids)
 
     def receive_first_group(
-        self, queue_id: int, limit: int, *, known_locked: set[bytes]
-    ) -> list[MessageRow]:
+        self,
+        queue_id: int,
+        limit: int,
+        *,
+        known_locked: set[bytes],
+        catalog_version: int | None = None,
+    ) -> list[MessageRow] | None:
         """:meth:`lock_next_group`, then :meth:`group_messages` (see the contract): in this
         process, SQLite's statements cost no round trip."""
+        if catalog_version is not None and self.catalog_version() != catalog_version:
+            return None
         for _ in range(8):
             group = self.lock_next_group(queue_id, {}, known_locked=known_locked)
             if group is None:

@@ -3,6 +3,9 @@ re-entrant, kept by a rollback, freed by release; choosing the next group of a q
 
 from __future__ import annotations
 
+from typing import Any
+
+from ...storage.base import StorageConnection
 from . import support as kit
 from .support import StorageOpener
 
@@ -118,13 +121,20 @@ def check_receive_first_group(open_storage: StorageOpener) -> None:
     """receive_first_group: the group lock_next_group would take, locked, with its ready
     messages in RECEIVE order (at most ``limit``, -1: all); a group another connection holds is
     skipped and named in ``known_locked``, and one named there is not tried; a group emptied by
-    a commit is not returned; ``[]`` and nothing held when no group is free."""
+    a commit is not returned; ``[]`` and nothing held when no group is free; None and nothing
+    held when ``catalog_version`` is not the stored one."""
     with kit.Bench(open_storage) as bench:
         storage = bench.storage()
         one, two = bench.connect(storage), bench.connect(storage)
         elsewhere = bench.connect(bench.storage())
         queue_id = kit.new_queue(one)
-        kit.equal(one.receive_first_group(queue_id, -1, known_locked=set()), [], "an empty queue")
+
+        def bodies(conn: StorageConnection, **options: Any) -> list[bytes] | None:
+            options.setdefault("known_locked", set())
+            rows = conn.receive_first_group(queue_id, options.pop("limit", -1), **options)
+            return None if rows is None else [r.message_body for r in rows]
+
+        kit.equal(bodies(one), [], "an empty queue")
         kit.equal(one.held_groups(), frozenset(), "nothing held after an empty queue")
         high, low, gone = kit.new_id(), kit.new_id(), kit.new_id()
         kit.committed(
@@ -140,30 +150,23 @@ def check_receive_first_group(open_storage: StorageOpener) -> None:
         )
         order = kit.orders(one, queue_id)
         kit.committed(one, lambda: one.finish_received([order[b"gone"]], retain=False))
-        rows = one.receive_first_group(queue_id, 1, known_locked=set())
-        kit.equal([r.message_body for r in rows], [b"h0"], "the best group's first message")
+        version = one.catalog_version()
+        kit.equal(
+            bodies(one, catalog_version=version + 1), None, "a catalog version not the stored one"
+        )
+        kit.equal(one.held_groups(), frozenset(), "nothing held when the version moved")
+        kit.equal(
+            bodies(one, limit=1, catalog_version=version), [b"h0"], "the best group's first message"
+        )
         kit.equal(one.held_groups(), frozenset({high}), "its group is held")
         known: set[bytes] = set()
-        rows = two.receive_first_group(queue_id, -1, known_locked=known)
-        kit.equal([r.message_body for r in rows], [b"low"], "a held group is skipped")
+        kit.equal(bodies(two, known_locked=known), [b"low"], "a held group is skipped")
         kit.expect(high in known, "known_locked must name the group found held by another")
-        kit.equal(
-            elsewhere.receive_first_group(queue_id, -1, known_locked=set()),
-            [],
-            "every group held elsewhere",
-        )
+        kit.equal(bodies(elsewhere), [], "every group held elsewhere")
         kit.equal(elsewhere.held_groups(), frozenset(), "nothing held when no group was free")
         one.release_locks()
-        kit.equal(
-            [
-                r.message_body
-                for r in elsewhere.receive_first_group(queue_id, -1, known_locked={high})
-            ],
-            [],
-            "a group in known_locked is not tried",
-        )
-        rows = elsewhere.receive_first_group(queue_id, -1, known_locked=set())
-        kit.equal([r.message_body for r in rows], [b"h0", b"h1"], "every message of the group")
+        kit.equal(bodies(elsewhere, known_locked={high}), [], "a group in known_locked")
+        kit.equal(bodies(elsewhere), [b"h0", b"h1"], "every message of the group")
 
 
 # -- transmission queue ------------------------------------------------------------------------

@@ -8,13 +8,20 @@
 -- group's last holder left at its commit — never rows it deleted.
 --
 -- Arguments: the database's lock-key prefix, the queue, the groups not to try (held by this
--- session or known locked by others), TOP (NULL: all).
--- Rows: first a header (message columns NULL) with the lock key of the group now held (NULL:
--- none) and the groups found locked by other sessions; then the group's messages, in order.
+-- session or known locked by others), TOP (NULL: all), and the catalog version the caller
+-- checked the RECEIVE against (NULL: none).
+-- Rows: first a header (message columns NULL) with the stored catalog version, the lock key of
+-- the group now held (NULL: none) and the groups found locked by other sessions; then the
+-- group's messages, in order. When the stored catalog version is not the caller's, the header
+-- alone comes back and nothing is locked: the caller checks the RECEIVE against the new
+-- catalog first (the queue may have been dropped or disabled, a permission revoked).
 -- A group found empty once locked (its last holder took its last messages) is unlocked and the
 -- next is tried, at most eight times.
-CREATE FUNCTION servicebroker_receive(prefix TEXT, queue BIGINT, excluded BYTEA[], top INTEGER)
+CREATE FUNCTION servicebroker_receive(
+    prefix TEXT, queue BIGINT, excluded BYTEA[], top BIGINT, checked_version BIGINT
+)
 RETURNS TABLE (
+    catalog_version         BIGINT,
     lock_key                BIGINT,
     locked_elsewhere        BYTEA[],
     status                  INTEGER,
@@ -38,7 +45,16 @@ DECLARE
     busy BYTEA[] := '{}';
     emptied INTEGER := 0;
     taken INTEGER;
+    stored BIGINT;
 BEGIN
+    stored := (SELECT s.value::BIGINT FROM broker_settings s WHERE s.name = 'catalog_version');
+    IF checked_version IS NOT NULL AND stored <> checked_version THEN
+        RETURN QUERY SELECT stored, NULL::BIGINT, busy, NULL::INTEGER, NULL::INTEGER,
+            NULL::BIGINT, NULL::BYTEA, NULL::BYTEA, NULL::BIGINT, NULL::BIGINT, NULL::BIGINT,
+            NULL::BIGINT, NULL::TEXT, NULL::BYTEA, NULL::BYTEA, NULL::BIGINT,
+            NULL::DOUBLE PRECISION;
+        RETURN;
+    END IF;
     LOOP
         EXECUTE 'SELECT g.conversation_group_id FROM queue_groups g
                  WHERE g.queue_id = $1 AND NOT (g.conversation_group_id = ANY($2))
@@ -47,9 +63,10 @@ BEGIN
                  ORDER BY g.level DESC, g.head_order LIMIT 1'
             INTO candidate USING queue, excluded;
         IF candidate IS NULL OR emptied >= 8 THEN
-            RETURN QUERY SELECT NULL::BIGINT, busy, NULL::INTEGER, NULL::INTEGER, NULL::BIGINT,
-                NULL::BYTEA, NULL::BYTEA, NULL::BIGINT, NULL::BIGINT, NULL::BIGINT, NULL::BIGINT,
-                NULL::TEXT, NULL::BYTEA, NULL::BYTEA, NULL::BIGINT, NULL::DOUBLE PRECISION;
+            RETURN QUERY SELECT stored, NULL::BIGINT, busy, NULL::INTEGER, NULL::INTEGER,
+                NULL::BIGINT, NULL::BYTEA, NULL::BYTEA, NULL::BIGINT, NULL::BIGINT, NULL::BIGINT,
+                NULL::BIGINT, NULL::TEXT, NULL::BYTEA, NULL::BYTEA, NULL::BIGINT,
+                NULL::DOUBLE PRECISION;
             RETURN;
         END IF;
         excluded := excluded || candidate;
@@ -58,11 +75,11 @@ BEGIN
             busy := busy || candidate;
             CONTINUE;
         END IF;
-        RETURN QUERY SELECT key, busy, NULL::INTEGER, NULL::INTEGER, NULL::BIGINT,
+        RETURN QUERY SELECT stored, key, busy, NULL::INTEGER, NULL::INTEGER, NULL::BIGINT,
             NULL::BYTEA, NULL::BYTEA, NULL::BIGINT, NULL::BIGINT, NULL::BIGINT, NULL::BIGINT,
             NULL::TEXT, NULL::BYTEA, NULL::BYTEA, NULL::BIGINT, NULL::DOUBLE PRECISION;
         RETURN QUERY EXECUTE
-            'SELECT NULL::BIGINT, NULL::BYTEA[], m.status, m.priority, m.queuing_order,
+            'SELECT NULL::BIGINT, NULL::BIGINT, NULL::BYTEA[], m.status, m.priority, m.queuing_order,
                     m.conversation_group_id, m.conversation_handle, m.message_sequence_number,
                     m.service_id, m.service_contract_id, m.message_type_id, m.validation,
                     m.message_body, m.message_id, m.queue_id, m.message_enqueue_time
