@@ -75,7 +75,9 @@ class CommitRows:
         wanted = [c for c in dict.fromkeys(conversation_ids) if (c, True) not in self._sides]
         if not wanted:
             return
-        for row in self.conn.get_conversations(wanted, for_update=True):
+        rows, local_waiting = self.conn.lock_conversations(wanted)
+        self.transmission.knows_local(local_waiting)
+        for row in rows:
             if row.conversation_handle not in self._rows:
                 self._rows[row.conversation_handle] = row
                 self._sides[(row.conversation_id, row.is_initiator)] = row.conversation_handle

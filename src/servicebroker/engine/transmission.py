@@ -76,6 +76,11 @@ class TransmissionQueue:
         self._any: bool | None = None
         self._remote: list[tuple[Any, ...]] = []
 
+    def knows_local(self, waiting: bool) -> None:
+        """Whether a row waits for a queue of this database, read by the commit as it locked
+        its endpoints (:meth:`StorageConnection.lock_conversations`): no query of its own."""
+        self._any = waiting
+
     def blocks(self, sender: EndpointRow) -> bool:
         """True when a message sent earlier by ``sender``'s side of its conversation waits here:
         a later one must wait behind it, so the send order is kept (DLG-2). Only a dialog

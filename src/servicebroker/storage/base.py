@@ -275,6 +275,14 @@ class StorageConnection(ClaimStore, StatisticsStore, Protocol):
         in ``endpoint_id`` order (so commits locking several never deadlock on them)."""
         ...
 
+    def lock_conversations(
+        self, conversation_ids: Sequence[bytes]
+    ) -> tuple[list[EndpointRow], bool]:
+        """A commit's first read: :meth:`get_conversations` ``for_update``, and
+        :meth:`transmission_exists_of` (not remote) read after those rows are locked, together
+        (one round trip on PostgreSQL)."""
+        ...
+
     def insert_endpoint(self, row: EndpointRow) -> int:
         """Insert an endpoint (``row.endpoint_id`` is ignored); returns its new ``endpoint_id``
         (increasing). In the write transaction.

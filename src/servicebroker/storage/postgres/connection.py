@@ -279,6 +279,20 @@ class PostgresConnection(NamedQueryConnection):
         name = self._reading("get_conversations", for_update)
         return [EndpointRow(*r) for r in self._all(name, (list(conversation_ids),))]
 
+    def lock_conversations(
+        self, conversation_ids: Sequence[bytes]
+    ) -> tuple[list[EndpointRow], bool]:
+        """The conversations' endpoints locked (``FOR UPDATE``, in ``endpoint_id`` order) and
+        whether a local transmission row waits, read after them: one pipeline, with whatever
+        was deferred (the BEGIN)."""
+        endpoints, waiting = self._conn.execute_reads(
+            [
+                (_Q["get_conversations_locked"], (list(conversation_ids),)),
+                (_Q["transmission_exists_of"], (0,)),
+            ]
+        )
+        return [EndpointRow(*r) for r in endpoints], bool(waiting[0][0])
+
     # -- queues --------------------------------------------------------------------------
     def lock_queues(self, queue_ids: Collection[int]) -> None:
         """Lock the queues' positions (their ``queue_positions`` rows, in queue order) for the

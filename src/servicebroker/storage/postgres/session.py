@@ -151,7 +151,7 @@ class Session:
 
         try:
             if self._pending:
-                return self._with_deferred([(sql, params)])
+                return self._with_deferred([(sql, params)])[-1]
             return self.raw.execute(sql, params)
         except psycopg.Error as exc:
             self._pending.clear()
@@ -176,6 +176,23 @@ class Session:
             self._pending.clear()
             raise self.failure(exc, commit=commit) from exc
 
+    def execute_reads(
+        self, statements: Sequence[tuple[str | bytes, Sequence[Any] | None]]
+    ) -> list[list[tuple[Any, ...]]]:
+        """Run ``statements`` after the deferred ones in one round trip (a pipeline); returns
+        each one's rows, in order.
+
+        Raises:
+            StorageError: as :meth:`execute`.
+        """
+        import psycopg
+
+        try:
+            cursors = self._with_deferred(list(statements))
+            return [cur.fetchall() for cur in cursors[-len(statements) :]]
+        except psycopg.Error as exc:
+            raise self.failure(exc) from exc
+
     def executemany(self, sql: str, rows: Iterable[Sequence[Any] | dict[str, Any]]) -> None:
         """Run ``sql`` once per parameter set (pipelined by psycopg: one round trip, with the
         deferred statements)."""
@@ -191,20 +208,16 @@ class Session:
             self._pending.clear()
             raise self.failure(exc) from exc
 
-    def _with_deferred(self, statements: list[tuple[str | bytes, Any]]) -> Any:
+    def _with_deferred(self, statements: list[tuple[str | bytes, Any]]) -> list[Any]:
         """The deferred statements, then ``statements``, in one pipeline (one by one where the
-        client library has no pipeline mode); returns the last one's cursor."""
+        client library has no pipeline mode); returns their cursors."""
         import psycopg
 
         queue, self._pending = [*self._pending, *statements], []
         if not psycopg.Pipeline.is_supported():
-            for sql, params in queue:
-                cur = self.raw.execute(sql, params)
-            return cur
+            return [self.raw.execute(sql, params) for sql, params in queue]
         with self.raw.pipeline():
-            for sql, params in queue:
-                cur = self.raw.execute(sql, params)
-        return cur
+            return [self.raw.execute(sql, params) for sql, params in queue]
 
     @property
     def closed(self) -> bool:

@@ -243,6 +243,13 @@ class SqliteConnection(NamedQueryConnection):
         ``for_update`` changes nothing: the single writer holds the database already."""
         return self._endpoints_in("get_conversations", conversation_ids)
 
+    def lock_conversations(
+        self, conversation_ids: Sequence[bytes]
+    ) -> tuple[list[EndpointRow], bool]:
+        """:meth:`get_conversations`, then :meth:`transmission_exists_of` (not remote)."""
+        rows = self.get_conversations(conversation_ids, for_update=True)
+        return rows, self.transmission_exists_of(remote=False)
+
     def _endpoints_in(self, name: str, keys: Sequence[bytes]) -> list[EndpointRow]:
         return [
             EndpointRow(*row)

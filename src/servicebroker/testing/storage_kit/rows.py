@@ -27,6 +27,7 @@ __all__ = [
 
 def check_endpoints(open_storage: StorageOpener) -> None:
     """insert_endpoint / get_endpoint / get_endpoints / get_far_endpoint / get_conversations /
+    lock_conversations /
     group_queue / update_endpoints (only the changeable columns) / list_endpoints /
     delete_endpoints, and IntegrityConflict for a second endpoint with the same handle."""
     with kit.Bench(open_storage) as bench:
@@ -70,6 +71,19 @@ def check_endpoints(open_storage: StorageOpener) -> None:
             sorted(conn.get_conversations(many), key=lambda e: e.endpoint_id),
             [near, far],
             "get_conversations of 301 conversations",
+        )
+        conn.begin_write()
+        locked, waiting = conn.lock_conversations([near.conversation_id])
+        conn.rollback()
+        kit.equal(sorted(locked, key=lambda e: e.endpoint_id), [near, far], "lock_conversations")
+        kit.equal(waiting, False, "lock_conversations: no local transmission row waits")
+        row = kit.transmission(near.conversation_id, 5, b"t")
+        kit.committed(conn, lambda: conn.insert_transmissions([row]))
+        conn.begin_write()
+        kit.equal(conn.lock_conversations([])[1], True, "lock_conversations: a local row waits")
+        conn.rollback()
+        kit.committed(
+            conn, lambda: conn.delete_transmission_of_endpoint(near.conversation_id, True)
         )
         kit.equal(conn.group_queue(near.conversation_group_id), queue_id, "group_queue")
         kit.equal(conn.group_queue(kit.new_id()), None, "group_queue of an unknown group")
