@@ -883,6 +883,14 @@ def test_parameters_the_driver_refuses_leave_the_transaction_going(
         tx.execute(f"INSERT INTO app_rows (x) VALUES ({mark})", [7])
     assert broker.execute("SELECT x FROM app_rows") == [(7,)]
     assert broker.peek(pair.tq) == []  # the RECEIVE committed with the row
+    # refused as a transaction's first write (on PostgreSQL its BEGIN travels with it): the
+    # transaction is still one, and its rollback takes back what it wrote after
+    with broker.transaction() as tx:
+        with pytest.raises(BrokerError, match="refused the statement's parameters"):
+            tx.execute(f"INSERT INTO app_rows (x) VALUES ({mark})", [1, 2])
+        tx.execute(f"INSERT INTO app_rows (x) VALUES ({mark})", [8])
+        tx.rollback()
+    assert broker.execute("SELECT x FROM app_rows") == [(7,)]
 
 
 @pytest.mark.parametrize(
