@@ -42,6 +42,7 @@ from .recorded import (
 )
 from .savepoints import Savepoints
 from .sending import sendable
+from .working_copies import WorkingCopies
 
 __all__ = ["Transaction"]
 
@@ -112,6 +113,9 @@ class Transaction:
         except BaseException:
             context.storage.release(self._conn)  # the catalog could not be read
             raise
+        self._copies = WorkingCopies(
+            self._conn, self._receiving, self._endpoints, self._by_handle, self._locked_group_of
+        )
         # a transaction the application loses (neither committed nor rolled back) rolls back
         # when it is collected; the broker's close rolls back those still open
         self._ending = context.transactions.track(self, context, self._conn, self._receiving)
@@ -156,62 +160,6 @@ class Transaction:
     def refresh_catalog(self) -> CatalogSnapshot:
         """Reload the catalog if another transaction or process changed it."""
         return self._receiving.refresh_catalog()
-
-    def _endpoint(self, handle: object, statement: str, *, closed: bool = False) -> EndpointRow:
-        """The working copy of a local endpoint, its group locked for this transaction; a
-        stored closed (CD) one only when ``closed`` (END CONVERSATION WITH CLEANUP)."""
-        known = self._by_handle.get(handle) if isinstance(handle, uuid.UUID) else None
-        if known is not None:
-            return known
-        row = self._load_endpoint(handle, statement, closed=closed)
-        if isinstance(handle, uuid.UUID):
-            self._by_handle[handle] = row
-        return row
-
-    def _load_endpoint(
-        self, handle: object, statement: str, *, closed: bool = False
-    ) -> EndpointRow:
-        h = to_handle(handle)
-        known = self._endpoints.get(h.bytes)
-        if known is None and h.bytes in self._receiving.unloaded:
-            self._load_received()
-            known = self._endpoints.get(h.bytes)
-        if known is not None:
-            return known
-        held = self._conn.held_groups()
-        row, locked = self._conn.get_endpoint_and_lock(h.bytes)
-        if row is None or (row.state == State.CD and not closed):
-            if locked and row is not None:
-                self._unlock_new([row], held)
-            raise ConversationError(f"{statement}: conversation handle {h} does not exist")
-        return self._adopt(row, locked, statement)
-
-    def _unlock_new(self, rows: Iterable[EndpointRow], held: frozenset[bytes]) -> None:
-        """Release the groups of ``rows`` that this statement locked (not in ``held`` before
-        it) and no endpoint of the transaction is in: a refused statement keeps no lock it took."""
-        mine = {row.conversation_group_id for row in self._endpoints.values()}
-        for group in {row.conversation_group_id for row in rows} - held - mine:
-            self._conn.unlock_group(group)
-
-    def _adopt(self, row: EndpointRow, locked: bool, statement: str) -> EndpointRow:
-        """Make ``row`` the transaction's working copy, once its group is locked (waiting for
-        it when ``locked`` is False, DLG-9)."""
-        self._receiving.lock_group(
-            row.conversation_group_id,
-            f"{statement} on conversation {uuid.UUID(bytes=row.conversation_handle)}",
-            row.queue_id,
-            locked=locked,
-        )
-        self._locked_group_of[row.conversation_handle] = row.conversation_group_id
-        # the commit re-reads the row and refuses it if a concurrent MOVE changed its group
-        self._endpoints[row.conversation_handle] = row
-        return row
-
-    def _load_received(self) -> None:
-        """Every conversation received from and not loaded yet, in one query (their groups
-        are held already)."""
-        for loaded in self._receiving.load_received():
-            self._locked_group_of[loaded.conversation_handle] = loaded.conversation_group_id
 
     # -- statements ----------------------------------------------------------------------
     @statement
@@ -267,7 +215,9 @@ class Transaction:
                 "BEGIN DIALOG takes RELATED_CONVERSATION or RELATED_CONVERSATION_GROUP, not both"
             )
         if related_conversation is not None:
-            related = self._endpoint(related_conversation, "BEGIN DIALOG WITH RELATED_CONVERSATION")
+            related = self._copies.endpoint(
+                related_conversation, "BEGIN DIALOG WITH RELATED_CONVERSATION"
+            )
             group = related.conversation_group_id
             self._receiving.check_group_service(group, service, "RELATED_CONVERSATION")
         elif related_conversation_group is not None:
@@ -341,7 +291,7 @@ class Transaction:
                 seen.add(b)
         mt, data = sendable(self._receiving.catalog, message_type, body, handles)
         now = self._clock.now()
-        rows = self._endpoints_for(handles, "SEND")
+        rows = self._copies.endpoints_for(handles, "SEND")
         for row in rows:
             self._check_send(row, mt, now)
         for row in rows:
@@ -366,7 +316,7 @@ class Transaction:
             for h, message_type, body in message_tuples(messages, ConversationError)
         ]
         now = self._clock.now()
-        rows = self._endpoints_for([h for h, _, _ in batch], "SEND")
+        rows = self._copies.endpoints_for([h for h, _, _ in batch], "SEND")
         for row, (_, mt, _) in zip(rows, batch, strict=True):
             self._check_send(row, mt, now)
         for row, (_, mt, data) in zip(rows, batch, strict=True):
@@ -391,31 +341,6 @@ class Transaction:
         row.send_sequence = seq + 1
         out = Outgoing(mt.message_type_id, mt.name, mt.validation_code, data, new_id(), seq)
         self._ops.append(SendOp(row.conversation_handle, out))
-
-    def _endpoints_for(self, handles: list[Any], statement: str) -> list[EndpointRow]:
-        """:meth:`_endpoint` of each handle; those the transaction has not used yet are read
-        (and their groups locked) in one query first."""
-        handles = [h if isinstance(h, uuid.UUID) else to_handle(h) for h in handles]
-        unknown = [h for h in handles if h not in self._by_handle]
-        if len(unknown) > 1:
-            wanted = {h.bytes for h in unknown}
-            if not wanted.isdisjoint(self._receiving.unloaded):
-                self._load_received()
-            missing = [b for b in wanted if b not in self._endpoints]
-            if missing:
-                held = self._conn.held_groups()
-                pairs = self._conn.get_endpoints_and_lock(missing)
-                live = {row.conversation_handle for row, _ in pairs if row.state != State.CD}
-                for h in handles:  # refused before anything is waited for or adopted
-                    b = h.bytes
-                    if b in wanted and b not in self._endpoints and b not in live:
-                        self._unlock_new([row for row, locked in pairs if locked], held)
-                        raise ConversationError(
-                            f"{statement}: conversation handle {uuid.UUID(bytes=b)} does not exist"
-                        )
-                for row, locked in pairs:
-                    self._adopt(row, locked, statement)
-        return [self._endpoint(h, statement) for h in handles]
 
     def _refuse_send(self, row: EndpointRow, mt_id: int, mt_name: str, now: float) -> None:
         """Raise the error for a SEND the fast path did not accept (or return if it is fine)."""
@@ -456,7 +381,7 @@ class Transaction:
         else:
             mode = EndMode.CLEANUP if cleanup else EndMode.PLAIN
         # WITH CLEANUP also removes a closed endpoint left behind ("already completed")
-        row = self._endpoint(handle, "END CONVERSATION", closed=mode is EndMode.CLEANUP)
+        row = self._copies.endpoint(handle, "END CONVERSATION", closed=mode is EndMode.CLEANUP)
         new_state, _ = after_local_end(row.state, mode, to_handle(handle))
         row.state = new_state
         row.dialog_timer = None
@@ -473,7 +398,7 @@ class Transaction:
             BrokerError: a timeout that is not a number of seconds from 0 to 2**31-1.
         """
         seconds = check_seconds(timeout, "BEGIN CONVERSATION TIMER TIMEOUT", maximum=MAX_INT)
-        row = self._endpoint(handle, "BEGIN CONVERSATION TIMER")
+        row = self._copies.endpoint(handle, "BEGIN CONVERSATION TIMER")
         if is_ended(row.state):
             raise ConversationError(
                 f"BEGIN CONVERSATION TIMER: conversation {to_handle(handle)} has ended (state {row.state})"
@@ -492,7 +417,7 @@ class Transaction:
             ConversationError: unknown handle or group, of another queue, or claimed.
         """
         target = to_handle(conversation_group_id, "conversation group id").bytes
-        row = self._endpoint(handle, "MOVE CONVERSATION")
+        row = self._copies.endpoint(handle, "MOVE CONVERSATION")
         queue_id = self._receiving.group_queue(target)
         if queue_id is None:
             raise ConversationError(
