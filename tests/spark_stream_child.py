@@ -5,7 +5,7 @@ the same checkpoint.
 Usage::
 
     .venv/bin/python tests/spark_stream_child.py URL CHECKPOINT --work DIR --seen FILE
-        [--queue tq] [--max-messages N] [--partitions P] [--available-now]
+        [--queue tq] [--max-messages N] [--partitions P] [--master M] [--available-now]
 
 The query: ``readStream.format("servicebroker")`` on the queue → for each message a reply
 ``Echo`` on its conversation (``conversation_handle``) whose body is the message's body, ``|``
@@ -168,6 +168,7 @@ def main(argv: list[str]) -> None:
     parser.add_argument("--queue", default="tq")
     parser.add_argument("--max-messages", type=int, default=500)
     parser.add_argument("--partitions", type=int, default=2)
+    parser.add_argument("--master", default="local[2]", help="Spark's master (default local[2])")
     parser.add_argument("--available-now", action="store_true")
     args = parser.parse_args(argv)
     faulthandler.register(signal.SIGUSR1)
@@ -176,7 +177,7 @@ def main(argv: list[str]) -> None:
 
     from servicebroker.spark import session
 
-    spark = session("local[2]", temp_dir=tempfile.mkdtemp(dir=args.work))
+    spark = session(args.master, temp_dir=tempfile.mkdtemp(dir=args.work))
     spark.dataSource.register(test_source())
     source = (
         spark.readStream.format(FORMAT)

@@ -76,6 +76,7 @@ class Query:
     url: str
     folder: Path
     max_messages: int
+    master: str = "local[2]"
     proc: subprocess.Popen[bytes] | None = None
     out: IO[bytes] | None = None
     starts: int = 0
@@ -103,6 +104,8 @@ class Query:
             str(self.seen),
             "--max-messages",
             str(self.max_messages),
+            "--master",
+            self.master,
         ]
         self.proc = subprocess.Popen(
             [sys.executable, str(CHILD), self.url, *args, *(["--available-now"] * available_now)],
@@ -346,6 +349,10 @@ def crash_and_kills(
     waves = [dialogs // starts] * starts
     waves[-1] += dialogs - sum(waves)
     query.max_messages = max(100, min(5000, waves[0] * PER_DIALOG // 4))
+    # make test's form (no random kills, a few thousand messages): one task slot; the two
+    # parts of each batch run one after the other in one Python worker, not two at once
+    # (the other test worker has the second core anyway)
+    query.master = "local[1]" if cycles == 0 else "local[2]"
 
     # the crash after the sink's commit of batch CRASH, before Spark's commit log
     shop.send(waves[0])
