@@ -26,6 +26,7 @@ from servicebroker import (
     Broker,
     CatalogError,
     ManualClock,
+    MessageValidationError,
     PermissionDeniedError,
     QueueDisabledError,
 )
@@ -434,3 +435,38 @@ def test_a_receive_sees_every_catalog_change_another_broker_committed_before_it(
             assert [m.message_body for m in tx.receive(pair.tq)] == [b"x"]  # the second one
     finally:
         other.close()
+
+
+def test_a_send_sees_every_catalog_change_another_broker_committed_before_it(
+    url: str, clock: ManualClock, pair: Pair, broker: Broker
+) -> None:
+    """SEND (and send_many) check the stored catalog version with their storage call (on
+    PostgreSQL in the round trip that reads the endpoint and locks its group) rather than
+    reading it first: a message type and contract made by another broker are usable by the
+    next transaction's first SEND, whatever the sending broker's poll interval; a SEND the
+    broker's older catalog would allow is refused on the stored one (a REVOKE: see the test
+    above)."""
+    other = Broker.open(url, clock=clock, poll_interval=3600.0)
+    try:
+        with other.transaction() as tx:  # the other broker has read the catalog
+            assert tx.receive(pair.tq) == []
+        broker.create_message_type("Later")
+        broker.create_contract("LaterC", {"Later": "INITIATOR"})
+        broker.create_service("later_s", queue=pair.tq, contracts=["LaterC"])
+        with broker.transaction() as tx:
+            handles = [tx.begin_dialog(pair.initiator, "later_s", contract="LaterC") for _ in "ab"]
+        with other.transaction() as tx:
+            tx.send(handles[0], "Later", b"one")
+        broker.create_message_type("Later2")
+        with other.transaction() as tx, pytest.raises(MessageValidationError, match="Later2"):
+            tx.send(handles[1], "Later2", b"refused")  # not in the contract
+        broker.create_message_type("Later3")
+        broker.create_contract("LaterC3", {"Later3": "ANY"})
+        broker.alter_service("later_s", add_contracts=["LaterC3"])
+        with broker.transaction() as tx:
+            h3 = tx.begin_dialog(pair.initiator, "later_s", contract="LaterC3")
+        with other.transaction() as tx:
+            assert tx.send_many([(handles[1], "Later", b"two"), (h3, "Later3", b"three")]) == 2
+    finally:
+        other.close()
+    assert sorted(m.message_body for m in broker.peek(pair.tq)) == [b"one", b"three", b"two"]

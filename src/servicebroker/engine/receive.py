@@ -247,6 +247,32 @@ class Receiving:
             self.catalog = self.context.catalog.snapshot(self.conn, fresh=True)
             self.principal = acting_principal(self.catalog, self._principal_name)
 
+    def verify_later(self) -> Callable[[], bool] | None:
+        """For a statement that checks its arguments on the catalog it has, then goes to the
+        database: None when this transaction has read the stored version already; else a
+        function to call once that storage call ran (the version travels with it), True when
+        the checks were made on the stored catalog, else False (the catalog is read anew: the
+        statement checks again).
+
+        Raises (the function):
+            CatalogError: the acting principal no longer exists.
+            StorageError: the catalog cannot be read.
+        """
+        if self._verified:
+            return None
+        stored, checked = self.conn.catalog_version_later(), self.catalog.version
+
+        def confirm() -> bool:
+            if self._verified:
+                return True
+            if stored() == checked:
+                self._verified = True
+                return True
+            self.verify()
+            return False
+
+        return confirm
+
     def refresh_catalog(self) -> CatalogSnapshot:
         """Re-read the catalog if another transaction or process changed it."""
         self.catalog = self.context.catalog.snapshot(self.conn)

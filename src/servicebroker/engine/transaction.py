@@ -11,8 +11,9 @@ application wrote through ``tx.execute``.
 from __future__ import annotations
 
 import functools
+import itertools
 import uuid
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import replace
 from typing import Any, Concatenate, ParamSpec, TypeVar
 
@@ -22,7 +23,13 @@ from ..arguments import MAX_INT, check_broker_instance, check_end_arguments, mes
 from ..catalog import SERVICE_STRING_LIMIT, CatalogSnapshot, MessageTypeDef, check_name
 from ..clock import check_seconds
 from ..dialogs import INITIATOR_START, EndMode, State, after_local_end, after_send, is_ended
-from ..errors import ConversationError, MessageValidationError, StorageError, TransactionError
+from ..errors import (
+    CatalogError,
+    ConversationError,
+    MessageValidationError,
+    StorageError,
+    TransactionError,
+)
 from ..messages import Message, Outgoing, fast_uuid, new_id
 from ..storage.failures import DATABASE_FAILURES
 from ..storage.rows import EndpointRow
@@ -58,7 +65,8 @@ def statement(
     :class:`StorageError`), the transaction is rolled back and ended before the error reaches
     the caller, as PostgreSQL aborts a transaction whose statement failed."""
 
-    checks_catalog = method.__name__ != "receive"  # RECEIVE checks it in its storage call
+    # RECEIVE and SEND check the catalog version with their storage call (Receiving.verify_later)
+    checks_catalog = method.__name__ not in ("receive", "send", "send_many")
 
     @functools.wraps(method)
     def run(self: Transaction, /, *args: P.args, **kwargs: P.kwargs) -> R:
@@ -83,7 +91,8 @@ class Transaction:
     committed nor rolled back, then garbage — rolls back when it is collected, and
     :meth:`Broker.close` rolls back those still open (:mod:`.open_transactions`).
 
-    Every statement, and the transaction's construction, may also raise a
+    Every statement, and the transaction's construction (it takes a session, and reads the
+    catalog only when the broker has not yet), may also raise a
     :class:`~servicebroker.errors.StorageError` subclass when the database fails (connection
     lost, disk full, I/O error) or refuses the application's SQL: the transaction is then
     rolled back and ended, and further statements raise :class:`TransactionError`
@@ -289,9 +298,17 @@ class Transaction:
                         f"SEND: conversation handle {uuid.UUID(bytes=b)} is named more than once"
                     )
                 seen.add(b)
-        mt, data = sendable(self._receiving.catalog, message_type, body, handles)
+        confirm = self._receiving.verify_later()
+        try:
+            mt, data = sendable(self._receiving.catalog, message_type, body, handles)
+        except (CatalogError, MessageValidationError):
+            if confirm is None or confirm():
+                raise
+            mt, data = sendable(self._receiving.catalog, message_type, body, handles)
         now = self._clock.now()
         rows = self._copies.endpoints_for(handles, "SEND")
+        if confirm is not None and not confirm():  # checked on a catalog behind: again
+            mt, data = sendable(self._receiving.catalog, message_type, body, handles)
         for row in rows:
             self._check_send(row, mt, now)
         for row in rows:
@@ -311,12 +328,27 @@ class Transaction:
                 conversations, each error naming the first message at fault); nothing of the
                 batch is sent, and the groups it locked are released.
         """
-        batch = [
-            (h, *sendable(self._receiving.catalog, message_type, body, [h]))
-            for h, message_type, body in message_tuples(messages, ConversationError)
-        ]
+        confirm = self._receiving.verify_later()
+        source = message_tuples(messages, ConversationError)
+        items: list[tuple[Any, str, bytes | str]] = []
+
+        def typed(given: Iterable[tuple[Any, str, bytes | str]]) -> Iterator[tuple[Any, ...]]:
+            for h, message_type, body in given:  # checked as read: errors in message order
+                items.append((h, message_type, body))
+                yield (h, *sendable(self._receiving.catalog, message_type, body, [h]))
+
+        try:
+            batch = list(typed(source))
+        except (CatalogError, MessageValidationError):
+            if confirm is None or confirm():
+                raise
+            again, items[:] = list(items), []
+            batch = list(typed(itertools.chain(again, source)))  # on the stored catalog
         now = self._clock.now()
         rows = self._copies.endpoints_for([h for h, _, _ in batch], "SEND")
+        if confirm is not None and not confirm():  # checked on a catalog behind: again
+            again, items[:] = list(items), []
+            batch = list(typed(again))
         for row, (_, mt, _) in zip(rows, batch, strict=True):
             self._check_send(row, mt, now)
         for row, (_, mt, data) in zip(rows, batch, strict=True):

@@ -167,6 +167,12 @@ class StorageConnection(ClaimStore, StatisticsStore, TransmissionStore, Protocol
         :meth:`bump_catalog_version` raises by one with every catalog change."""
         ...
 
+    def catalog_version_later(self) -> Callable[[], int]:
+        """:meth:`catalog_version`, read with the next statement this connection sends (on
+        PostgreSQL in that statement's round trip, not one of its own); the function returned
+        gives the value once that statement ran (it reads it then if none did)."""
+        ...
+
     def load_catalog(self) -> CatalogRows:
         """Read every catalog table, the catalog version, the HONOR_BROKER_PRIORITY option
         (PRI-16) and the database's ``service_broker_guid`` from one consistent snapshot

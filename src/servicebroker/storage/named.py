@@ -238,6 +238,11 @@ class NamedQueryConnection:
         """The catalog's version number (bumped by every catalog change)."""
         return int(self._one("get_setting", ("catalog_version",)))
 
+    def catalog_version_later(self) -> Callable[[], int]:
+        """:meth:`catalog_version` now (a backend without round trips has nothing to save)."""
+        version = self.catalog_version()
+        return lambda: version
+
     def catalog_write(self, name: str, params: Sequence[Any]) -> int:
         """Run the catalog statement ``name``; the new row's id for inserts (RETURNING), else 0.
 

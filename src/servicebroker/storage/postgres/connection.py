@@ -5,7 +5,7 @@ for the design, and :class:`servicebroker.storage.base.StorageConnection` for th
 
 from __future__ import annotations
 
-from collections.abc import Collection, Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Collection, Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from typing import Any, Protocol
 
@@ -233,6 +233,12 @@ class PostgresConnection(NamedQueryConnection):
             raise
         if started:
             self._conn.execute("COMMIT")
+
+    def catalog_version_later(self) -> Callable[[], int]:
+        """The catalog version, read in the round trip of the next statement (see the
+        contract)."""
+        rows = self._conn.read_later(_Q["get_setting"], ("catalog_version",))
+        return lambda: int(rows()[0][0])
 
     # -- endpoints -----------------------------------------------------------------------
     def get_endpoint_and_lock(self, handle: bytes) -> tuple[EndpointRow | None, bool]:

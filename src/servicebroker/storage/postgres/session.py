@@ -15,14 +15,14 @@ went); an error the server returned for COMMIT means it rolled back.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
 from ...errors import Outcome, StorageError
 from ..failures import Failure, storage_failure
 from ..sessions import SessionAccounting
 
-__all__ = ["Session", "classify", "database_label"]
+__all__ = ["Result", "Session", "classify", "database_label"]
 
 _BY_SQLSTATE = {
     "57P01": Failure.UNAVAILABLE,  # admin_shutdown (also pg_terminate_backend)
@@ -78,6 +78,31 @@ def database_label(url: str, schema: str | None = None) -> str:
     return f"{label} (schema {schema})" if schema else label
 
 
+class Result:
+    """A statement's outcome, its rows read while the statement's errors were still being
+    turned into the storage's (so reading them never raises the driver's own).
+
+    Attributes:
+        description: the result columns (psycopg's), or None for a statement without rows.
+        rowcount: the rows the statement returned or changed.
+    """
+
+    __slots__ = ("_rows", "description", "rowcount")
+
+    def __init__(self, cursor: Any) -> None:
+        self.description = cursor.description
+        self.rowcount = int(cursor.rowcount)
+        self._rows: list[tuple[Any, ...]] = cursor.fetchall() if cursor.description else []
+
+    def fetchall(self) -> list[tuple[Any, ...]]:
+        """Every row."""
+        return self._rows
+
+    def fetchone(self) -> tuple[Any, ...] | None:
+        """The first row, or None."""
+        return self._rows[0] if self._rows else None
+
+
 class Session:
     """One psycopg connection (autocommit) raising the storage's errors.
 
@@ -91,7 +116,7 @@ class Session:
         lost: True once the connection was found lost: it is closed, never reused.
     """
 
-    __slots__ = ("_accounting", "_pending", "database", "lost", "raw")
+    __slots__ = ("_accounting", "_pending", "_readers", "database", "lost", "raw")
 
     def __init__(self, conn: Any, database: str, accounting: SessionAccounting) -> None:
         self.raw = conn
@@ -99,6 +124,7 @@ class Session:
         self._accounting = accounting
         self.lost = False
         self._pending: list[tuple[str | bytes, Sequence[Any] | None]] = []
+        self._readers: dict[int, list[list[tuple[Any, ...]]]] = {}  # pending index: its rows
 
     def defer(self, sql: str | bytes, params: Sequence[Any] | None = None) -> None:
         """Send ``sql`` (one statement) with the next statement that needs an answer — the
@@ -108,9 +134,33 @@ class Session:
         raised by that next call; the transaction is then rolled back whole."""
         self._pending.append((sql, params))
 
+    def read_later(
+        self, sql: str | bytes, params: Sequence[Any] | None = None
+    ) -> Callable[[], list[tuple[Any, ...]]]:
+        """Send the query ``sql`` with the next statement that needs an answer (as
+        :meth:`defer`); the function returned gives its rows once that went (running the
+        deferred statements now, in one round trip, if none has).
+
+        Raises (the function):
+            StorageError: as :meth:`execute`.
+        """
+        got: list[list[tuple[Any, ...]]] = []
+        self._pending.append((sql, params))
+        self._readers[len(self._pending) - 1] = got
+
+        def rows() -> list[tuple[Any, ...]]:
+            if not got:
+                self.execute_all([])
+            if not got:  # discarded with its transaction: read it alone
+                got.append(self.execute(sql, params).fetchall())
+            return got[0]
+
+        return rows
+
     def discard_deferred(self) -> None:
         """Forget the deferred statements (the transaction is rolled back without them)."""
         self._pending.clear()
+        self._readers.clear()
 
     def failure(self, exc: BaseException, *, commit: bool = False, what: str = "") -> StorageError:
         """The error for ``exc`` raised on this session (``commit``: by a COMMIT), counted."""
@@ -136,9 +186,9 @@ class Session:
         params: Sequence[Any] | dict[str, Any] | None = None,
         *,
         commit: bool = False,
-    ) -> Any:
+    ) -> Result:
         """Run ``sql`` (several statements when ``params`` is None and ``sql`` is bytes: the
-        simple protocol, one round trip); returns psycopg's cursor (its rows are already read).
+        simple protocol, one round trip); returns its :class:`Result`.
 
         Args:
             commit: ``sql`` contains the transaction's COMMIT: a lost connection leaves the
@@ -151,10 +201,10 @@ class Session:
 
         try:
             if self._pending:
-                return self._with_deferred([(sql, params)])[-1]
-            return self.raw.execute(sql, params)
+                return Result(self._with_deferred([(sql, params)])[-1])
+            return Result(self.raw.execute(sql, params))
         except psycopg.Error as exc:
-            self._pending.clear()
+            self.discard_deferred()
             raise self.failure(exc, commit=commit) from exc
 
     def execute_all(self, statements: Sequence[str], *, commit: bool = False) -> None:
@@ -170,10 +220,10 @@ class Session:
         try:
             if self._pending:
                 self._with_deferred([(sql, None) for sql in statements])
-            else:
+            elif statements:
                 self.raw.execute("; ".join(statements).encode())
         except psycopg.Error as exc:
-            self._pending.clear()
+            self.discard_deferred()
             raise self.failure(exc, commit=commit) from exc
 
     def execute_reads(
@@ -205,7 +255,7 @@ class Session:
             with self.raw.cursor() as cur:
                 cur.executemany(sql, list(rows))
         except psycopg.Error as exc:
-            self._pending.clear()
+            self.discard_deferred()
             raise self.failure(exc) from exc
 
     def _with_deferred(self, statements: list[tuple[str | bytes, Any]]) -> list[Any]:
@@ -214,10 +264,15 @@ class Session:
         import psycopg
 
         queue, self._pending = [*self._pending, *statements], []
+        readers, self._readers = self._readers, {}
         if not psycopg.Pipeline.is_supported():
-            return [self.raw.execute(sql, params) for sql, params in queue]
-        with self.raw.pipeline():
-            return [self.raw.execute(sql, params) for sql, params in queue]
+            cursors = [self.raw.execute(sql, params) for sql, params in queue]
+        else:
+            with self.raw.pipeline():
+                cursors = [self.raw.execute(sql, params) for sql, params in queue]
+        for index, got in readers.items():
+            got.append(cursors[index].fetchall())
+        return cursors
 
     @property
     def closed(self) -> bool:

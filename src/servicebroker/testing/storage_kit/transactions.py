@@ -148,7 +148,7 @@ def check_catalog_rows_and_version(open_storage: StorageOpener) -> None:
     load_catalog (named rows, the built-in rows, the HONOR_BROKER_PRIORITY setting, the
     service_broker_guid) and
     catalog_count (endpoints using a service; queue and transmission rows carrying a message
-    type)."""
+    type), catalog_version_later (read with the next statement, or alone)."""
     with kit.Bench(open_storage) as bench:
         conn = bench.connect(bench.storage())
         other = bench.connect(bench.storage())
@@ -177,6 +177,10 @@ def check_catalog_rows_and_version(open_storage: StorageOpener) -> None:
         for kind, value in ids.items():
             kit.expect(isinstance(value, int) and value > 0, f"catalog_write id of the {kind}")
         kit.equal(other.catalog_version(), before + 1, "catalog_version after bump (elsewhere)")
+        later = other.catalog_version_later()
+        kit.equal(other.get_endpoint(kit.new_id()), None, "a statement after catalog_version_later")
+        kit.equal(later(), before + 1, "catalog_version_later, read with that statement")
+        kit.equal(other.catalog_version_later()(), before + 1, "catalog_version_later alone")
         rows = other.load_catalog()
         kit.equal(rows.version, before + 1, "load_catalog version")
         kit.equal(rows.honor_broker_priority, True, "load_catalog honor_broker_priority")
