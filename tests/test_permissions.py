@@ -443,9 +443,9 @@ def test_a_send_sees_every_catalog_change_another_broker_committed_before_it(
     """SEND (and send_many) check the stored catalog version with their storage call (on
     PostgreSQL in the round trip that reads the endpoint and locks its group) rather than
     reading it first: a message type and contract made by another broker are usable by the
-    next transaction's first SEND, whatever the sending broker's poll interval; a SEND the
-    broker's older catalog would allow is refused on the stored one (a REVOKE: see the test
-    above)."""
+    next transaction's first SEND, whatever the sending broker's poll interval (a REVOKE
+    refusing the first SEND of the next transaction: test_a_grant_or_revoke_is_honoured_by_the_
+    next_transaction_of_another_broker)."""
     other = Broker.open(url, clock=clock, poll_interval=3600.0)
     try:
         with other.transaction() as tx:  # the other broker has read the catalog

@@ -1,9 +1,10 @@
 """The catalog cache: one :class:`~servicebroker.catalog.model.CatalogSnapshot` per broker,
 re-read when the stored ``catalog_version`` moves, and the one way catalog statements are run
-(:meth:`CatalogCache.change`: in a write transaction, bumping the version). A transaction reads
-the stored version when it begins (``snapshot(conn, fresh=True)``), so it sees every change
-committed before, by any process; background readers check it at most once per the storage's
-poll interval."""
+(:meth:`CatalogCache.change`: in a write transaction, bumping the version). A transaction's
+first statement reads the stored version (``snapshot(conn, fresh=True)``; RECEIVE and SEND
+have it read with their own storage call and start from :meth:`CatalogCache.cached`), so it
+sees every change committed before, by any process; background readers check it at most once
+per the storage's poll interval."""
 
 from __future__ import annotations
 

@@ -18,7 +18,7 @@ from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from ..arguments import check_top, check_wait
+from ..arguments import MAX_TOP, check_top, check_wait
 from ..catalog import CatalogSnapshot, QueueDef, ServiceDef
 from ..clock import to_datetime
 from ..dialogs import State
@@ -243,9 +243,9 @@ class Receiving:
             StorageError: the catalog cannot be read.
         """
         if not self._verified:
-            self._verified = True
             self.catalog = self.context.catalog.snapshot(self.conn, fresh=True)
             self.principal = acting_principal(self.catalog, self._principal_name)
+            self._verified = True  # only now: a principal dropped meanwhile refuses each statement
 
     def verify_later(self) -> Callable[[], bool] | None:
         """For a statement that checks its arguments on the catalog it has, then goes to the
@@ -507,7 +507,7 @@ class Receiving:
         def fetch(group: bytes) -> int:
             # rows of the group to read: TOP, plus those this transaction received from it
             # already (RECEIVE returns them first, and _take drops them)
-            return -1 if limit < 0 else limit + len(self._received_by.get(group, ()))
+            return -1 if limit < 0 else min(limit + len(self._received_by.get(group, ())), MAX_TOP)
 
         if conversation_handle is not None:
             handle = to_handle(conversation_handle)

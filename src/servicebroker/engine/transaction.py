@@ -159,11 +159,16 @@ class Transaction:
 
     @property
     def catalog(self) -> CatalogSnapshot:
-        """The catalog snapshot this transaction's statements work with (read now while it is
-        active: every change committed before, included)."""
+        """The catalog snapshot this transaction's statements work with: every change committed
+        before its first statement (or before this is first read) included."""
         if self._ending.active and self._failure is None:
-            self.refresh_catalog()
+            self._read_catalog()
         return self._receiving.catalog
+
+    @statement
+    def _read_catalog(self) -> None:
+        """Nothing more: the statement wrapper reads the stored catalog version (once per
+        transaction) and ends the transaction if the database fails."""
 
     @statement
     def refresh_catalog(self) -> CatalogSnapshot:

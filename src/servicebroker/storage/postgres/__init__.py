@@ -99,8 +99,12 @@ def _key(namespace: bytes, kind: bytes, value: bytes = b"") -> int:
 
 
 def _configure(conn: Any) -> None:
-    """Each pooled connection is in autocommit mode: transactions are explicit."""
+    """Each pooled connection is in autocommit mode (transactions are explicit) and at READ
+    COMMITTED, whatever the server's or the URL's default: a statement must see what committed
+    before it began — ``servicebroker_receive`` reads a group's messages after taking its lock,
+    and under REPEATABLE READ it would read rows the group's last holder had deleted."""
     conn.autocommit = True
+    conn.execute("SET default_transaction_isolation TO 'read committed'")
 
 
 def _rows(conn: Any) -> Callable[[str, Sequence[Any]], list[tuple[Any, ...]]]:

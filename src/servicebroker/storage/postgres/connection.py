@@ -60,6 +60,7 @@ class PostgresConnection(NamedQueryConnection):
         self._conn = Session(conn, storage.database, storage.sessions)
         self._in_write = False
         self._held: dict[bytes, int] = {}
+        self._lock_unknown = False  # a RECEIVE call failed: it may have left a group locked
         self._heads: dict[int, HeldHeads] = {}  # per queue: a group's head there
         self.poll_interval = storage.poll_interval
 
@@ -105,13 +106,14 @@ class PostgresConnection(NamedQueryConnection):
         if self._in_write:
             notify = self._storage.notify_sql(wake)
             try:
-                if self._held:
+                if self._held or self._lock_unknown:
                     self._conn.execute_all(
                         [notify, "COMMIT", "SELECT pg_advisory_unlock_all()", notify],
                         commit=True,
                     )
                     self._held.clear()
                     self._heads.clear()
+                    self._lock_unknown = False
                 else:
                     self._conn.execute_all([notify, "COMMIT"], commit=True)
             except BaseException:
@@ -123,6 +125,7 @@ class PostgresConnection(NamedQueryConnection):
     def rollback(self) -> None:
         """Roll the write transaction back, if any. Never raises: a session that cannot roll
         back is closed, and the server rolls back what it had open."""
+        self._conn.discard_deferred()  # a read left waiting for a statement that never came
         if self._in_write:
             try:
                 self._discard()
@@ -421,16 +424,20 @@ class PostgresConnection(NamedQueryConnection):
                 return None
             group = self.lock_next_group(queue_id, {}, known_locked=known_locked)
             return [] if group is None else self.group_messages(group, limit)
-        rows = self._conn.execute(
-            _Q["receive_first_group"],
-            (
-                self._storage.lock_prefix,
-                queue_id,
-                list(known_locked),
-                self._limit(limit),
-                catalog_version,
-            ),
-        ).fetchall()
+        try:
+            rows = self._conn.execute(
+                _Q["receive_first_group"],
+                (
+                    self._storage.lock_prefix,
+                    queue_id,
+                    list(known_locked),
+                    self._limit(limit),
+                    catalog_version,
+                ),
+            ).fetchall()
+        except StorageError:
+            self._lock_unknown = True  # failed after its lock? release_locks frees them all
+            raise
         messages = [r[3:] for r in rows if r[3] is not None]
         stored, key, busy = next(r[:3] for r in reversed(rows) if r[3] is None)
         if catalog_version is not None and int(stored) != catalog_version:
@@ -450,11 +457,12 @@ class PostgresConnection(NamedQueryConnection):
             StorageError: the unlock failed (the session is closed by then).
         """
         self._heads.clear()
-        if self._held and not self._conn.closed and not self._conn.lost:
+        if (self._held or self._lock_unknown) and not self._conn.closed and not self._conn.lost:
             self._held.clear()
+            self._lock_unknown = False
             try:
-                self._conn.execute(
-                    f"SELECT pg_advisory_unlock_all(); {self._storage.notify_sql(wake)}".encode()
+                self._conn.execute_all(
+                    ["SELECT pg_advisory_unlock_all()", self._storage.notify_sql(wake)]
                 )
             except StorageError:
                 self._conn.close()

@@ -131,7 +131,7 @@ class Session:
         next :meth:`execute`, :meth:`executemany` or :meth:`execute_all` — in the same round
         trip, in order (psycopg's pipeline mode). For statements of an open write transaction
         whose result nobody reads: BEGIN and its locks, writes before COMMIT. Their errors are
-        raised by that next call; the transaction is then rolled back whole."""
+        raised by that next call (the caller then rolls the transaction back whole)."""
         self._pending.append((sql, params))
 
     def read_later(
@@ -187,8 +187,9 @@ class Session:
         *,
         commit: bool = False,
     ) -> Result:
-        """Run ``sql`` (several statements when ``params`` is None and ``sql`` is bytes: the
-        simple protocol, one round trip); returns its :class:`Result`.
+        """Run ``sql`` (one statement; several only when ``params`` is None, ``sql`` is bytes
+        and nothing is deferred: the simple protocol — :meth:`execute_all` otherwise); returns
+        its :class:`Result`.
 
         Args:
             commit: ``sql`` contains the transaction's COMMIT: a lost connection leaves the

@@ -3,9 +3,10 @@
 -- and returns the group's ready messages in RECEIVE order (PRI-12, SYS-2), all in one call.
 --
 -- Each statement runs with EXECUTE: planned for the queue as it is at that call (static SQL
--- first planned on an empty queue kept a sequential scan and sort at every later call), and
--- with a snapshot of its own taken after the lock is had, so the messages read are those the
--- group's last holder left at its commit — never rows it deleted.
+-- first planned on an empty queue kept a sequential scan and sort at every later call). The
+-- function is VOLATILE and runs at READ COMMITTED (the broker's sessions are set so), so each
+-- statement takes a snapshot of its own: the messages are read after the lock is had, and are
+-- those the group's last holder left at its commit — never rows it deleted.
 --
 -- Arguments: the database's lock-key prefix, the queue, the groups not to try (held by this
 -- session or known locked by others), TOP (NULL: all), and the catalog version the caller
