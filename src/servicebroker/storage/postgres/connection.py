@@ -439,7 +439,15 @@ class PostgresConnection(NamedQueryConnection):
             self._lock_unknown = True  # failed after its lock? release_locks frees them all
             raise
         messages = [r[3:] for r in rows if r[3] is not None]
-        stored, key, busy = next(r[:3] for r in reversed(rows) if r[3] is None)
+        header = next((r[:3] for r in reversed(rows) if r[3] is None), None)
+        if header is None:  # not the function's answer: the session was ended under the call
+            self._lock_unknown = True
+            raise StorageError(
+                f"{self._storage.database}: RECEIVE got no answer from servicebroker_receive "
+                f"(its session was ended while it ran); the transaction was rolled back",
+                database=self._storage.database,
+            )
+        stored, key, busy = header
         if catalog_version is not None and int(stored) != catalog_version:
             return None
         known_locked.update(bytes(g) for g in busy)
