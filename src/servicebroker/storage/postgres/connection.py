@@ -440,7 +440,8 @@ class PostgresConnection(NamedQueryConnection):
             raise
         messages = [r[3:] for r in rows if r[3] is not None]
         header = next((r[:3] for r in reversed(rows) if r[3] is None), None)
-        if header is None:  # not the function's answer: the session was ended under the call
+        if header is None or (header[1] is not None and not messages):
+            # not the function's answer: the session was ended under the call
             self._lock_unknown = True
             raise StorageError(
                 f"{self._storage.database}: RECEIVE got no answer from servicebroker_receive "
