@@ -286,12 +286,13 @@ def test_waits_stay_counted_when_the_activity_session_is_lost(tmp_path: Path) ->
 
 
 @pytest.mark.parametrize("backend", ["postgres"])
-def test_receive_is_exactly_once_when_the_server_defaults_to_repeatable_read(
+def test_sessions_read_committed_when_the_server_defaults_to_repeatable_read(
     url: str, broker: Broker, pair: Pair
 ) -> None:
     # rule RCV-2 on PostgreSQL: the broker's sessions run at READ COMMITTED whatever the URL or
     # the server sets as default — its RECEIVE function reads a group's messages after taking
-    # the group's lock, and at REPEATABLE READ would read rows the last holder had deleted
+    # the group's lock, and at REPEATABLE READ would read rows the last holder had deleted (the
+    # SHOW is what fails without it; the RECEIVEs show the message is taken once, in turn)
     options = "%20-cdefault_transaction_isolation%3Drepeatable%5C%20read"
     with Broker.open(url + options) as other:
         assert other.execute("SHOW transaction_isolation") == [("read committed",)]
