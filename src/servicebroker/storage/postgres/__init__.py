@@ -66,7 +66,7 @@ from ..sessions import SessionAccounting, StorageStatistics
 from .activity import PostgresActivity
 from .connection import PostgresConnection
 from .leader import Leadership
-from .session import classify, database_label
+from .session import classify, database_label, has_rows
 
 __all__ = ["PostgresActivity", "PostgresConnection", "PostgresStorage"]
 
@@ -113,7 +113,7 @@ def _rows(conn: Any) -> Callable[[str, Sequence[Any]], list[tuple[Any, ...]]]:
 
     def query(sql: str, params: Sequence[Any]) -> list[tuple[Any, ...]]:
         cur = conn.execute(sql, params)
-        return list(cur.fetchall()) if cur.description else []
+        return list(cur.fetchall()) if has_rows(cur) else []
 
     return query
 

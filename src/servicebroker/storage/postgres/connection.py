@@ -165,7 +165,7 @@ class PostgresConnection(NamedQueryConnection):
                     f"sending it ({cause})"
                 ) from None
             raise
-        return cur.fetchall() if cur.description else []
+        return cur.fetchall()
 
     def executemany_app(
         self, sql: str, seq_of_params: Iterable[Sequence[Any] | dict[str, Any]]
@@ -190,7 +190,7 @@ class PostgresConnection(NamedQueryConnection):
     # -- helpers -------------------------------------------------------------------------
     def _one(self, name: str, params: Sequence[Any] = ()) -> Any:
         cur = self._conn.execute(_Q[name], _flags(params))
-        row = cur.fetchone() if cur.description else None
+        row = cur.fetchone()
         return None if row is None else row[0]
 
     def _all(self, name: str, params: Sequence[Any] = ()) -> list[Any]:

@@ -15,6 +15,7 @@ went); an error the server returned for COMMIT means it rolled back.
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
@@ -22,7 +23,7 @@ from ...errors import Outcome, StorageError
 from ..failures import Failure, storage_failure
 from ..sessions import SessionAccounting
 
-__all__ = ["Result", "Session", "classify", "database_label"]
+__all__ = ["Result", "Session", "classify", "database_label", "has_rows"]
 
 _BY_SQLSTATE = {
     "57P01": Failure.UNAVAILABLE,  # admin_shutdown (also pg_terminate_backend)
@@ -78,24 +79,32 @@ def database_label(url: str, schema: str | None = None) -> str:
     return f"{label} (schema {schema})" if schema else label
 
 
+def has_rows(cursor: Any) -> bool:
+    """Whether psycopg ``cursor``'s current result is a query's (rows, maybe none), read from
+    its result status: ``cursor.description`` would build a column object per column, at
+    every access (a quarter of a SEND's client time, measured with benchmarks/hotspots.py)."""
+    from psycopg import pq
+
+    res = cursor.pgresult
+    return res is not None and (res.nfields > 0 or res.status == pq.ExecStatus.TUPLES_OK)
+
+
 class Result:
     """A statement's outcome, its rows read while the statement's errors were still being
     turned into the storage's (so reading them never raises the driver's own).
 
     Attributes:
-        description: the result columns (psycopg's), or None for a statement without rows.
         rowcount: the rows the statement returned or changed.
     """
 
-    __slots__ = ("_rows", "description", "rowcount")
+    __slots__ = ("_rows", "rowcount")
 
     def __init__(self, cursor: Any) -> None:
-        self.description = cursor.description
         self.rowcount = int(cursor.rowcount)
-        self._rows: list[tuple[Any, ...]] = cursor.fetchall() if cursor.description else []
+        self._rows: list[tuple[Any, ...]] = cursor.fetchall() if has_rows(cursor) else []
 
     def fetchall(self) -> list[tuple[Any, ...]]:
-        """Every row."""
+        """Every row ([] for a statement without rows)."""
         return self._rows
 
     def fetchone(self) -> tuple[Any, ...] | None:
@@ -266,11 +275,15 @@ class Session:
 
         queue, self._pending = [*self._pending, *statements], []
         readers, self._readers = self._readers, {}
-        if not psycopg.Pipeline.is_supported():
-            cursors = [self.raw.execute(sql, params) for sql, params in queue]
-        else:
-            with self.raw.pipeline():
-                cursors = [self.raw.execute(sql, params) for sql, params in queue]
+        # a statement whose result nobody reads runs on one shared cursor: psycopg keeps a
+        # cursor's adapters while its SQL stays the same (a commit's many inserts)
+        read = {*readers, *range(len(queue) - len(statements), len(queue))}
+        shared = self.raw.cursor()
+        cursors: list[Any] = []
+        with self.raw.pipeline() if psycopg.Pipeline.is_supported() else contextlib.nullcontext():
+            for index, (sql, params) in enumerate(queue):
+                cur = self.raw.cursor() if index in read else shared
+                cursors.append(cur.execute(sql, params))
         for index, got in readers.items():
             got.append(cursors[index].fetchall())
         return cursors
