@@ -8,6 +8,8 @@ import sys
 import types
 from importlib import resources
 
+import pytest
+
 import servicebroker
 
 
@@ -57,12 +59,26 @@ def test_all_names_the_public_surface() -> None:
     # the package's own `from __future__ import annotations`
     public = {
         name
-        for name, value in vars(servicebroker).items()
+        for name in dir(servicebroker)
         if not name.startswith("_")
         and name != "annotations"
-        and not isinstance(value, types.ModuleType)
+        and not isinstance(getattr(servicebroker, name), types.ModuleType)
     }
     assert public == expected
+
+
+def test_import_leaves_the_tsql_interpreter_until_instance_is_named() -> None:
+    # a process that only sends and receives (a Spark worker) does not pay for the T-SQL stack
+    probe = (
+        "import sys, servicebroker; print('servicebroker.tsql' in sys.modules); "
+        "servicebroker.Instance; print('servicebroker.tsql' in sys.modules)"
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", probe], capture_output=True, text=True, check=True, timeout=60
+    ).stdout.split()
+    assert out == ["False", "True"]
+    with pytest.raises(AttributeError, match="no attribute 'Instanc'"):
+        servicebroker.Instanc  # noqa: B018
 
 
 def test_every_public_name_imports_and_is_documented() -> None:
