@@ -419,7 +419,7 @@ class StreamClaims:
             by_queue[queue_id].append(order)
         for queue_id, orders in by_queue.items():
             queue = snap.queues_by_id.get(queue_id)
-            conn.finish_received(orders, retain=bool(queue and queue.retention))
+            conn.finish_received(orders, retain=bool(queue and queue.retention), removed=None)
         conn.drop_claims(reader, up_to)
         return set(by_queue)
 

@@ -84,13 +84,13 @@ def write_commit(
     applier.lock_queues(begun)
     for queue_id, orders in receiving.received.items():
         q = catalog.queues_by_id.get(queue_id)
-        if conn.finish_received(orders, retain=bool(q and q.retention)) < len(orders):
-            where = q.name if q else queue_id
-            raise ConversationError(
-                f"messages this transaction received from queue {where!r} were removed "
-                f"meanwhile (DROP SERVICE, DROP QUEUE or ALTER DATABASE … SET NEW_BROKER); the "
-                f"transaction is rolled back"
-            )
+        where = q.name if q else queue_id
+        removed = (
+            f"messages this transaction received from queue {where!r} were removed meanwhile "
+            f"(DROP SERVICE, DROP QUEUE or ALTER DATABASE … SET NEW_BROKER); the transaction is "
+            f"rolled back"
+        )
+        conn.finish_received(orders, retain=bool(q and q.retention), removed=removed)
         conn.reset_rollbacks(queue_id)
     for row in endpoints:
         if row.endpoint_id:  # existing endpoints: still there, in the group locked?

@@ -412,11 +412,23 @@ class StorageConnection(ClaimStore, StatisticsStore, TransmissionStore, Protocol
         """How many rows of each status each queue holding rows has."""
         ...
 
-    def finish_received(self, queuing_orders: Iterable[int], *, retain: bool) -> int:
+    def finish_received(
+        self, queuing_orders: Iterable[int], *, retain: bool, removed: str | None
+    ) -> None:
         """End received messages (by queuing order, in RECEIVE order): delete them, or with
         ``retain`` (queue RETENTION ON, RCV-3) set their status to 0. In the write
-        transaction. Returns how many rows it ended: fewer than given when a catalog statement
-        (DROP SERVICE, DROP QUEUE, NEW_BROKER) removed some meanwhile."""
+        transaction; a backend with round trips sends it with the next statement (COMMIT).
+
+        Args:
+            removed: the error's message when fewer rows than given are there; None: rows
+                gone are no error (a reader's claimed batches, which may list a row twice).
+
+        Raises:
+            ConversationError: (message ``removed``) fewer rows than given were there — a
+                catalog statement (DROP SERVICE, DROP QUEUE, NEW_BROKER) removed some
+                meanwhile; raised by this call or by :meth:`commit`, and the write transaction
+                fails whole.
+        """
         ...
 
     def delete_conversation_messages(self, endpoints: Sequence[tuple[bytes, bytes]]) -> None:

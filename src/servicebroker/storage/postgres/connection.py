@@ -320,12 +320,14 @@ class PostgresConnection(NamedQueryConnection):
         queues = sorted(set(columns[0]))
         self._run("insert_messages", (*columns, queues, columns[3], columns[0]))
 
-    def finish_received(self, queuing_orders: Iterable[int], *, retain: bool) -> int:
-        """Delete received messages, or mark them status 0 when the queue retains (RCV-3);
-        their groups' rows in ``queue_groups`` are locked first, in (queue, group) order."""
-        orders = list(queuing_orders)
-        query = _Q["retain_received" if retain else "delete_received"]
-        return int(self._conn.execute(query, _flags((orders, orders))).rowcount)
+    def finish_received(
+        self, queuing_orders: Iterable[int], *, retain: bool, removed: str | None
+    ) -> None:
+        """Delete received messages, or mark them status 0 when the queue retains (RCV-3):
+        servicebroker_finish_received (migration 18), deferred to the commit's round trip;
+        their groups' rows in ``queue_groups`` are locked first, in (queue, group) order. Rows
+        missing: the server raises SQLSTATE SB001 with ``removed``, a ConversationError."""
+        self._run("finish_received", (list(queuing_orders), retain, removed))
 
     # -- transmission queue --------------------------------------------------------------
     # -- conversation-group locks --------------------------------------------------------

@@ -46,26 +46,12 @@ WHERE conversation_group_id = %s AND queue_id = %s AND status = 1
 ORDER BY priority DESC, conversation_order, rank, message_sequence_number, queuing_order
 LIMIT 1;
 
--- name: delete_received
--- The groups' queue_groups rows are locked first, in (queue, group) order, as inserting
--- commits lock them (their rows go in sorted that way): commits that touch the same groups
--- wait for each other instead of deadlocking.
-DELETE FROM queue_messages WHERE queuing_order = ANY(%s)
-  AND (SELECT count(*) FROM (SELECT 1 FROM queue_groups g
-                             WHERE (g.conversation_group_id, g.queue_id) IN (
-                                 SELECT conversation_group_id, queue_id FROM queue_messages
-                                 WHERE queuing_order = ANY(%s))
-                             ORDER BY g.queue_id, g.conversation_group_id
-                             FOR UPDATE OF g) AS locked) >= 0;
-
--- name: retain_received
-UPDATE queue_messages SET status = 0 WHERE queuing_order = ANY(%s)
-  AND (SELECT count(*) FROM (SELECT 1 FROM queue_groups g
-                             WHERE (g.conversation_group_id, g.queue_id) IN (
-                                 SELECT conversation_group_id, queue_id FROM queue_messages
-                                 WHERE queuing_order = ANY(%s))
-                             ORDER BY g.queue_id, g.conversation_group_id
-                             FOR UPDATE OF g) AS locked) >= 0;
+-- name: finish_received
+-- Migration 18: ends received rows (retain: status 0, else deleted), their queue_groups rows
+-- locked first in (queue, group) order, as inserting commits lock them — commits that touch the
+-- same groups wait for each other instead of deadlocking; rows missing raise SB001 with the
+-- message given (the broker's bools come as 0/1).
+SELECT servicebroker_finish_received(%s::bigint[], %s::int <> 0, %s::text);
 
 -- name: get_endpoints
 SELECT endpoint_id, conversation_handle, conversation_id, is_initiator, service_contract_id,

@@ -19,7 +19,7 @@ import contextlib
 from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
-from ...errors import Outcome, StorageError
+from ...errors import BrokerError, ConversationError, Outcome
 from ..failures import Failure, storage_failure
 from ..sessions import SessionAccounting
 
@@ -44,6 +44,10 @@ _AFTER_COMMIT = frozenset({"54000", "57014"})
 ``pg_notify``) may raise while COMMIT itself succeeded: a full NOTIFY queue, a cancel. After
 them the outcome is unknown; any other server error there is COMMIT's own (a deferred
 constraint or trigger), so the transaction rolled back."""
+
+REFUSED_IN_SERVER = "SB001"
+"""The SQLSTATE of the broker's own refusals raised by its server functions (migration 18):
+not a database failure; the statement's message is the broker's."""
 
 
 def classify(exc: BaseException) -> Failure:
@@ -171,8 +175,13 @@ class Session:
         self._pending.clear()
         self._readers.clear()
 
-    def failure(self, exc: BaseException, *, commit: bool = False, what: str = "") -> StorageError:
-        """The error for ``exc`` raised on this session (``commit``: by a COMMIT), counted."""
+    def failure(self, exc: BaseException, *, commit: bool = False, what: str = "") -> BrokerError:
+        """The error for ``exc`` raised on this session (``commit``: by a COMMIT), counted —
+        or, for the broker's own refusal raised inside the server (SQLSTATE SB001, e.g. by
+        servicebroker_finish_received), a :class:`ConversationError` with its message."""
+        if getattr(exc, "sqlstate", None) == REFUSED_IN_SERVER:
+            diag = getattr(exc, "diag", None)
+            return ConversationError(str(getattr(diag, "message_primary", None) or exc))
         kind = classify(exc)
         if kind is Failure.UNAVAILABLE or self.raw.broken:
             self.lost = True

@@ -25,7 +25,7 @@ from collections.abc import Callable, Collection, Iterable, Iterator, Mapping, S
 from contextlib import contextmanager
 from typing import Any
 
-from ...errors import BrokerError, StorageError
+from ...errors import BrokerError, ConversationError, StorageError
 from ..migrations import migrate, schema_version
 from ..named import HeldHeads, NamedQueryConnection, held_best
 from ..queries import load_backend_queries, split_statements
@@ -266,8 +266,11 @@ class SqliteConnection(NamedQueryConnection):
     def lock_queues(self, queue_ids: Collection[int]) -> None:
         """Nothing: the write transaction holds SQLite's single write lock already."""
 
-    def finish_received(self, queuing_orders: Iterable[int], *, retain: bool) -> int:
-        """Delete received messages, or mark them status 0 when the queue retains (RCV-3).
+    def finish_received(
+        self, queuing_orders: Iterable[int], *, retain: bool, removed: str | None
+    ) -> None:
+        """Delete received messages, or mark them status 0 when the queue retains (RCV-3);
+        ConversationError(``removed``) when some were not there.
 
         ``queuing_orders`` come in RECEIVE order; rows go in reverse, so each group's head goes
         last and queue_groups looks up the group's next head once, not once per message."""
@@ -278,7 +281,8 @@ class SqliteConnection(NamedQueryConnection):
             ended += self._conn.execute(
                 query, (json.dumps(orders[start : start + 10_000]),)
             ).rowcount
-        return ended
+        if removed is not None and ended < len(orders):
+            raise ConversationError(removed)
 
     # -- transmission queue --------------------------------------------------------------
     # -- conversation-group locks --------------------------------------------------------

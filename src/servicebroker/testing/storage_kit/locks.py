@@ -149,7 +149,7 @@ def check_receive_first_group(open_storage: StorageOpener) -> None:
             ),
         )
         order = kit.orders(one, queue_id)
-        kit.committed(one, lambda: one.finish_received([order[b"gone"]], retain=False))
+        kit.committed(one, lambda: one.finish_received([order[b"gone"]], retain=False, removed=""))
         version = one.catalog_version()
         kit.equal(
             bodies(one, catalog_version=version + 1), None, "a catalog version not the stored one"

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from dataclasses import replace
 
+from ...errors import ConversationError
 from ...storage.rows import (
     ConversationGroupListRow,
     EndpointListRow,
@@ -334,7 +335,10 @@ def check_receive_order(open_storage: StorageOpener) -> None:
 
 def check_finish_received(open_storage: StorageOpener) -> None:
     """finish_received deletes received rows (retain False) or keeps them with status 0
-    (retain True), which RECEIVE no longer returns and the counts show as retained."""
+    (retain True), which RECEIVE no longer returns and the counts show as retained; given a
+    row that is gone, it fails the write transaction with a ConversationError carrying the
+    caller's message (raised by the call or by commit) and ends none of the rows given —
+    unless the caller gave no message."""
     with kit.Bench(open_storage) as bench:
         conn = bench.connect(bench.storage())
         queue_id = kit.new_queue(conn)
@@ -346,16 +350,30 @@ def check_finish_received(open_storage: StorageOpener) -> None:
             ),
         )
         order = kit.orders(conn, queue_id)
-        kit.committed(conn, lambda: conn.finish_received([order[b"0"], order[b"1"]], retain=False))
-        kit.equal(
-            kit.committed(conn, lambda: conn.finish_received([order[b"0"]], retain=False)),
-            0,
-            "finish_received counts the rows it ended (none: gone already)",
+        kit.committed(
+            conn, lambda: conn.finish_received([order[b"0"], order[b"1"]], retain=False, removed="")
         )
         kit.equal(
             kit.bodies(conn.peek(queue_id, -1)), [b"2", b"3"], "finish_received(retain=False)"
         )
-        kit.committed(conn, lambda: conn.finish_received([order[b"2"]], retain=True))
+        conn.begin_write()
+        try:
+            conn.finish_received([order[b"2"], order[b"0"]], retain=False, removed="0 is gone")
+            conn.commit()
+        except ConversationError as exc:
+            kit.equal(str(exc), "0 is gone", "finish_received's error for a row gone")
+        else:
+            raise kit.ContractViolation(
+                "finish_received of a row gone must fail the write transaction (ConversationError)"
+            )
+        finally:
+            conn.rollback()
+        kit.equal(
+            kit.bodies(conn.peek(queue_id, -1)), [b"2", b"3"], "a failed finish_received ends none"
+        )
+        # removed=None: a row gone is no error (a reader's claimed batches)
+        kit.committed(conn, lambda: conn.finish_received([order[b"0"]], retain=False, removed=None))
+        kit.committed(conn, lambda: conn.finish_received([order[b"2"]], retain=True, removed=""))
         kit.equal(
             [(row.message_body, row.status) for row in conn.peek(queue_id, -1)],
             [(b"2", 0), (b"3", 1)],
@@ -367,9 +385,9 @@ def check_finish_received(open_storage: StorageOpener) -> None:
             [QueueCountRow(queue_id, 0, 1), QueueCountRow(queue_id, 1, 1)],
             "queue_counts of retained and ready rows",
         )
-        kit.committed(conn, lambda: conn.finish_received([order[b"3"]], retain=False))
+        kit.committed(conn, lambda: conn.finish_received([order[b"3"]], retain=False, removed=""))
         kit.equal(conn.queue_has_ready(queue_id), False, "queue_has_ready with only retained rows")
-        kit.committed(conn, lambda: conn.finish_received([], retain=False))  # nothing: no error
+        kit.committed(conn, lambda: conn.finish_received([], retain=False, removed=""))  # no error
 
 
 def check_queue_row_changes(open_storage: StorageOpener) -> None:

@@ -1,0 +1,3 @@
+-- No-op on SQLite: PostgreSQL's commit of what a RECEIVE took, in the commit's own round trip,
+-- a function run inside the server. SQLite runs in the broker's process, where it costs no
+-- round trip. Recorded, so both backends list the same migrations.
