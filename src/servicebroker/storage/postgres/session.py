@@ -233,6 +233,8 @@ class Session:
         Raises:
             StorageError: as :meth:`execute`; the first failing statement's error (those after
                 it did not run).
+            ConversationError: a server function of the broker refused (SQLSTATE SB001, e.g.
+                ``servicebroker_finish_received`` deferred to COMMIT's pipeline).
         """
         import psycopg
 
