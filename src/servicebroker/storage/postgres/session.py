@@ -215,6 +215,8 @@ class Session:
 
         Raises:
             StorageError: a subclass as classified.
+            ConversationError: a server function of the broker refused (SQLSTATE SB001), in
+                ``sql`` or in a deferred statement sent with it.
         """
         import psycopg
 
@@ -231,10 +233,9 @@ class Session:
         ones, in one round trip: the simple protocol when nothing is deferred, else a pipeline.
 
         Raises:
-            StorageError: as :meth:`execute`; the first failing statement's error (those after
-                it did not run).
-            ConversationError: a server function of the broker refused (SQLSTATE SB001, e.g.
-                ``servicebroker_finish_received`` deferred to COMMIT's pipeline).
+            StorageError, ConversationError: as :meth:`execute`; the first failing statement's
+                error (those after it did not run), e.g. ``servicebroker_finish_received``'s
+                refusal deferred to COMMIT's pipeline.
         """
         import psycopg
 
