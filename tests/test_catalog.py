@@ -111,7 +111,7 @@ def test_catalog_is_durable_and_shared(url: str, broker: Broker) -> None:
 def test_schema_is_versioned(url: str, broker: Broker) -> None:
     import sqlite3
 
-    assert broker._storage.schema_version() == 18  # type: ignore[attr-defined]
+    assert broker._storage.schema_version() == 19  # type: ignore[attr-defined]
     with sqlite3.connect(url) as c:
         names = [r[0] for r in c.execute("SELECT name FROM schema_migrations ORDER BY version")]
     assert names == [
@@ -133,4 +133,5 @@ def test_schema_is_versioned(url: str, broker: Broker) -> None:
         "0016_xml_schema_collections.sql",
         "0017_receive_function.sql",  # comments only on SQLite: PostgreSQL's step
         "0018_finish_received_function.sql",  # comments only on SQLite: PostgreSQL's step
+        "0019_lock_unchanged_function.sql",  # comments only on SQLite: PostgreSQL's step
     ]

@@ -66,16 +66,19 @@ class CommitRows:
         self.sent: Counter[tuple[int, str]] = Counter()  # (sender's queue id, message type)
 
     # -- rows ----------------------------------------------------------------------------
-    def prefetch(self, conversation_ids: Iterable[bytes]) -> None:
+    def prefetch(self, conversation_ids: Iterable[bytes], *, cached: bool = False) -> None:
         """Read both endpoints of the conversations into the cache (one query where the
         backend can; locked on a backend whose commits run in parallel). A side not found is
         not cached as missing: :meth:`far_of` reads it again when it is needed, with a fresh
         view — a commit this one waited for may have created it (the first message delivered
-        from the transmission queue creates the target endpoint)."""
+        from the transmission queue creates the target endpoint).
+
+        ``cached``: the storage may answer from its copies, checked later
+        (:meth:`~servicebroker.storage.base.StorageConnection.lock_conversations`)."""
         wanted = [c for c in dict.fromkeys(conversation_ids) if (c, True) not in self._sides]
         if not wanted:
             return
-        rows, local_waiting = self.conn.lock_conversations(wanted)
+        rows, local_waiting = self.conn.lock_conversations(wanted, cached=cached)
         self.transmission.knows_local(local_waiting)
         for row in rows:
             if row.conversation_handle not in self._rows:

@@ -279,11 +279,24 @@ class StorageConnection(ClaimStore, StatisticsStore, TransmissionStore, Protocol
         ...
 
     def lock_conversations(
-        self, conversation_ids: Sequence[bytes]
+        self, conversation_ids: Sequence[bytes], *, cached: bool = False
     ) -> tuple[list[EndpointRow], bool]:
         """A commit's first read: :meth:`get_conversations` ``for_update``, and
         :meth:`transmission_exists_of` (not remote) read after those rows are locked, together
-        (one round trip on PostgreSQL)."""
+        (one round trip on PostgreSQL).
+
+        ``cached``: the write transaction holds nothing but the commit's own statements, so
+        the backend may answer from its copies of the rows as an earlier commit of this
+        process left them, not read again (PostgreSQL, when it has copies of every endpoint
+        of the conversations), and check them when it locks them, in the round trip of the
+        transaction's next statement. Rows it returns are the caller's to change.
+
+        Raises:
+            ~servicebroker.storage.failures.CopiesChanged: (``cached``; here or by any later statement of the transaction,
+                COMMIT included) the rows changed since the copies were taken, or a local
+                message waits in the transmission queue: nothing of the transaction is
+                committed, and the caller rolls back and commits again without copies.
+        """
         ...
 
     def insert_endpoint(self, row: EndpointRow) -> int:

@@ -23,7 +23,7 @@ from ..errors import (
     StorageIOError,
 )
 
-__all__ = ["DATABASE_FAILURES", "Failure", "os_failure", "storage_failure"]
+__all__ = ["DATABASE_FAILURES", "CopiesChanged", "Failure", "os_failure", "storage_failure"]
 
 DATABASE_FAILURES: tuple[type[StorageError], ...] = (
     DatabaseUnavailableError,
@@ -35,6 +35,14 @@ DATABASE_FAILURES: tuple[type[StorageError], ...] = (
 victim — not that it refused the application's statement (a constraint, bad SQL, a lock
 time-out): a rollback they cause is not the message's fault, so poison-message handling does
 not count it."""
+
+
+class CopiesChanged(StorageError):
+    """A commit that wrote from the storage's copies of its endpoints
+    (:meth:`~servicebroker.storage.base.StorageConnection.lock_conversations` with
+    ``cached=True``) found them changed when it locked them: nothing of the write transaction
+    was committed, the group locks are kept, and the caller rolls back and commits again
+    without copies. Never reaches the application: the engine commits again at once."""
 
 
 class Failure(enum.Enum):

@@ -65,6 +65,7 @@ from ..migrations import migrate, schema_version
 from ..sessions import SessionAccounting, StorageStatistics
 from .activity import PostgresActivity
 from .connection import PostgresConnection
+from .copies import EndpointCopies
 from .leader import Leadership
 from .session import classify, database_label, has_rows
 
@@ -183,6 +184,9 @@ class PostgresStorage:
         self.lock_prefix = self.namespace.decode() + "/group/"
         """Group lock keys are hashtextextended(lock_prefix || hex(group id), 0), computed by
         the server so that reading an endpoint and locking its group is one round trip."""
+        self.copies = EndpointCopies()
+        """The endpoints as this process's last commits left them: a commit over them writes
+        without reading them first, checked by the server (:mod:`.copies`)."""
         self.channel = "servicebroker_" + hashlib.blake2b(self.namespace, digest_size=8).hexdigest()
         timeout = f"SELECT set_config('lock_timeout', '{int(self.busy_timeout * 1000)}ms', true)"
         self.begin_write_sql = (
@@ -447,6 +451,8 @@ class PostgresStorage:
             requests_waiting=int(pool.get("requests_waiting", 0)),
             failures=self.sessions.failures,
             last_failure=self.sessions.last_failure,
+            commits_from_copies=self.sessions.commits_from_copies,
+            copies_out_of_date=self.sessions.copies_out_of_date,
         )
 
     def close(self) -> None:

@@ -16,6 +16,7 @@ from ..named import HeldHeads, NamedQueryConnection, held_best, rows_of
 from ..queries import load_backend_queries
 from ..rows import EndpointRow, MessageRow, QueueInsert
 from ..sessions import SessionAccounting
+from .copies import EndpointCopies
 from .session import Session
 
 __all__ = ["PostgresConnection", "SessionSource"]
@@ -38,6 +39,8 @@ class SessionSource(Protocol):
     """The same with the catalog lock exclusive (catalog changes)."""
     lock_prefix: str
     """The prefix of this database's group-lock keys."""
+    copies: EndpointCopies
+    """The endpoints as this process's last commits left them (``lock_conversations``)."""
 
     def notify_sql(self, wake: Collection[int] | None) -> str:
         """``SELECT pg_notify(…)`` for the wait keys ``wake`` (None: all)."""
@@ -62,6 +65,10 @@ class PostgresConnection(NamedQueryConnection):
         self._held: dict[bytes, int] = {}
         self._lock_unknown = False  # a RECEIVE call failed: it may have left a group locked
         self._heads: dict[int, HeldHeads] = {}  # per queue: a group's head there
+        # the conversations this write transaction locked, to keep copies of at COMMIT, and
+        # those whose copies it used instead of reading them (forgotten if it fails)
+        self._locked_conversations: list[bytes] = []
+        self._copied: list[bytes] = []
         self.poll_interval = storage.poll_interval
 
     # -- transaction control -------------------------------------------------------------
@@ -105,6 +112,12 @@ class PostgresConnection(NamedQueryConnection):
         """
         if self._in_write:
             notify = self._storage.notify_sql(wake)
+            locked, self._locked_conversations = self._locked_conversations, []
+            versions = (
+                self._conn.read_later(_Q["get_conversation_versions"], (locked,))
+                if locked
+                else None
+            )
             try:
                 if self._held or self._lock_unknown:
                     self._conn.execute_all(
@@ -121,11 +134,20 @@ class PostgresConnection(NamedQueryConnection):
                 raise
             finally:
                 self._in_write = False
+            self._copied = []
+            if versions is not None:
+                self._storage.copies.keep(
+                    locked, ((EndpointRow(*r[:-1]), int(r[-1])) for r in versions())
+                )
 
     def rollback(self) -> None:
         """Roll the write transaction back, if any. Never raises: a session that cannot roll
         back is closed, and the server rolls back what it had open."""
         self._conn.discard_deferred()  # a read left waiting for a statement that never came
+        self._locked_conversations = []
+        if self._copied:
+            self._storage.copies.forget(self._copied)
+            self._copied = []
         if self._in_write:
             try:
                 self._discard()
@@ -133,11 +155,15 @@ class PostgresConnection(NamedQueryConnection):
                 self._in_write = False
 
     def _discard(self) -> None:
+        self._locked_conversations = []
+        if self._copied:  # they may be what failed: the next commit reads those rows
+            self._storage.copies.forget(self._copied)
+            self._copied = []
         self._conn.discard_deferred()
         if self._conn.lost or self._conn.closed:
             return
         try:
-            self._conn.execute("ROLLBACK")
+            self._conn.rollback()
         except StorageError:
             self._conn.close()
 
@@ -289,18 +315,37 @@ class PostgresConnection(NamedQueryConnection):
         return [EndpointRow(*r) for r in self._all(name, (list(conversation_ids),))]
 
     def lock_conversations(
-        self, conversation_ids: Sequence[bytes]
+        self, conversation_ids: Sequence[bytes], *, cached: bool = False
     ) -> tuple[list[EndpointRow], bool]:
         """The conversations' endpoints locked (``FOR UPDATE``, in ``endpoint_id`` order) and
         whether a local transmission row waits, read after them: one pipeline, with whatever
-        was deferred (the BEGIN)."""
+        was deferred (the BEGIN).
+
+        ``cached`` and every conversation's copy kept (:mod:`.copies`): no round trip — the
+        copies are returned, no local transmission row assumed, and
+        ``servicebroker_lock_unchanged`` deferred to lock the rows and raise SB002
+        (:class:`~servicebroker.storage.failures.CopiesChanged`) with the transaction's next
+        statement if that was wrong. Either way the conversations are read again, with their
+        row versions, in COMMIT's round trip, and kept."""
+        ids = list(conversation_ids)
+        self._locked_conversations.extend(ids)
+        copies = self._storage.copies
+        kept = copies.get_all(ids) if cached and not copies.local_waiting else None
+        if kept is not None:
+            self._copied.extend(ids)
+            self._storage.sessions.wrote_from_copies()
+            endpoint_ids = [row.endpoint_id for c in kept for row in c.rows]
+            versions = [v for c in kept for v in c.versions]
+            self._conn.defer(_Q["lock_unchanged"], (ids, endpoint_ids, versions))
+            return [row for c in kept for row in c.working_rows()], False
         endpoints, waiting = self._conn.execute_reads(
             [
                 (_Q["get_conversations_locked"], (list(conversation_ids),)),
                 (_Q["transmission_exists_of"], (0,)),
             ]
         )
-        return [EndpointRow(*r) for r in endpoints], bool(waiting[0][0])
+        copies.local_waiting = bool(waiting[0][0])
+        return [EndpointRow(*r) for r in endpoints], copies.local_waiting
 
     # -- queues --------------------------------------------------------------------------
     def lock_queues(self, queue_ids: Collection[int]) -> None:

@@ -71,6 +71,23 @@ SELECT endpoint_id, conversation_handle, conversation_id, is_initiator, service_
        far_certificate
 FROM conversation_endpoints WHERE conversation_id = ANY(%s);
 
+-- name: lock_unchanged
+-- Migration 19: a commit writing from copies of its endpoints (not read again) locks them as
+-- get_conversations_locked does and raises SB002 if any changed since its copy (row version
+-- xmin), appeared or went, or if a local message waits in the transmission queue.
+SELECT servicebroker_lock_unchanged(%s::bytea[], %s::bigint[], %s::bigint[]);
+
+-- name: get_conversation_versions
+-- The endpoints of the conversations as this transaction leaves them, each with its row version
+-- (xmin): read just before COMMIT, kept as copies for the process's next commits.
+SELECT endpoint_id, conversation_handle, conversation_id, is_initiator, service_contract_id,
+       conversation_group_id, service_id, queue_id, far_service, lifetime, state, dialog_timer,
+       send_sequence, receive_sequence, priority, end_dialog_sequence, far_broker_instance,
+       principal_id, far_principal_id, outbound_session_key_identifier,
+       inbound_session_key_identifier, security_timestamp, session_key, encryption_requested,
+       far_certificate, xmin::text::bigint
+FROM conversation_endpoints WHERE conversation_id = ANY(%s);
+
 -- Inside a commit, endpoints are read locked (FOR UPDATE: commits run in parallel, and each
 -- writes the rows it read), a commit's many in endpoint_id order so commits never deadlock.
 -- name: get_conversations_locked

@@ -20,7 +20,7 @@ from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
 from ...errors import BrokerError, ConversationError, Outcome
-from ..failures import Failure, storage_failure
+from ..failures import CopiesChanged, Failure, storage_failure
 from ..sessions import SessionAccounting
 
 __all__ = ["Result", "Session", "classify", "database_label", "has_rows"]
@@ -48,6 +48,10 @@ constraint or trigger), so the transaction rolled back."""
 REFUSED_IN_SERVER = "SB001"
 """The SQLSTATE of the broker's own refusals raised by its server functions (migration 18):
 not a database failure; the statement's message is the broker's."""
+
+COPIES_CHANGED = "SB002"
+"""SQLSTATE of servicebroker_lock_unchanged (migration 19): a commit's copies of its endpoints
+were out of date (:class:`~servicebroker.storage.failures.CopiesChanged`)."""
 
 
 def classify(exc: BaseException) -> Failure:
@@ -179,9 +183,13 @@ class Session:
         """The error for ``exc`` raised on this session (``commit``: by a COMMIT), counted —
         or, for the broker's own refusal raised inside the server (SQLSTATE SB001, e.g. by
         servicebroker_finish_received), a :class:`ConversationError` with its message."""
-        if getattr(exc, "sqlstate", None) == REFUSED_IN_SERVER:
+        sqlstate = getattr(exc, "sqlstate", None)
+        if sqlstate == REFUSED_IN_SERVER:
             diag = getattr(exc, "diag", None)
             return ConversationError(str(getattr(diag, "message_primary", None) or exc))
+        if sqlstate == COPIES_CHANGED:
+            self._accounting.wrote_from_copies(out_of_date=True)
+            return CopiesChanged(f"{self.database}: {exc}", database=self.database)
         kind = classify(exc)
         if kind is Failure.UNAVAILABLE or self.raw.broken:
             self.lost = True
@@ -299,6 +307,23 @@ class Session:
         for index, got in readers.items():
             got.append(cursors[index].fetchall())
         return cursors
+
+    def rollback(self) -> None:
+        """Roll back the open transaction (nothing deferred is sent) through psycopg, which
+        also forgets the statements it prepared on the session and deallocates them: after a
+        pipeline that failed part-way, psycopg may count as prepared a statement whose PREPARE
+        the server skipped.
+
+        Raises:
+            StorageError: as :meth:`execute`.
+        """
+        import psycopg
+
+        self.discard_deferred()
+        try:
+            self.raw.rollback()
+        except psycopg.Error as exc:
+            raise self.failure(exc) from exc
 
     @property
     def closed(self) -> bool:

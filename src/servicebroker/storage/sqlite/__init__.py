@@ -244,9 +244,10 @@ class SqliteConnection(NamedQueryConnection):
         return self._endpoints_in("get_conversations", conversation_ids)
 
     def lock_conversations(
-        self, conversation_ids: Sequence[bytes]
+        self, conversation_ids: Sequence[bytes], *, cached: bool = False
     ) -> tuple[list[EndpointRow], bool]:
-        """:meth:`get_conversations`, then :meth:`transmission_exists_of` (not remote)."""
+        """:meth:`get_conversations`, then :meth:`transmission_exists_of` (not remote):
+        always read (``cached`` is PostgreSQL's; a read here costs no round trip)."""
         rows = self.get_conversations(conversation_ids, for_update=True)
         return rows, self.transmission_exists_of(remote=False)
 
@@ -624,6 +625,8 @@ class SqliteStorage:
             requests_waiting=0,
             failures=self.sessions.failures,
             last_failure=self.sessions.last_failure,
+            commits_from_copies=self.sessions.commits_from_copies,
+            copies_out_of_date=self.sessions.copies_out_of_date,
         )
 
     def close(self) -> None:

@@ -6,9 +6,11 @@ from __future__ import annotations
 from dataclasses import replace
 
 from ...errors import ConversationError
+from ...storage.failures import CopiesChanged
 from ...storage.rows import (
     ConversationGroupListRow,
     EndpointListRow,
+    EndpointRow,
     MessageRow,
     QueueCountRow,
     QueueInsert,
@@ -20,6 +22,7 @@ __all__ = [
     "check_endpoint_and_lock",
     "check_endpoints",
     "check_finish_received",
+    "check_lock_conversations_cached",
     "check_queue_row_changes",
     "check_receive_order",
     "check_timers",
@@ -331,6 +334,61 @@ def check_receive_order(open_storage: StorageOpener) -> None:
         (row,) = conn.peek_after(queue_id, max(orders), -1)
         kit.expect(row.queuing_order > mark, "a row committed later is above the watermark")
         kit.expect(conn.message_sequence(queue_id) >= row.queuing_order, "watermark moved on")
+
+
+def check_lock_conversations_cached(open_storage: StorageOpener) -> None:
+    """lock_conversations(cached=True) answers the conversations' rows — read, or copies of
+    them as a commit of the same storage left them; the rows it returns are the caller's
+    (changing them changes no later answer). When a connection of another storage (another
+    process) changed a row since, either the answer is the row as stored, or the write
+    transaction fails with CopiesChanged — by the call or any later statement, COMMIT
+    included — and commits nothing of it; read again without ``cached``, it commits."""
+    with kit.Bench(open_storage) as bench:
+        storage = bench.storage()
+        conn, elsewhere = bench.connect(storage), bench.connect(bench.storage())
+        queue_id = kit.new_queue(conn)
+        near = kit.endpoint(queue_id, is_initiator=True)
+        far = kit.endpoint(queue_id, conversation_id=near.conversation_id, is_initiator=False)
+        ids = kit.committed(conn, lambda: (conn.insert_endpoint(near), conn.insert_endpoint(far)))
+        near, far = replace(near, endpoint_id=ids[0]), replace(far, endpoint_id=ids[1])
+        conversation = [near.conversation_id]
+
+        def locked() -> list[EndpointRow]:
+            rows, waiting = conn.lock_conversations(conversation, cached=True)
+            kit.equal(waiting, False, "lock_conversations(cached=True): no local row waits")
+            return sorted(rows, key=lambda e: e.endpoint_id)
+
+        for attempt in range(2):  # the first commit may keep copies for the second
+            rows = kit.committed(conn, locked)
+            kit.equal(rows, [near, far], f"lock_conversations(cached=True), commit {attempt + 1}")
+            rows[0].send_sequence = 99
+        kit.committed(
+            elsewhere, lambda: elsewhere.update_endpoints([replace(near, send_sequence=5)])
+        )
+        conn.begin_write()
+        try:
+            rows = locked()
+            conn.update_endpoints([replace(rows[0], send_sequence=rows[0].send_sequence + 1)])
+            conn.commit()
+        except CopiesChanged:
+            conn.rollback()
+            kit.equal(
+                conn.get_endpoint(near.conversation_handle),
+                replace(near, send_sequence=5),
+                "nothing of a transaction whose copies were out of date is committed",
+            )
+            conn.begin_write()
+            fresh, _ = conn.lock_conversations(conversation)
+            row = next(r for r in fresh if r.endpoint_id == near.endpoint_id)
+            conn.update_endpoints([replace(row, send_sequence=row.send_sequence + 1)])
+            conn.commit()
+        else:
+            kit.equal(rows, [replace(near, send_sequence=5), far], "a row changed elsewhere")
+        kit.equal(
+            conn.get_endpoint(near.conversation_handle),
+            replace(near, send_sequence=6),
+            "the commit after a change elsewhere wrote on the stored row",
+        )
 
 
 def check_finish_received(open_storage: StorageOpener) -> None:
