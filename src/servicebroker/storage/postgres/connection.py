@@ -103,8 +103,8 @@ class PostgresConnection(NamedQueryConnection):
 
     def commit(self, wake: Collection[int] | None = None) -> None:
         """Commit the write transaction, if any, and NOTIFY the listening brokers of the wait
-        keys in ``wake`` (None: all); the group locks go in the same round trip, just after
-        the commit (the transaction is over).
+        keys in ``wake`` (None: all) once it committed; the group locks go in the same round
+        trip, after the commit (the transaction is over) and before the NOTIFY.
 
         Raises:
             StorageError: the server refused the commit (rolled back), or the connection was
@@ -119,16 +119,18 @@ class PostgresConnection(NamedQueryConnection):
                 else None
             )
             try:
+                # NOTIFY after COMMIT, on its own: a NOTIFY inside the write transaction
+                # would hold the server's one notification lock through the commit's WAL
+                # flush, so that every committing session waited for the others' flushes
                 if self._held or self._lock_unknown:
                     self._conn.execute_all(
-                        [notify, "COMMIT", "SELECT pg_advisory_unlock_all()", notify],
-                        commit=True,
+                        ["COMMIT", "SELECT pg_advisory_unlock_all()", notify], commit=True
                     )
                     self._held.clear()
                     self._heads.clear()
                     self._lock_unknown = False
                 else:
-                    self._conn.execute_all([notify, "COMMIT"], commit=True)
+                    self._conn.execute_all(["COMMIT", notify], commit=True)
             except BaseException:
                 self._discard()
                 raise
