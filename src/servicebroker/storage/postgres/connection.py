@@ -483,6 +483,7 @@ class PostgresConnection(NamedQueryConnection):
                     self._limit(limit),
                     catalog_version,
                 ),
+                binary=True,  # the bodies as bytes, not hex text
             ).fetchall()
         except StorageError:
             self._lock_unknown = True  # failed after its lock? release_locks frees them all

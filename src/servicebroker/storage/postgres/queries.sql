@@ -21,15 +21,15 @@ WITH ins AS (
         conversation_handle, conversation_order, rank, message_sequence_number, service_id,
         service_contract_id, message_type_id, validation, message_body, message_id,
         message_enqueue_time)
-    SELECT * FROM unnest(%s::bigint[], %s::int[], %s::int[], %s::bytea[], %s::bytea[],
-        %s::bigint[], %s::int[], %s::bigint[], %s::bigint[], %s::bigint[], %s::bigint[],
-        %s::text[], %s::bytea[], %s::bytea[], %s::float8[])
+    SELECT * FROM unnest(%b::bigint[], %b::int[], %b::int[], %b::bytea[], %b::bytea[],
+        %b::bigint[], %b::int[], %b::bigint[], %b::bigint[], %b::bigint[], %b::bigint[],
+        %b::text[], %b::bytea[], %b::bytea[], %b::float8[])
     WHERE (SELECT count(*) FROM (SELECT 1 FROM queue_positions
-                                 WHERE queue_id = ANY(%s::bigint[])
+                                 WHERE queue_id = ANY(%b::bigint[])
                                  ORDER BY queue_id FOR UPDATE) AS positions)
         + (SELECT count(*) FROM (SELECT 1 FROM queue_groups g
                                  WHERE (g.conversation_group_id, g.queue_id) IN (
-                                     SELECT * FROM unnest(%s::bytea[], %s::bigint[]))
+                                     SELECT * FROM unnest(%b::bytea[], %b::bigint[]))
                                  ORDER BY g.queue_id, g.conversation_group_id
                                  FOR UPDATE OF g) AS groups) >= 0
     RETURNING queue_id, queuing_order)
@@ -38,8 +38,10 @@ FROM (SELECT queue_id, max(queuing_order) AS last FROM ins GROUP BY queue_id) AS
 WHERE p.queue_id = n.queue_id;
 
 -- name: held_group_head
+-- "queue_id + 0": read by the group's index, in RECEIVE order (migration 20), never by the
+-- queue's, which would sort every ready message of the queue to find the group's first.
 SELECT priority, queuing_order FROM queue_messages
-WHERE conversation_group_id = %s AND queue_id = %s AND status = 1
+WHERE conversation_group_id = %s AND queue_id + 0 = %s AND status = 1
   AND NOT (queuing_order = ANY(%s))
   AND NOT EXISTS (SELECT 1 FROM conversation_group_claims c
                   WHERE c.conversation_group_id = queue_messages.conversation_group_id)
@@ -60,7 +62,7 @@ SELECT endpoint_id, conversation_handle, conversation_id, is_initiator, service_
        principal_id, far_principal_id, outbound_session_key_identifier,
        inbound_session_key_identifier, security_timestamp, session_key, encryption_requested,
        far_certificate
-FROM conversation_endpoints WHERE conversation_handle = ANY(%s);
+FROM conversation_endpoints WHERE conversation_handle = ANY(%b::bytea[]);
 
 -- name: get_conversations
 SELECT endpoint_id, conversation_handle, conversation_id, is_initiator, service_contract_id,
@@ -69,13 +71,13 @@ SELECT endpoint_id, conversation_handle, conversation_id, is_initiator, service_
        principal_id, far_principal_id, outbound_session_key_identifier,
        inbound_session_key_identifier, security_timestamp, session_key, encryption_requested,
        far_certificate
-FROM conversation_endpoints WHERE conversation_id = ANY(%s);
+FROM conversation_endpoints WHERE conversation_id = ANY(%b::bytea[]);
 
 -- name: lock_unchanged
 -- Migration 19: a commit writing from copies of its endpoints (not read again) locks them as
 -- get_conversations_locked does and raises SB002 if any changed since its copy (row version
 -- xmin), appeared or went, or if a local message waits in the transmission queue.
-SELECT servicebroker_lock_unchanged(%s::bytea[], %s::bigint[], %s::bigint[]);
+SELECT servicebroker_lock_unchanged(%b::bytea[], %b::bigint[], %b::bigint[]);
 
 -- name: get_conversation_versions
 -- The endpoints of the conversations as this transaction leaves them, each with its row version
@@ -86,7 +88,7 @@ SELECT endpoint_id, conversation_handle, conversation_id, is_initiator, service_
        principal_id, far_principal_id, outbound_session_key_identifier,
        inbound_session_key_identifier, security_timestamp, session_key, encryption_requested,
        far_certificate, xmin::text::bigint
-FROM conversation_endpoints WHERE conversation_id = ANY(%s);
+FROM conversation_endpoints WHERE conversation_id = ANY(%b::bytea[]);
 
 -- Inside a commit, endpoints are read locked (FOR UPDATE: commits run in parallel, and each
 -- writes the rows it read), a commit's many in endpoint_id order so commits never deadlock.
@@ -97,7 +99,7 @@ SELECT endpoint_id, conversation_handle, conversation_id, is_initiator, service_
        principal_id, far_principal_id, outbound_session_key_identifier,
        inbound_session_key_identifier, security_timestamp, session_key, encryption_requested,
        far_certificate
-FROM conversation_endpoints WHERE conversation_id = ANY(%s) ORDER BY endpoint_id FOR UPDATE;
+FROM conversation_endpoints WHERE conversation_id = ANY(%b::bytea[]) ORDER BY endpoint_id FOR UPDATE;
 
 -- name: get_endpoint_locked
 SELECT endpoint_id, conversation_handle, conversation_id, is_initiator, service_contract_id,
@@ -132,7 +134,7 @@ FROM (SELECT e.*, hashtextextended(%s || encode(e.conversation_group_id, 'hex'),
 -- the endpoints are in it (a session's advisory locks stack, and one unlock must free it).
 WITH e AS MATERIALIZED (
     SELECT c.*, hashtextextended(%s || encode(c.conversation_group_id, 'hex'), 0) AS k
-    FROM conversation_endpoints c WHERE c.conversation_handle = ANY(%s)),
+    FROM conversation_endpoints c WHERE c.conversation_handle = ANY(%b::bytea[])),
 l AS MATERIALIZED (
     SELECT k, CASE WHEN k = ANY(%s::bigint[]) THEN true ELSE pg_try_advisory_lock(k) END AS got
     FROM (SELECT DISTINCT k FROM e) AS d)
@@ -163,7 +165,7 @@ SELECT conversation_group_id, level, head_order, k, pg_try_advisory_lock(k)
 FROM (SELECT conversation_group_id, level, head_order,
              hashtextextended(%s || encode(conversation_group_id, 'hex'), 0) AS k
       FROM queue_groups g
-      WHERE queue_id = %s AND NOT (conversation_group_id = ANY(%s::bytea[]))
+      WHERE queue_id = %s AND NOT (conversation_group_id = ANY(%b::bytea[]))
         AND NOT EXISTS (SELECT 1 FROM conversation_group_claims c
                         WHERE c.conversation_group_id = g.conversation_group_id)
       ORDER BY level DESC, head_order
@@ -171,7 +173,7 @@ FROM (SELECT conversation_group_id, level, head_order,
 
 -- name: receive_first_group
 -- RECEIVE of a transaction holding no group, in one round trip (migration 17).
-SELECT * FROM servicebroker_receive(%s::text, %s::bigint, %s::bytea[], %s::bigint, %s::bigint);
+SELECT * FROM servicebroker_receive(%s::text, %s::bigint, %b::bytea[], %s::bigint, %s::bigint);
 
 -- name: set_waiting
 INSERT INTO queue_waiters (queue_id, backend_pid, backend_start, waiting)
@@ -210,7 +212,7 @@ DELETE FROM queue_waiters WHERE queue_id = %s;
 -- the groups of the array whose advisory lock some session holds (pg_locks: a bigint key is
 -- classid, the high 32 bits, and objid, the low ones, with objsubid 1); nothing is taken
 WITH g AS (SELECT id, hashtextextended(%s || encode(id, 'hex'), 0) AS k
-           FROM unnest(%s::bytea[]) AS id)
+           FROM unnest(%b::bytea[]) AS id)
 SELECT g.id FROM g
 WHERE EXISTS (SELECT 1 FROM pg_locks l
               WHERE l.locktype = 'advisory' AND l.granted AND l.objsubid = 1

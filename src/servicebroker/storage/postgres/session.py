@@ -212,6 +212,7 @@ class Session:
         params: Sequence[Any] | dict[str, Any] | None = None,
         *,
         commit: bool = False,
+        binary: bool = False,
     ) -> Result:
         """Run ``sql`` (one statement; several only when ``params`` is None, ``sql`` is bytes
         and nothing is deferred: the simple protocol — :meth:`execute_all` otherwise); returns
@@ -220,6 +221,9 @@ class Session:
         Args:
             commit: ``sql`` contains the transaction's COMMIT: a lost connection leaves the
                 outcome unknown.
+            binary: the rows come in PostgreSQL's binary format (the same Python values;
+                ``bytea`` columns are not hex-encoded and decoded on the way: RECEIVE's
+                message bodies).
 
         Raises:
             StorageError: a subclass as classified.
@@ -230,8 +234,8 @@ class Session:
 
         try:
             if self._pending:
-                return Result(self._with_deferred([(sql, params)])[-1])
-            return Result(self.raw.execute(sql, params))
+                return Result(self._with_deferred([(sql, params)], binary=binary)[-1])
+            return Result(self.raw.execute(sql, params, binary=binary))
         except psycopg.Error as exc:
             self.discard_deferred()
             raise self.failure(exc, commit=commit) from exc
@@ -288,9 +292,12 @@ class Session:
             self.discard_deferred()
             raise self.failure(exc) from exc
 
-    def _with_deferred(self, statements: list[tuple[str | bytes, Any]]) -> list[Any]:
+    def _with_deferred(
+        self, statements: list[tuple[str | bytes, Any]], *, binary: bool = False
+    ) -> list[Any]:
         """The deferred statements, then ``statements``, in one pipeline (one by one where the
-        client library has no pipeline mode); returns their cursors."""
+        client library has no pipeline mode); returns their cursors (``binary``: the rows of
+        ``statements`` in binary format)."""
         import psycopg
 
         queue, self._pending = [*self._pending, *statements], []
@@ -301,9 +308,10 @@ class Session:
         shared = self.raw.cursor()
         cursors: list[Any] = []
         with self.raw.pipeline() if psycopg.Pipeline.is_supported() else contextlib.nullcontext():
+            first = len(queue) - len(statements)
             for index, (sql, params) in enumerate(queue):
                 cur = self.raw.cursor() if index in read else shared
-                cursors.append(cur.execute(sql, params))
+                cursors.append(cur.execute(sql, params, binary=binary and index >= first))
         for index, got in readers.items():
             got.append(cursors[index].fetchall())
         return cursors

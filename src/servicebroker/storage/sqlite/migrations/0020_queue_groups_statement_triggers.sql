@@ -1,0 +1,4 @@
+-- No-op on SQLite: PostgreSQL keeps its per-group index queue_groups once per INSERT or DELETE
+-- statement from here on, reading the statement's rows as a transition table. SQLite has no
+-- statement triggers; its row triggers run in the broker's process. Recorded, so both backends
+-- list the same migrations.
