@@ -59,7 +59,7 @@ def test_a_transaction_that_ran_application_sql_reads_its_endpoints(
     broker.execute("CREATE TABLE app_rows (n integer)")
     with broker.transaction() as tx:
         handle = tx.begin_dialog(pair.initiator, pair.target, contract="C")
-    for n in range(2):
+    for _ in range(2):
         with broker.transaction() as tx:
             tx.send(handle, "Req", b"warm")  # copies kept on PostgreSQL
     before = _counts(broker)
