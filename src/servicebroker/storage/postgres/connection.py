@@ -146,21 +146,24 @@ class PostgresConnection(NamedQueryConnection):
         """Roll the write transaction back, if any. Never raises: a session that cannot roll
         back is closed, and the server rolls back what it had open."""
         self._conn.discard_deferred()  # a read left waiting for a statement that never came
-        self._locked_conversations = []
-        if self._copied:
-            self._storage.copies.forget(self._copied)
-            self._copied = []
+        self._forget_copies()
         if self._in_write:
             try:
                 self._discard()
             finally:
                 self._in_write = False
 
-    def _discard(self) -> None:
+    def _forget_copies(self) -> None:
+        """The write transaction ends without committing: nothing of it is kept, and the
+        copies it used are dropped (they may be what failed: the next commit reads those
+        rows)."""
         self._locked_conversations = []
-        if self._copied:  # they may be what failed: the next commit reads those rows
+        if self._copied:
             self._storage.copies.forget(self._copied)
             self._copied = []
+
+    def _discard(self) -> None:
+        self._forget_copies()
         self._conn.discard_deferred()
         if self._conn.lost or self._conn.closed:
             return
