@@ -54,7 +54,7 @@ from .rows import (
     XmlSchemaDocumentRow,
 )
 
-__all__ = ["HeldHeads", "NamedQueryConnection", "held_best", "rows_of"]
+__all__ = ["HeldHeads", "NamedQueryConnection", "endpoint_update", "held_best", "rows_of"]
 
 _Row = TypeVar("_Row", bound=tuple[Any, ...])
 
@@ -66,7 +66,9 @@ def rows_of(row_type: type[_Row], rows: Iterable[Iterable[Any]]) -> list[_Row]:
     return list(map(partial(tuple.__new__, row_type), rows))
 
 
-def _endpoint_update(row: EndpointRow) -> tuple[Any, ...]:
+def endpoint_update(row: EndpointRow) -> tuple[Any, ...]:
+    """The parameters of the named statement ``update_endpoint`` for ``row``: its changeable
+    columns in the statement's order, then its ``endpoint_id``."""
     return (
         row.conversation_group_id,
         row.state,
@@ -325,7 +327,7 @@ class NamedQueryConnection:
 
     def update_endpoints(self, rows: Sequence[EndpointRow]) -> None:
         """Write several endpoints' changeable columns, in one batch."""
-        self._many("update_endpoint", [_endpoint_update(r) for r in rows])
+        self._many("update_endpoint", [endpoint_update(r) for r in rows])
 
     def delete_endpoints(self, endpoint_ids: Sequence[int]) -> None:
         """Delete endpoints, in one batch."""

@@ -73,6 +73,29 @@ SELECT endpoint_id, conversation_handle, conversation_id, is_initiator, service_
        far_certificate
 FROM conversation_endpoints WHERE conversation_id = ANY(%b::bytea[]);
 
+-- name: update_endpoints
+-- update_endpoint for many endpoints in one statement: the endpoint ids, then each changeable
+-- column as an array in update_endpoint's order (one element per endpoint, each id once; the
+-- commit locked the rows when it read them).
+UPDATE conversation_endpoints e
+SET conversation_group_id = u.conversation_group_id, state = u.state,
+    dialog_timer = u.dialog_timer, send_sequence = u.send_sequence,
+    receive_sequence = u.receive_sequence, end_dialog_sequence = u.end_dialog_sequence,
+    far_broker_instance = u.far_broker_instance, principal_id = u.principal_id,
+    far_principal_id = u.far_principal_id,
+    outbound_session_key_identifier = u.outbound_session_key_identifier,
+    inbound_session_key_identifier = u.inbound_session_key_identifier,
+    security_timestamp = u.security_timestamp, session_key = u.session_key,
+    encryption_requested = u.encryption_requested, far_certificate = u.far_certificate
+FROM unnest(%b::bigint[], %b::bytea[], %b::text[], %b::float8[], %b::bigint[], %b::bigint[],
+            %b::bigint[], %b::text[], %b::int[], %b::int[], %b::text[], %b::text[],
+            %b::float8[], %b::bytea[], %b::int[], %b::text[])
+    AS u(endpoint_id, conversation_group_id, state, dialog_timer, send_sequence,
+         receive_sequence, end_dialog_sequence, far_broker_instance, principal_id,
+         far_principal_id, outbound_session_key_identifier, inbound_session_key_identifier,
+         security_timestamp, session_key, encryption_requested, far_certificate)
+WHERE e.endpoint_id = u.endpoint_id;
+
 -- name: lock_unchanged
 -- Migration 19: a commit writing from copies of its endpoints (not read again) locks them as
 -- get_conversations_locked does and raises SB002 if any changed since its copy (row version

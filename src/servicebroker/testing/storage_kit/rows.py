@@ -31,8 +31,8 @@ __all__ = [
 
 def check_endpoints(open_storage: StorageOpener) -> None:
     """insert_endpoint / get_endpoint / get_endpoints / get_far_endpoint / get_conversations /
-    lock_conversations /
-    group_queue / update_endpoints (only the changeable columns) / list_endpoints /
+    lock_conversations / group_queue / update_endpoints (only the changeable columns; several
+    endpoints at once, one given twice written as last given) / list_endpoints /
     delete_endpoints, and IntegrityConflict for a second endpoint with the same handle."""
     with kit.Bench(open_storage) as bench:
         conn = bench.connect(bench.storage())
@@ -118,6 +118,20 @@ def check_endpoints(open_storage: StorageOpener) -> None:
             replace(changed, far_service=near.far_service, lifetime=near.lifetime),
             "update_endpoints (group, state, timer and sequences written, nothing else)",
         )
+        twice = [replace(changed, send_sequence=7), replace(far, receive_sequence=8)]
+        twice.append(replace(changed, send_sequence=9))  # one endpoint twice: the last wins
+        kit.committed(conn, lambda: conn.update_endpoints(twice))
+        kit.equal(
+            [
+                (r.send_sequence, r.receive_sequence)
+                for r in sorted(
+                    conn.get_conversations([near.conversation_id]), key=lambda e: e.endpoint_id
+                )
+            ],
+            [(9, 4), (0, 8)],
+            "update_endpoints of two endpoints, one of them given twice (the last wins)",
+        )
+        kit.committed(conn, lambda: conn.update_endpoints([replace(changed, send_sequence=3)]))
         listed = [r for r in conn.list_endpoints() if r.queue_id == queue_id]
         kit.typed(listed, EndpointListRow, "list_endpoints")
         kit.equal(
