@@ -69,3 +69,37 @@ def test_a_transaction_that_ran_application_sql_reads_its_endpoints(
     assert _counts(broker) == before
     assert broker.execute("SELECT n FROM app_rows") == [(1,)]
     assert [m.message_body for m in broker.peek(pair.tq)][-1] == b"with sql"
+
+
+def test_a_send_after_another_process_moved_the_conversation(
+    url: str, broker: Broker, pair: Pair
+) -> None:
+    # rule DLG-7, rule DLG-9: another process moves the conversation to another group of the
+    # queue after this broker kept copies of its endpoints; this broker's next SEND locks the
+    # group the conversation is in now, and its commit is not refused as if a MOVE had
+    # raced it (its copy, in the old group, is out of date: the commit reads the rows)
+    with broker.transaction() as tx:
+        handle = tx.begin_dialog(pair.initiator, pair.target, contract="C")
+        other_handle = tx.begin_dialog(pair.initiator, pair.target, contract="C")
+    for body in (b"1", b"2"):
+        with broker.transaction() as tx:
+            tx.send(handle, "Req", body)  # copies kept on PostgreSQL
+    groups = {
+        e.conversation_handle: e.conversation_group_id
+        for e in broker.views.conversation_endpoints()
+    }
+    group = groups[other_handle]
+    other = Broker.open(url)
+    try:
+        with other.transaction() as tx:
+            tx.move_conversation(handle, group)
+    finally:
+        other.close()
+    with broker.transaction() as tx:
+        tx.send(handle, "Req", b"3")
+    assert [m.message_body for m in broker.peek(pair.tq)] == [b"1", b"2", b"3"]
+    groups = {
+        e.conversation_handle: e.conversation_group_id
+        for e in broker.views.conversation_endpoints()
+    }
+    assert groups[handle] == group

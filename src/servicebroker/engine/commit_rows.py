@@ -21,6 +21,7 @@ from ..dialogs import receive_rank
 from ..errors import ConversationError
 from ..messages import Outgoing
 from ..storage.base import StorageConnection
+from ..storage.failures import CopiesChanged
 from ..storage.rows import EndpointRow, QueueInsert
 from .transmission import TransmissionQueue
 
@@ -59,6 +60,7 @@ class CommitRows:
         # the SEND fast path: the far endpoint a plain message on the conversation reached in
         # this commit (cleared by any statement that may change a state or a group)
         self._routes: dict[bytes, EndpointRow] = {}
+        self._cached = False  # the rows may be the storage's copies (prefetch(cached=True))
         self.transmission = TransmissionQueue(conn, catalog, now)
         self.woken_queues: set[int] = set()
         self.arrived_on_empty: set[int] = set()
@@ -78,6 +80,7 @@ class CommitRows:
         wanted = [c for c in dict.fromkeys(conversation_ids) if (c, True) not in self._sides]
         if not wanted:
             return
+        self._cached = self._cached or cached
         rows, local_waiting = self.conn.lock_conversations(wanted, cached=cached)
         self.transmission.knows_local(local_waiting)
         for row in rows:
@@ -108,6 +111,9 @@ class CommitRows:
                 the endpoint's group: a concurrent MOVE CONVERSATION won; or, ``must_exist``,
                 the endpoint was removed while the transaction used it (DROP SERVICE, DROP
                 CONTRACT, NEW_BROKER): the commit fails.
+            CopiesChanged: the same disagreement while the rows may be the storage's copies
+                (:meth:`prefetch` ``cached``): a copy older than a MOVE committed before the
+                statement ran; the commit is written again, reading the rows, and decides.
         """
         if handle not in self._rows:
             row = self.conn.get_endpoint(handle, for_update=True)
@@ -126,6 +132,11 @@ class CommitRows:
             and row is not None
             and row.conversation_group_id != locked_group
         ):
+            if self._cached:
+                raise CopiesChanged(
+                    f"conversation {uuid.UUID(bytes=handle)}: the commit's copy of its endpoint "
+                    f"is in another group than the one its statement locked"
+                )
             raise ConversationError(
                 f"conversation {uuid.UUID(bytes=handle)} was moved to another group by a concurrent "
                 f"MOVE CONVERSATION; the transaction is rolled back, retry it"

@@ -30,11 +30,13 @@ class StorageStatistics:
             readers, and by the storage's own sessions (change listener, queue activity,
             leadership), including a ROLLBACK that failed on a lost session.
         last_failure: the message of the latest, or None.
-        commits_from_copies: commits that wrote from the storage's copies of their endpoints
-            instead of reading them first (PostgreSQL: one round trip fewer; 0 on SQLite).
+        commits_from_copies: commits that tried to write from the storage's copies of their
+            endpoints instead of reading them first (PostgreSQL: one round trip fewer; 0 on
+            SQLite), whatever became of them.
         copies_out_of_date: of those, the commits whose copies the server found changed
-            (by another process, or by an arrival or a timer meanwhile): rolled back and
-            written again reading the rows, never an error of the application's.
+            (SQLSTATE SB002: by another process, or by an arrival or a timer meanwhile):
+            rolled back and written again reading the rows, never an error of the
+            application's.
     """
 
     backend: str

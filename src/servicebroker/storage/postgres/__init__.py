@@ -99,6 +99,10 @@ def _key(namespace: bytes, kind: bytes, value: bytes = b"") -> int:
     return int.from_bytes(digest, "big", signed=True)
 
 
+_NOTIFY_KEYS_MAX = 7000
+"""Characters of wait keys a NOTIFY names at most (its payload holds 8,000 bytes)."""
+
+
 def _configure(conn: Any) -> None:
     """Each pooled connection is in autocommit mode (transactions are explicit) and at READ
     COMMITTED, whatever the server's or the URL's default: a statement must see what committed
@@ -238,8 +242,11 @@ class PostgresStorage:
     def notify_sql(self, wake: Collection[int] | None) -> str:
         """``SELECT pg_notify(channel, 'token|keys')`` for the wait keys ``wake`` (``*``: all).
         Built as text (the channel, token and integer keys are this storage's own), so it can
-        share a round trip with COMMIT."""
+        share a round trip with COMMIT. Keys that would pass PostgreSQL's 8,000-byte payload
+        limit wake everyone instead: the NOTIFY runs after COMMIT, where it must not fail."""
         keys = "*" if wake is None else ",".join(str(int(k)) for k in sorted(wake))
+        if len(keys) > _NOTIFY_KEYS_MAX:
+            keys = "*"
         return f"SELECT pg_notify('{self.channel}', '{self.token}|{keys}')"
 
     def schema_version(self) -> int:

@@ -166,6 +166,9 @@ class PostgresConnection(NamedQueryConnection):
         self._forget_copies()
         self._conn.discard_deferred()
         if self._conn.lost or self._conn.closed:
+            # a server that comes back (restarted, failed over, restored) may have lost
+            # commits and hand out their transaction ids, hence row versions, again
+            self._storage.copies.clear()
             return
         try:
             self._conn.rollback()
@@ -214,8 +217,10 @@ class PostgresConnection(NamedQueryConnection):
             self.release_locks()
         except StorageError:
             self._conn.close()
-        if self._conn.lost and not self._conn.closed:
-            self._conn.close()
+        if self._conn.lost:
+            self._storage.copies.clear()  # as in _discard
+            if not self._conn.closed:
+                self._conn.close()
         return self._conn.raw
 
     # -- helpers -------------------------------------------------------------------------

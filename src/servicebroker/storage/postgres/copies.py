@@ -9,7 +9,13 @@ kept here. The next commit over the same conversations works on copies of them a
 read would have and refuses the transaction (SQLSTATE SB002,
 :class:`~servicebroker.storage.failures.CopiesChanged`) if any changed meanwhile — whoever
 changed it, in whichever process — and the commit runs again, reading. A copy is only ever a
-guess checked by the server, never trusted.
+guess, checked by the server (and by the commit, against the groups its statements locked),
+never trusted.
+
+A row version is PostgreSQL's 32-bit transaction id of the row's last change. Ids come back
+only after about four billion transactions, or when a server that lost commits (a restart
+from a backup, a failover) hands theirs out again: the copies are dropped whenever a session
+of the storage is lost, as it is then.
 """
 
 from __future__ import annotations

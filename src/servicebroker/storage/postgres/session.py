@@ -329,6 +329,10 @@ class Session:
 
         self.discard_deferred()
         try:
+            if self.raw.info.transaction_status == psycopg.pq.TransactionStatus.IDLE:
+                # the failure ended the transaction (at COMMIT): psycopg's rollback would
+                # return at once, so one is opened for it to roll back and forget with
+                self.raw.execute("BEGIN")
             self.raw.rollback()
         except psycopg.Error as exc:
             raise self.failure(exc) from exc
