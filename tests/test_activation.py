@@ -447,3 +447,43 @@ def test_new_work_on_a_busy_queue_lifts_the_suppression(
     assert len(calls) == 1  # suppressed: the unread message alone does not restart it
     send(broker, pair, conversations=1, per_conversation=1)  # the queue was not empty
     eventually(lambda: len(calls) >= 2, every=0.002)  # restarted at once, with no clock move
+
+
+def test_a_procedure_that_exits_while_the_database_fails_leaves_no_task_behind(
+    started: Broker, clock: ManualClock, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # rule ACT-9, rule TICK-2a: an activated procedure returns just as the database goes away
+    # (the queue's last message and the ACT-4d check cannot be read): its thread ends without
+    # an unhandled exception, its task is gone, and the monitor, not suppressed over work it
+    # could not see, starts a reader again at the next tick once the database is back
+    from servicebroker import DatabaseUnavailableError
+
+    broker = started
+    unhandled: list[BaseException | None] = []
+    monkeypatch.setattr(threading, "excepthook", lambda args: unhandled.append(args.exc_value))
+    away = threading.Event()
+    storage = broker._storage  # type: ignore[attr-defined]
+    real = storage.connection
+
+    def connection(*args: object, **kwargs: object) -> object:
+        if away.is_set():
+            raise DatabaseUnavailableError("the database is away (test)", database="test")
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(storage, "connection", connection)
+    pair = make_pair(broker)
+    calls: list[float] = []
+
+    def procedure(ctx: object) -> None:  # receives nothing; the database goes as it returns
+        calls.append(clock.now())
+        if len(calls) == 1:
+            away.set()
+
+    broker.alter_queue(pair.tq, activation=Activation(procedure, max_queue_readers=1))
+    send(broker, pair, conversations=1, per_conversation=1)
+    eventually(lambda: calls and not broker.views.dm_broker_activated_tasks(), every=0.002)
+    away.clear()
+    assert unhandled == []
+    assert [m.status for m in broker.peek(pair.tq)] == [1]  # the work is still there
+    clock.advance(5)  # a tick later (one activation per interval), the monitor starts one
+    eventually(lambda: len(calls) == 2, every=0.002)

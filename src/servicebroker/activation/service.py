@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from ..catalog import CatalogSnapshot, Procedure, QueueDef, resolve_procedure
 from ..engine.context import BrokerContext
 from ..engine.permissions import execute_as, procedure_principal
-from ..errors import BrokerError, CatalogError
+from ..errors import BrokerError, CatalogError, StorageError
 from .monitor import (
     EMPTY_RECEIVE_WINDOW,
     ActivatedTask,
@@ -295,7 +295,12 @@ class ActivationService:
         finally:
             with self._lock:
                 useful = self._received.get(ident, False)
-            sequence = None if useful else self._message_sequence(queue.queue_id)
+            sequence = None
+            if not useful:
+                try:
+                    sequence = self._message_sequence(queue.queue_id)
+                except StorageError as exc:  # not suppressed then: a reader may start in vain
+                    log.warning("queue %s: reading its last message failed: %s", queue.name, exc)
             with self._lock:
                 self._tasks.pop(ident, None)
                 self._received.pop(ident, None)
@@ -307,7 +312,14 @@ class ActivationService:
                 self._monitors[queue.queue_id] = state
                 last = state.running == 0
         if last and not self._stopping():
-            self.check({queue.queue_id}, Trigger.PROCEDURES_EXITED)  # ACT-4d
+            try:
+                self.check({queue.queue_id}, Trigger.PROCEDURES_EXITED)  # ACT-4d
+            except StorageError as exc:  # the timer's next tick checks again (TICK-2a)
+                log.warning(
+                    "queue %s: the activation check after its procedures exited failed: %s",
+                    queue.name,
+                    exc,
+                )
 
     def in_activated_task(self) -> bool:
         """True when the calling thread runs an activated procedure."""
