@@ -19,6 +19,7 @@ from typing import NamedTuple
 from ..catalog import CatalogSnapshot
 from ..errors import ConversationError
 from ..storage.base import StorageConnection
+from ..storage.failures import CopiesChanged
 from ..storage.rows import EndpointRow
 from .context import BrokerContext
 from .delivery import Applier
@@ -53,12 +54,16 @@ def write_commit(
     locked_group_of: Mapping[bytes, bytes],
     ops: Sequence[RecordedOp],
     now: float,
-    *,
-    cached: bool = False,
 ) -> Committed:
     """Write one transaction and commit it on ``conn``: the messages it received finished
     (deleted, or kept with RETENTION), ``ops`` replayed in order, everything written and
     committed, waking the waiters of the queues touched.
+
+    When nothing was written in the transaction before (no ``tx.execute``), the storage may
+    write from its copies of the endpoints instead of reading them (one round trip fewer on
+    PostgreSQL, checked by the server); if they were out of date (CopiesChanged: nothing
+    committed, the group locks kept), the attempt is rolled back and written again, reading
+    the rows.
 
     Args:
         context: the broker's shared parts (the catalog cache re-read for dropped services).
@@ -69,17 +74,38 @@ def write_commit(
             handle).
         ops: the operation log, in statement order.
         now: the broker's time at commit, seconds.
-        cached: nothing was written in the transaction before (no ``tx.execute``), so the
-            storage may write from its copies of the endpoints instead of reading them
-            (one round trip fewer on PostgreSQL), checked by the server.
 
     Raises:
         ConversationError: an endpoint used was removed or moved meanwhile, a dialog begun
             lost its service or contract (:func:`check_begun_dialogs`), or messages received
             were removed: nothing is committed (the caller rolls back).
         StorageError: the database failed (see :meth:`StorageConnection.commit`).
-        CopiesChanged: (``cached``) the storage's copies were out of date: nothing was
-            committed; roll back and call again without ``cached``.
+    """
+    args = (context, conn, receiving, endpoints, locked_group_of, ops, now)
+    if conn.in_write:
+        return _write(*args, cached=False)
+    try:
+        return _write(*args, cached=True)
+    except CopiesChanged:
+        conn.rollback()
+        return _write(*args, cached=False)
+
+
+def _write(
+    context: BrokerContext,
+    conn: StorageConnection,
+    receiving: Receiving,
+    endpoints: Collection[EndpointRow],
+    locked_group_of: Mapping[bytes, bytes],
+    ops: Sequence[RecordedOp],
+    now: float,
+    *,
+    cached: bool,
+) -> Committed:
+    """One attempt of :func:`write_commit` (``cached``: from the storage's copies).
+
+    Raises:
+        CopiesChanged: (``cached``) the copies were out of date: nothing was committed.
     """
     conn.begin_write()
     catalog = receiving.catalog

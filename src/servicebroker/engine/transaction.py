@@ -31,9 +31,9 @@ from ..errors import (
     TransactionError,
 )
 from ..messages import Message, Outgoing, fast_uuid, new_id
-from ..storage.failures import DATABASE_FAILURES, CopiesChanged
+from ..storage.failures import DATABASE_FAILURES
 from ..storage.rows import EndpointRow
-from .commit import Committed, write_commit
+from .commit import write_commit
 from .context import BrokerContext
 from .neighbours import neighbourhoods
 from .permissions import DEFAULT_PRINCIPAL, check_send
@@ -601,7 +601,15 @@ class Transaction:
         written = None
         try:
             if self._ops or receiving.received or self._conn.in_write:
-                written = self._write(receiving, started)
+                written = write_commit(
+                    self._context,
+                    self._conn,
+                    receiving,
+                    self._endpoints.values(),
+                    self._locked_group_of,
+                    self._ops,
+                    started,
+                )
         except BaseException as exc:
             self._end(rolled_back=True, failed=isinstance(exc, DATABASE_FAILURES))
             raise
@@ -621,32 +629,6 @@ class Transaction:
         )
         if applier.to_neighbours:  # messages for another database of the instance: carried now
             neighbourhoods.committed(applier.own_instance)
-
-    def _write(self, receiving: Receiving, started: float) -> Committed:
-        """:func:`write_commit`: from the storage's copies of the endpoints when the
-        transaction wrote nothing before (no ``tx.execute``); if they were out of date
-        (CopiesChanged: nothing committed, the group locks kept), rolled back and written
-        again, reading the rows."""
-
-        def write(cached: bool) -> Committed:
-            return write_commit(
-                self._context,
-                self._conn,
-                receiving,
-                self._endpoints.values(),
-                self._locked_group_of,
-                self._ops,
-                started,
-                cached=cached,
-            )
-
-        if self._conn.in_write:
-            return write(False)
-        try:
-            return write(True)
-        except CopiesChanged:
-            self._conn.rollback()
-            return write(False)
 
     def rollback(self) -> None:
         """Undo everything: received messages return to their queues (RCV-3), group locks are

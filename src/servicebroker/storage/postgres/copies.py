@@ -64,9 +64,6 @@ class EndpointCopies:
         """Whether the last commit that read its rows found a local message waiting in the
         transmission queue: copies are not used then (the check would refuse them)."""
 
-    def __len__(self) -> int:
-        return len(self._by_conversation)
-
     def get_all(self, conversation_ids: Sequence[bytes]) -> list[ConversationCopy] | None:
         """The copies of every one of the conversations, or None unless all are kept."""
         with self._lock:
