@@ -479,6 +479,8 @@ SQLCMD_LINES = [
     ":on error ignore",
     ":frobnicate now",
     ":connect elsewhere",
+    ":connect",
+    "!! rm -rf /",
     ":r does-not-exist.sql",
     "GO",
     "GO 3",

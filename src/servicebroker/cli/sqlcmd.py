@@ -2,7 +2,8 @@
 SQL Server (docs/tsql.md): ``-S`` the instance (a folder, or a PostgreSQL URL), ``-d`` the
 starting database, ``-i`` input files in order, ``-Q`` a query, ``-b`` stop at the first failing
 batch and exit 1, ``-v name=value`` scripting variables; without ``-i`` or ``-Q`` the script is
-read from standard input. Output and exit status are sqlcmd's.
+read from standard input; ``:connect`` in a script moves the run to another instance. Output
+and exit status are sqlcmd's.
 """
 
 from __future__ import annotations
@@ -10,6 +11,7 @@ from __future__ import annotations
 import os
 import sys
 from pathlib import Path
+from typing import TextIO
 
 import click
 
@@ -27,6 +29,55 @@ def _server_name(location: str) -> str:
     if "://" in location:
         return location.split("@")[-1].split("/")[0].split("?")[0] or "localhost"
     return Path(location).resolve().name or location
+
+
+class _Connection:
+    """The run's session and its instance; ``:connect`` swaps both (the instances stay open,
+    and their background work running, until the run ends)."""
+
+    def __init__(self, database: str, out: TextIO) -> None:
+        self._database = database
+        self._out = out
+        self._server_name = ""
+        self._instances: list[Instance] = []
+        self._session: Session | None = None
+
+    def show(self, event: ResultSet | str | int | TSqlError) -> None:
+        self._out.write(format_event(event, server=self._server_name) + "\n")
+        self._out.flush()
+
+    def connect(self, server: str, database: str | None = None) -> None:
+        """Open the instance ``server`` (a folder or a PostgreSQL URL) and a session on
+        ``database`` (default: the run's ``-d``); the previous session ends (its open
+        transaction rolled back).
+
+        Raises:
+            BrokerError: the instance cannot be opened. TSqlError: no such database.
+        """
+        instance = Instance.open(server)
+        self._instances.append(instance)
+        if self._session is not None:
+            self._session.close()
+            self._session = None
+        self._server_name = _server_name(server)
+        self._session = Session(instance, database or self._database, on_event=self.show)
+        instance.start()
+
+    def run_batch(self, text: str) -> bool:
+        """Run one batch in the current session; True when it failed."""
+        assert self._session is not None
+        before = len(self._session.results.errors)
+        self._session.run_batch(text)
+        return len(self._session.results.errors) > before
+
+    def close(self) -> None:
+        """End the session and close every instance the run opened."""
+        if self._session is not None:
+            self._session.close()
+            self._session = None
+        for instance in reversed(self._instances):
+            instance.close()
+        self._instances.clear()
 
 
 @click.command(context_settings={"ignore_unknown_options": False})
@@ -70,47 +121,51 @@ def sqlcmd(
         if len(value) >= 2 and value[0] == value[-1] == '"':
             value = value[1:-1]
         scripting[name.strip()] = value
-    server_name = _server_name(server)
     out = sys.stdout
-
-    def show(event: ResultSet | str | int | TSqlError) -> None:
-        text = format_event(event, server=server_name)
-        out.write(text + "\n")
-        out.flush()
-
+    current = _Connection(database, out)
     try:
-        instance = Instance.open(server)
+        current.connect(server)
+    except TSqlError as exc:  # no such database
+        current.show(exc)
+        current.close()
+        sys.exit(1)
     except BrokerError as exc:
         raise click.ClickException(f"cannot open instance {server!r}: {exc}") from exc
-    with instance:
-        try:
-            session = Session(instance, database, on_event=show)
-        except TSqlError as exc:
-            show(exc)
-            sys.exit(1)
-        instance.start()
 
-        def run_batch(text: str) -> bool:
-            before = len(session.results.errors)
-            session.run_batch(text)
-            return len(session.results.errors) > before
-
-        script = Script(run_batch, scripting, exit_on_error)
+    def connect(target: str) -> None:
+        # :connect: the new instance's session starts in master, as sqlcmd's does
+        if "://" not in target and not Path(target).is_dir():
+            raise TSqlError(
+                0,
+                f"Sqlcmd: Error: cannot connect to {target!r}: no instance there (a folder made "
+                f"by servicebroker sqlcmd -S or serve, or a PostgreSQL URL).",
+                severity=16,
+            )
         try:
-            if query is not None:
-                script.run_text(query)
-            elif inputs:
-                for path in inputs:
-                    script.run_file(path)
-                    if script.exited:
-                        break
-            else:
-                script.run_text(sys.stdin.read())
-        except TSqlError as exc:  # a sqlcmd-level error: a missing file, an unknown command
-            out.write(exc.message + "\n")
-            script.failed = True
-            script.exited = exit_on_error or script.exited
-        finally:
-            session.close()
+            current.connect(target, database="master")
+        except TSqlError:
+            raise
+        except BrokerError as exc:
+            raise TSqlError(
+                0, f"Sqlcmd: Error: cannot connect to {target!r}: {exc}", severity=16
+            ) from exc
+
+    script = Script(current.run_batch, scripting, exit_on_error, connect)
+    try:
+        if query is not None:
+            script.run_text(query)
+        elif inputs:
+            for path in inputs:
+                script.run_file(path)
+                if script.exited:
+                    break
+        else:
+            script.run_text(sys.stdin.read())
+    except TSqlError as exc:  # a sqlcmd-level error: a missing file, an unknown command
+        out.write(exc.message + "\n")
+        script.failed = True
+        script.exited = exit_on_error or script.exited
+    finally:
+        current.close()
     if script.failed and exit_on_error:
         sys.exit(1)

@@ -33,6 +33,7 @@ from ..tsql.procedures import ProcedureStore, activation_principal, log_activati
 from ..tsql.queries import RowSource
 from ..tsql.script import Script
 from ..tsql.tables import ensure_registry
+from ..tsql.triggers import TriggerStore
 from ..tsql.types import Typed
 from ..tsql.unsupported import not_supported
 
@@ -85,6 +86,8 @@ class BrokerDatabase:
         ensure_registry(broker)
         self._procedures = ProcedureStore(broker, _parse_procedure, self._runner)
         self._procedures.register_all()
+        self._triggers = TriggerStore(broker)
+        self._triggers.ensure()
 
     def _check(self, name: str) -> None:
         if name.casefold() != self.name.casefold():
@@ -143,6 +146,15 @@ class BrokerDatabase:
         """
         self._check(database)
         return self._procedures
+
+    def triggers(self, database: str) -> TriggerStore:
+        """The DML triggers of the database.
+
+        Raises:
+            TSqlError: Msg 911, not this database.
+        """
+        self._check(database)
+        return self._triggers
 
     def _runner(self, name: str) -> Callable[[ActivationContext], None]:
         """What activation runs for procedure ``name``: a session of its own, acting as the

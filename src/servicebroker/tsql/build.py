@@ -23,6 +23,7 @@ from . import build_variables as v
 from . import nodes as n
 from .build_expressions import ExpressionBuilder, line_of, name_of, string_of
 from .build_security import SECURITY_RULES, build_security
+from .unsupported import not_supported
 
 __all__ = ["build_batch", "name_of", "string_of"]
 
@@ -251,6 +252,74 @@ class _Builder:
             else:
                 default = self.x.expr(c)
         return n.Parameter(str(var), self.x.data_type(type_tree), default, output)
+
+    def s_create_trigger(self, tree: Tree[Token], line: int) -> n.CreateTrigger:
+        """CREATE / ALTER TRIGGER (create-trigger-transact-sql.md): a DML trigger AFTER (or
+        FOR) INSERT, UPDATE, DELETE on a table; INSTEAD OF, DDL and logon triggers and NOT FOR
+        REPLICATION are refused by name."""
+        verb, name_tree, _on, target, *rest = tree.children
+        assert isinstance(verb, Tree) and isinstance(name_tree, Tree)
+        if isinstance(target, Token):  # ALL SERVER
+            raise not_supported("A DDL or logon trigger (ON DATABASE, ON ALL SERVER)", line)
+        mode = {"proc_create": "CREATE", "proc_alter": "ALTER"}.get(
+            str(verb.data), "CREATE OR ALTER"
+        )
+        if target.data in ("trigger_on_database", "trigger_on_server"):
+            raise not_supported("A DDL or logon trigger (ON DATABASE, ON ALL SERVER)", line)
+        execute_as = None
+        events: set[str] = set()
+        body: list[Tree[Token] | Token] = []
+        for c in rest:
+            if not isinstance(c, Tree):
+                continue
+            if c.data == "proc_options":
+                for option in c.children:
+                    if isinstance(option, Tree) and option.data == "proc_execute_as":
+                        who = option.children[0]
+                        assert isinstance(who, Token)
+                        execute_as = string_of(who) if who.type == "STRING" else str(who).upper()
+                    elif isinstance(option, Tree):
+                        flag = str(option.children[0]).upper()
+                        raise not_supported(f"A trigger's WITH {flag}", line)
+            elif c.data == "trigger_timing":
+                word = str(c.children[0]).upper() if c.children else "FOR"
+                if word == "INSTEAD":
+                    raise not_supported("An INSTEAD OF trigger", line)
+                if word not in ("FOR", "AFTER"):
+                    raise TSqlError(
+                        102, f"Incorrect syntax near '{c.children[0]}'.", severity=15, line=line
+                    )
+            elif c.data == "trigger_other":
+                raise not_supported(f"A trigger for {str(c.children[0]).upper()}", line)
+            elif c.data in ("trigger_insert", "trigger_update", "trigger_delete"):
+                events.add(str(c.data).removeprefix("trigger_").upper())
+            elif c.data == "not_for_replication":
+                raise not_supported("NOT FOR REPLICATION", line)
+            else:
+                body.append(c)
+        return n.CreateTrigger(
+            line,
+            ".".join(self.x.qname(name_tree)),
+            tuple(self.x.qname(target)),
+            frozenset(events),
+            self.body(body),
+            self.text,
+            mode,
+            execute_as,
+        )
+
+    def s_drop_trigger(self, tree: Tree[Token], line: int) -> n.DropTrigger:
+        if any(isinstance(c, Token) and c.type == "ALL" for c in tree.children) or any(
+            isinstance(c, Token) and c.type == "ON" for c in tree.children
+        ):
+            raise not_supported("A DDL or logon trigger (ON DATABASE, ON ALL SERVER)", line)
+        names = tuple(
+            ".".join(self.x.qname(c))
+            for c in tree.children
+            if isinstance(c, Tree) and c.data == "qname"
+        )
+        if_exists = any(isinstance(c, Tree) and c.data == "if_exists" for c in tree.children)
+        return n.DropTrigger(line, names, if_exists)
 
     def s_drop_procedure(self, tree: Tree[Token], line: int) -> n.DropProcedure:
         names = tuple(

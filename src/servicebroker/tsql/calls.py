@@ -15,6 +15,7 @@ from collections.abc import Callable
 from contextlib import AbstractContextManager
 from typing import Any, Protocol, cast
 
+from ..engine.transaction import Transaction
 from ..errors import TSqlError
 from . import nodes as n
 from .build import build_batch
@@ -23,6 +24,7 @@ from .procedures import ProcedureStore
 from .scope import Scope, to_type
 from .security import procedure_context
 from .system_procedures import run_system_procedure
+from .triggers import TriggerStore
 from .types import INT, SqlType, Typed
 
 __all__ = ["CALL_STATEMENTS", "Caller"]
@@ -34,6 +36,8 @@ class Caller(Scope, Protocol):
     database: str
 
     def procedures_here(self) -> ProcedureStore: ...
+    def triggers_here(self) -> TriggerStore: ...
+    def open_transaction(self) -> Transaction | None: ...
     def declare(self, name: str, type_: SqlType) -> None: ...
     def assign(self, name: str, value: Typed) -> None: ...
     def frame(self, procedure: str | None = None) -> AbstractContextManager[None]: ...
@@ -41,6 +45,13 @@ class Caller(Scope, Protocol):
 
 
 def _create_procedure(session: Caller, s: n.CreateProcedure) -> None:
+    if s.mode != "ALTER" and session.triggers_here().exists(s.name, session.open_transaction()):
+        # one namespace of objects: a trigger has the name
+        raise TSqlError(
+            2714,
+            f"There is already an object named '{s.name.split('.')[-1]}' in the database.",
+            line=s.line,
+        )
     session.procedures_here().put(s)
 
 
@@ -55,7 +66,7 @@ def _execute(session: Caller, s: n.Execute) -> None:
     elif (system := run_system_procedure(cast(Any, session), s)) is not None:
         rc = system  # sp_configure, sp_addrolemember, … (system_procedures.py)
     else:
-        procedure = session.procedures_here().get(s.procedure)
+        procedure = session.procedures_here().get(s.procedure, session.open_transaction())
         if procedure is None:
             raise TSqlError(2812, f"Could not find stored procedure '{s.procedure}'.", line=s.line)
         rc = _call(session, procedure, s)

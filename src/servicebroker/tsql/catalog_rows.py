@@ -130,10 +130,10 @@ class CatalogRows:
         current: str,
         databases: Callable[[], RowSource],
         other: Callable[[str], CatalogRows],
-        procedures: Callable[[], list[str]],
+        modules: Callable[[], list[tuple[str, str]]],
     ) -> None:
         self._broker = broker
-        self._procedures = procedures
+        self._modules = modules
         self._current = current
         self._databases = databases
         self._other = other
@@ -177,6 +177,8 @@ class CatalogRows:
             return self._databases()
         if key == "objects":
             return self._objects()
+        if key == "triggers":
+            return self._triggers()
         if key in SECURITY_VIEWS:  # what the security statements and sp_configure record
             return SECURITY_VIEWS[key](self._broker, lambda: self._other("master").broker)
         method = getattr(self._broker.views, key, None) if not key.startswith("_") else None
@@ -210,23 +212,52 @@ class CatalogRows:
                 "name": Typed(name, SYSNAME),
                 "object_id": Typed(procedure_id(name), INT),
                 "schema_id": Typed(1, INT),
-                "type": Typed("P ", columns[3][1]),
-                "type_desc": Typed("SQL_STORED_PROCEDURE", columns[4][1]),
+                "type": Typed(f"{kind:<2}", columns[3][1]),
+                "type_desc": Typed(
+                    "SQL_STORED_PROCEDURE" if kind == "P" else "SQL_TRIGGER", columns[4][1]
+                ),
             }
-            for name in self._procedures()
+            for name, kind in self._modules()
         )
         return RowSource(columns, rows)
 
+    def _triggers(self) -> RowSource:
+        """sys.triggers (sys-triggers-transact-sql.md): the DML triggers, all AFTER, enabled."""
+        flag = SqlType("BIT")
+        columns = (
+            ("name", SYSNAME),
+            ("object_id", INT),
+            ("parent_class_desc", SqlType("NVARCHAR", 60)),
+            ("type", SqlType("CHAR", 2)),
+            ("type_desc", SqlType("NVARCHAR", 60)),
+            ("is_disabled", flag),
+            ("is_instead_of_trigger", flag),
+        )
+        rows = [
+            {
+                "name": Typed(name, SYSNAME),
+                "object_id": Typed(procedure_id(name), INT),
+                "parent_class_desc": Typed("OBJECT_OR_COLUMN", columns[2][1]),
+                "type": Typed("TR", columns[3][1]),
+                "type_desc": Typed("SQL_TRIGGER", columns[4][1]),
+                "is_disabled": Typed(0, flag),
+                "is_instead_of_trigger": Typed(0, flag),
+            }
+            for name, kind in self._modules()
+            if kind == "TR"
+        ]
+        return RowSource(columns, rows)
+
     def object_id(self, name: str) -> int | None:
-        """OBJECT_ID(name) for a queue or a stored procedure of this database (None for
-        anything else)."""
+        """OBJECT_ID(name) for a queue, a stored procedure or a trigger of this database
+        (None for anything else)."""
         last = name.split(".")[-1].strip("[]")
         for q in self._broker.views.service_queues():
             if q.name.casefold() == last.casefold():
                 return q.object_id
-        for procedure in self._procedures():
-            if procedure.casefold() == last.casefold():
-                return procedure_id(procedure)
+        for module, _ in self._modules():
+            if module.casefold() == last.casefold():
+                return procedure_id(module)
         return None
 
 

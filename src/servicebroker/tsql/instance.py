@@ -30,6 +30,7 @@ from .queries import RowSource
 from .results import Results
 from .script import split_batches
 from .tables import ensure_registry, placeholder
+from .triggers import TriggerStore
 from .types import BIT, INT, SYSNAME, UNIQUEIDENTIFIER, SqlType, Typed
 
 __all__ = ["DATABASES_COLUMNS", "Instance"]
@@ -69,6 +70,7 @@ class Instance:
         )
         self._brokers: dict[str, Broker] = {}
         self._procedures: dict[str, ProcedureStore] = {}
+        self._triggers: dict[str, TriggerStore] = {}
         self._lock = threading.RLock()
         self._started = False
         if not self._postgres:
@@ -163,6 +165,9 @@ class Instance:
                 self._brokers[key] = broker
                 store = ProcedureStore(broker, _parse_procedure, self._runner(stored))
                 self._procedures[key] = store
+                triggers = TriggerStore(broker)
+                triggers.ensure()
+                self._triggers[key] = triggers
                 store.register_all()
                 broker.register_procedure_finder(store.find)  # created later, anywhere
                 ensure_registry(broker)
@@ -185,6 +190,16 @@ class Instance:
         self.database(database)
         with self._lock:
             return self._procedures[database.casefold()]
+
+    def triggers(self, database: str) -> TriggerStore:
+        """The DML triggers of ``database``.
+
+        Raises:
+            TSqlError: Msg 911, no such database.
+        """
+        self.database(database)
+        with self._lock:
+            return self._triggers[database.casefold()]
 
     def _runner(self, database: str) -> Callable[[str], Callable[[ActivationContext], None]]:
         """What activation runs for a T-SQL procedure of ``database``: a session of its own,
@@ -257,6 +272,7 @@ class Instance:
         with self._lock:
             broker = self._brokers.pop(found.casefold(), None)
             self._procedures.pop(found.casefold(), None)
+            self._triggers.pop(found.casefold(), None)
         if broker is not None:
             broker.close()
         self.link.forget()
@@ -378,6 +394,7 @@ class Instance:
             brokers = list(self._brokers.values())
             self._brokers.clear()
             self._procedures.clear()
+            self._triggers.clear()
         for broker in brokers:
             broker.close()
 

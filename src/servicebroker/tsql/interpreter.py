@@ -23,7 +23,7 @@ import contextlib
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager, suppress
 from datetime import UTC, datetime
-from typing import Protocol
+from typing import Any, Protocol, cast
 
 from ..broker import Broker
 from ..clock import Clock
@@ -42,12 +42,14 @@ from .queries import RowSource, run_query
 from .results import Results, ResultSet
 from .savepoints import SAVEPOINT_STATEMENTS, rolled_back_to_savepoint, savepoint_name
 from .scope import ErrorContext, Scope, to_type
+from .security import procedure_context
 from .select_routing import reads_application_tables
 from .signals import SIGNAL_STATEMENTS
 from .sqlerrors import broker_error
 from .system_procedures import SYSTEM_STATEMENTS
 from .table_variables import TABLE_VARIABLE_STATEMENTS, TableVariable, VariableSources
-from .tables import TABLE_STATEMENTS, query_rows, run_select
+from .tables import TABLE_STATEMENTS, StatementRows, query_rows, run_select
+from .triggers import TRIGGER_STATEMENTS, TriggerStore
 from .types import INT, NVARCHAR, SqlType, Typed
 from .xml_schema_sources import XML_SCHEMA_STATEMENTS
 
@@ -110,6 +112,7 @@ class InstanceSeam(Protocol):
     def drop_database(self, name: str) -> None: ...
     def set_option(self, database: str, key: str, value: str) -> None: ...
     def procedures(self, database: str) -> ProcedureStore: ...
+    def triggers(self, database: str) -> TriggerStore: ...
 
 
 class Session:
@@ -151,6 +154,10 @@ class Session:
         self._procedure: str | None = None
         self._nesting = 0
         self._captured: list[ResultSet] | None = None
+        self._trigger_tables: dict[str, RowSource] = {}  # inserted, deleted (in a trigger)
+        # in a trigger: its statement's rows, and the temporary tables made of them
+        self._trigger_rows: tuple[StatementRows, dict[str, str]] | None = None
+        self._firing: set[str] = set()  # the triggers running now (no direct recursion)
 
     # -- events -----------------------------------------------------------------------------
     def emit(self, event: ResultSet | str | int | TSqlError) -> None:
@@ -282,7 +289,9 @@ class Session:
         )
 
     def _sources(self) -> VariableSources:
-        return VariableSources(self._rows_of(self.database), self.table_variables)
+        return VariableSources(
+            self._rows_of(self.database), self.table_variables, self._trigger_tables
+        )
 
     def table_variable(self, name: str) -> TableVariable:
         """The table variable ``name`` (Msg 1087 when the batch did not declare it)."""
@@ -297,7 +306,7 @@ class Session:
             database,
             self.instance.databases_view,
             self._rows_of,
-            self.instance.procedures(database).names,
+            self._modules(database),
         )
 
     # -- batches ----------------------------------------------------------------------------
@@ -389,6 +398,7 @@ class Session:
         conversation = (
             CONVERSATION_STATEMENTS.get(type(s))
             or CALL_STATEMENTS.get(type(s))
+            or TRIGGER_STATEMENTS.get(type(s))
             or TABLE_STATEMENTS.get(type(s))
             or TABLE_VARIABLE_STATEMENTS.get(type(s))
             or CURSOR_STATEMENTS.get(type(s))
@@ -510,8 +520,9 @@ class Session:
 
     @contextmanager
     def frame(self, procedure: str | None = None) -> Iterator[None]:
-        """Run what follows with variables of its own — a procedure's (named ``procedure``,
-        which its errors then carry) or dynamic SQL's — and the caller's back after."""
+        """Run what follows with variables of its own — a procedure's or trigger's (named
+        ``procedure``, which its errors then carry) or dynamic SQL's — and the caller's
+        variables and SET options back after."""
         if self._nesting >= MAX_NESTLEVEL:
             raise TSqlError(
                 217,
@@ -521,6 +532,9 @@ class Session:
             )
         saved = (self._variables, self._declared, self._procedure)
         outer = (self.table_variables, self.cursors.local)
+        # set-statements-transact-sql.md: a SET option set in a procedure, trigger or dynamic
+        # SQL is restored when control returns from it
+        options = (self.nocount, self.xact_abort)
         self.table_variables, self.cursors.local = {}, {}
         self._nesting += 1
         self._variables, self._declared = {}, {}
@@ -532,6 +546,7 @@ class Session:
             self._nesting -= 1
             self._variables, self._declared, self._procedure = saved
             self.table_variables, self.cursors.local = outer
+            self.nocount, self.xact_abort = options
 
     def run_body(self, statements: tuple[n.Statement, ...] | list[n.Statement]) -> int:
         """Run a procedure's (or dynamic SQL's) statements; the value its RETURN gave (0).
@@ -546,9 +561,133 @@ class Session:
             return returned.value
         return 0
 
+    def open_transaction(self) -> Transaction | None:
+        """The session's broker transaction when one is open (begun by a statement), else
+        None: the database's stored modules are read in it, never in a transaction of their
+        own, which would wait for the write lock this one may hold."""
+        return self._tx
+
+    def _modules(self, database: str) -> Callable[[], list[tuple[str, str]]]:
+        """The stored procedures and triggers of ``database`` for the catalog views, as
+        (name, type) — ``P`` or ``TR`` — read in the open transaction when it is that
+        database's."""
+
+        def listed() -> list[tuple[str, str]]:
+            tx = self._tx if database.casefold() == self.database.casefold() else None
+            return [
+                *((name, "P") for name in self.instance.procedures(database).names(tx)),
+                *((name, "TR") for name in self.instance.triggers(database).names(tx)),
+            ]
+
+        return listed
+
     def procedures_here(self) -> ProcedureStore:
         """The stored procedures of the session's current database."""
         return self.instance.procedures(self.database)
+
+    def triggers_here(self) -> TriggerStore:
+        """The DML triggers of the session's current database."""
+        return self.instance.triggers(self.database)
+
+    def triggers_on(self, tx: Transaction, table: str, event: str) -> list[n.CreateTrigger]:
+        """The triggers of ``table`` (case-folded) that fire for ``event`` (INSERT, UPDATE,
+        DELETE), read in ``tx``, but one running now (RECURSIVE_TRIGGERS is OFF, SQL Server's
+        default: a trigger's own change to its table does not fire it again)."""
+        return [
+            t
+            for t in self.triggers_here().on_table(tx, table)
+            if event in t.events and t.name.split(".")[-1].casefold() not in self._firing
+        ]
+
+    def forget_triggers(self, tx: Transaction, table: str) -> None:
+        """DROP TABLE ``table``: its triggers go with it, in ``tx``."""
+        self.triggers_here().drop_table(tx, table)
+
+    def fire_triggers(self, triggers: list[n.CreateTrigger], rows: StatementRows) -> None:
+        """Run each of ``triggers`` after the statement whose changes ``rows`` holds, in its
+        transaction (create-trigger-transact-sql.md): ``inserted`` and ``deleted`` hold the
+        statement's rows, @@ROWCOUNT is its count and @@TRANCOUNT at least 1 when the body
+        starts, and XACT_ABORT is ON, so that an error in the body rolls the transaction back
+        and ends the batch. A trigger that ends the transaction (ROLLBACK) ends the batch with
+        Msg 3609 after its body.
+
+        Raises:
+            _BatchAbort: the transaction was rolled back in the trigger.
+        """
+        for trigger in triggers:
+            name = trigger.name.split(".")[-1]
+            implicit = self.trancount == 0
+            saved = (self._trigger_tables, self._trigger_rows, self.rowcount)
+            if implicit:
+                self.trancount = 1  # the statement's own transaction, as @@TRANCOUNT shows it
+            self._firing.add(name.casefold())
+            try:
+                with (
+                    self.frame(name),
+                    procedure_context(cast(Any, self), trigger.execute_as, trigger.line),
+                ):
+                    self._trigger_tables = {"inserted": rows.inserted, "deleted": rows.deleted}
+                    self._trigger_rows = (rows, {})
+                    self.xact_abort = True
+                    self.rowcount = rows.count
+                    try:
+                        self.run_body(trigger.body)
+                    finally:
+                        self._drop_trigger_tables()
+            except BaseException:
+                if implicit:  # the statement's own transaction goes with its error (CATCH)
+                    self._rollback_all()
+                raise
+            finally:
+                self._firing.discard(name.casefold())
+                self._trigger_tables, self._trigger_rows, _ = saved
+            if self.trancount == 0 or self._tx is None:  # ROLLBACK in the trigger
+                self._rollback_all()
+                self.emit(
+                    TSqlError(
+                        3609,
+                        "The transaction ended in the trigger. The batch has been aborted.",
+                        line=self._line,
+                    )
+                )
+                raise _BatchAbort
+            if implicit:
+                self.trancount = 0
+        self.rowcount = rows.count
+
+    def trigger_table(self, name: str) -> str | None:
+        """In a trigger, the name under which the database underneath has its ``inserted`` or
+        ``deleted`` table (``name``), for a statement on the application's tables that reads
+        it: a temporary table, made with the trigger table's columns on first use and dropped
+        when the trigger ends. None outside a trigger, and for any other name."""
+        key = name.strip("[]").casefold()
+        if self._trigger_rows is None or key not in ("inserted", "deleted"):
+            return None
+        rows, made = self._trigger_rows
+        temporary = made.get(key)
+        if temporary is None:
+            temporary = f"sb_trigger_{key}_{self._nesting}"
+            source = '"' + rows.table.replace('"', '""') + '"'
+            tx = self.tx
+            tx.execute(f"CREATE TEMPORARY TABLE {temporary} AS SELECT * FROM {source} WHERE 1 = 0")
+            values = rows.inserted_raw if key == "inserted" else rows.deleted_raw
+            if values:
+                mark = "%s" if self.postgres else "?"
+                marks = ", ".join([mark] * len(values[0]))
+                tx.executemany(f"INSERT INTO {temporary} VALUES ({marks})", values)
+            made[key] = temporary
+        return temporary
+
+    def _drop_trigger_tables(self) -> None:
+        """The trigger ends: drop the temporary tables :meth:`trigger_table` made (with the
+        transaction, if the trigger rolled it back)."""
+        if self._trigger_rows is None:
+            return
+        made = self._trigger_rows[1]
+        if made and self._tx is not None:
+            for temporary in made.values():
+                self._tx.execute(f"DROP TABLE {temporary}")
+        made.clear()
 
     def call_procedure(self, name: str) -> None:
         """EXEC ``name`` with no arguments, as activation runs a queue's procedure; errors

@@ -64,6 +64,7 @@ __all__ = [
     "Continue",
     "CreateDatabase",
     "CreateProcedure",
+    "CreateTrigger",
     "CursorStatement",
     "DatabaseOptions",
     "Ddl",
@@ -72,6 +73,7 @@ __all__ = [
     "DeleteVariable",
     "DropDatabase",
     "DropProcedure",
+    "DropTrigger",
     "EndConversation",
     "Execute",
     "ExecuteString",
@@ -530,6 +532,32 @@ class CreateProcedure:
 
 
 @dataclass(frozen=True)
+class CreateTrigger:
+    """CREATE [OR ALTER] | ALTER TRIGGER name ON table [WITH EXECUTE AS …] {FOR | AFTER}
+    {INSERT, UPDATE, DELETE} AS body (create-trigger-transact-sql.md): the whole batch, a DML
+    trigger on one of the application's tables. ``events`` the DML verbs it fires for;
+    ``source`` the batch's text (what is stored); ``mode`` CREATE, ALTER or CREATE OR ALTER."""
+
+    line: int
+    name: str
+    table: tuple[str, ...]
+    events: frozenset[str]
+    body: tuple[Statement, ...]
+    source: str = field(compare=False)
+    mode: str = "CREATE"
+    execute_as: str | None = None
+
+
+@dataclass(frozen=True)
+class DropTrigger:
+    """DROP TRIGGER [IF EXISTS] name [, …] (drop-trigger-transact-sql.md, the DML form)."""
+
+    line: int
+    names: tuple[str, ...]
+    if_exists: bool = False
+
+
+@dataclass(frozen=True)
 class DropProcedure:
     """DROP PROCEDURE [IF EXISTS] name [, …]."""
 
@@ -620,6 +648,8 @@ Statement = (
     | Ddl
     | XmlSchemaSource
     | CreateProcedure
+    | CreateTrigger
+    | DropTrigger
     | DropProcedure
     | Execute
     | ExecuteString

@@ -16,11 +16,12 @@ import threading
 from collections.abc import Callable
 
 from ..broker import ActivationContext, Broker
+from ..engine.transaction import Transaction
 from ..errors import BrokerError, TSqlError
 from . import nodes as n
 from .tables import placeholder
 
-__all__ = ["TABLE", "ProcedureStore"]
+__all__ = ["TABLE", "ProcedureStore", "read_in"]
 
 log = logging.getLogger(__name__)
 
@@ -75,12 +76,14 @@ class ProcedureStore:
             return None
         return self._runner(_key(name))
 
-    def get(self, name: str) -> n.CreateProcedure | None:
-        """The procedure ``name`` as stored now, or None."""
+    def get(self, name: str, tx: Transaction | None = None) -> n.CreateProcedure | None:
+        """The procedure ``name`` as stored now, or None; read in ``tx`` when given (the
+        session's open transaction: a transaction of its own would wait for the write lock
+        that one holds)."""
         self._ensure()
         key = _key(name)
-        rows = self._broker.execute(
-            f"SELECT definition FROM {TABLE} WHERE name = {self._mark()}", (key,)
+        rows = read_in(
+            self._broker, tx, f"SELECT definition FROM {TABLE} WHERE name = {self._mark()}", (key,)
         )
         if not rows:
             return None
@@ -94,12 +97,13 @@ class ProcedureStore:
             self._parsed[key] = (definition, procedure)
         return procedure
 
-    def names(self) -> list[str]:
-        """The stored procedures' names, as their CREATE PROCEDURE wrote them (no schema)."""
+    def names(self, tx: Transaction | None = None) -> list[str]:
+        """The stored procedures' names, as their CREATE PROCEDURE wrote them (no schema);
+        read in ``tx`` when given (as :meth:`get`)."""
         self._ensure()
         names = []
-        for (key,) in self._broker.execute(f"SELECT name FROM {TABLE} ORDER BY name"):
-            procedure = self.get(str(key))
+        for (key,) in read_in(self._broker, tx, f"SELECT name FROM {TABLE} ORDER BY name", ()):
+            procedure = self.get(str(key), tx)
             if procedure is not None:
                 names.append(procedure.name.split(".")[-1])
         return names
@@ -165,6 +169,15 @@ class ProcedureStore:
             tx.execute(f"DELETE FROM {TABLE} WHERE name = {mark}", (key,))
         with self._lock:
             self._parsed.pop(key, None)
+
+
+def read_in(
+    broker: Broker, tx: Transaction | None, sql: str, params: tuple[object, ...]
+) -> list[tuple[object, ...]]:
+    """Rows of ``sql`` read in ``tx`` (a session's open transaction: a transaction of its own
+    would wait for the write lock that one may hold), or in a transaction of their own on
+    ``broker``."""
+    return tx.execute(sql, params) if tx is not None else broker.execute(sql, params)
 
 
 def activation_principal(broker: Broker, queue_name: str) -> str | None:

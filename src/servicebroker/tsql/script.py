@@ -2,8 +2,9 @@
 a batch until a ``GO [count]`` line, which runs it; ``$(name)`` is replaced by the scripting
 variable's value (``-v name=value``, ``:setvar name "value"``); ``:r file`` reads a file in
 place; ``:on error exit | ignore`` says whether a failing batch ends the script (as ``-b``
-does); ``:exit`` / ``exit`` / ``quit`` end it. ``:connect`` and other commands that need another
-server are refused by name.
+does); ``:connect server`` switches the run to another instance (when the runner can: the
+batch gathered so far runs first, where it was gathered); ``:exit`` / ``exit`` / ``quit`` end it.
+The other commands and ``!!`` (an operating-system command) are refused by name.
 """
 
 from __future__ import annotations
@@ -99,6 +100,9 @@ class Script:
     run_batch: Callable[[str], bool]
     variables: dict[str, str] = field(default_factory=dict)
     exit_on_error: bool = False
+    connect: Callable[[str], None] | None = None
+    """``:connect server``: switch the run to another instance (``-S``'s forms); None: the
+    command is refused."""
     failed: bool = False
     exited: bool = False
     _depth: int = field(default=0, init=False, repr=False)  # :r files read one inside another
@@ -137,6 +141,14 @@ class Script:
                 if command is not None:
                     self._command(command.group(1).lower(), command.group(2), base, lines, number)
                     continue
+                if line.lstrip().startswith("!!"):
+                    raise TSqlError(
+                        0,
+                        f"Sqlcmd: Error: Syntax error at line {number} near command '!!': "
+                        f"servicebroker sqlcmd runs no operating-system commands.",
+                        severity=16,
+                        line=number,
+                    )
                 if line.strip().lower() in ("exit", "quit", "exit()"):
                     batch = "\n".join(lines)
                     lines = []
@@ -213,11 +225,27 @@ class Script:
                 self.exit_on_error = words[1] == "exit"
         elif name in ("exit", "quit"):
             self.exited = True
+        elif name == "connect" and self.connect is not None:
+            words = self._substitute(rest, number).split()
+            if not words:
+                raise TSqlError(
+                    0,
+                    f"Sqlcmd: Error: Syntax error at line {number} near command ':connect': "
+                    f"it names no server.",
+                    severity=16,
+                    line=number,
+                )
+            # the batch typed so far runs where it was typed, as sqlcmd runs it at :connect
+            pending = "\n".join(lines)
+            lines.clear()
+            if pending.strip() and self._run(pending):
+                return
+            self.connect(words[0].strip('"'))  # -l timeout, -U user, -P password: not needed
         else:
             raise TSqlError(
                 0,
                 f"Sqlcmd: Error: the command ':{name}' is not supported by servicebroker sqlcmd "
-                f"(it runs :setvar, :r, :on error, :exit; one instance per run, so no :connect).",
+                f"(it runs :setvar, :r, :on error, :connect, :exit).",
                 severity=16,
                 line=number,
             )

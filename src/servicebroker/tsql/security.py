@@ -32,6 +32,7 @@ from cryptography.hazmat.primitives.asymmetric import ec
 from cryptography.x509.oid import NameOID
 
 from ..broker import Broker
+from ..engine.transaction import Transaction
 from ..errors import TSqlError
 from . import security_records as records
 from .evaluate import evaluate
@@ -95,6 +96,7 @@ class SecuritySession(Scope, Protocol):
     def postgres(self) -> bool: ...
     def emit(self, event: ResultSet | str | int | TSqlError) -> None: ...
     def assign(self, name: str, value: Typed) -> None: ...
+    def open_transaction(self) -> Transaction | None: ...
 
 
 def _error(number: int, line: int, *args: object, severity: int = 16) -> TSqlError:

@@ -22,13 +22,16 @@ class _Sources(Protocol):
     """The interpreter's row sources (:class:`.table_variables.VariableSources`)."""
 
     def has(self, parts: tuple[str, ...]) -> bool: ...
+    def in_database(self, parts: tuple[str, ...]) -> bool: ...
 
 
 def reads_application_tables(
     select: n.SelectCore, sources: _Sources, session: TableSession, line: int
 ) -> bool:
     """Whether ``select`` reads the application's tables (else views, queues, table variables
-    or nothing); ``sources`` the interpreter's, ``line`` the statement's.
+    or nothing); ``sources`` the interpreter's, ``line`` the statement's. A trigger's
+    ``inserted`` and ``deleted`` are read by the interpreter alone, and in the database with
+    the application's tables.
 
     Raises:
         TSqlError: Msg 208, a name in a mixed join that is neither a source nor a table;
@@ -39,9 +42,13 @@ def reads_application_tables(
     named.extend(j.source for j in select.joins)
     ours = [sources.has(parts) for parts in named]
     on_tables = not all(ours)
+    if on_tables:  # a trigger's inserted and deleted join the application's tables there
+        ours = [
+            our and not sources.in_database(parts) for parts, our in zip(named, ours, strict=True)
+        ]
     if on_tables and any(ours):
         for parts, our in zip(named, ours, strict=True):
-            if not our and not table_exists(session, parts):
+            if not our and not sources.in_database(parts) and not table_exists(session, parts):
                 raise TSqlError(208, f"Invalid object name '{'.'.join(parts)}'.", line=line)
         raise not_supported(
             "A join of the application's tables with catalog views, queues or table variables",

@@ -116,7 +116,7 @@ def _sp_helptext(session: SecuritySession, s: n.Execute, args: list[str | None])
     if not args or args[0] is None:
         raise _expects("sp_helptext", "@objname", s.line)
     name = args[0]
-    procedure = session.instance.procedures(session.database).get(name)
+    procedure = session.instance.procedures(session.database).get(name, session.open_transaction())
     if procedure is None:
         if session.object_id(name) is not None:  # a queue: no text
             raise TSqlError(15197, sql_message(15197, name), line=s.line)

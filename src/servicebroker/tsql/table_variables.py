@@ -90,17 +90,39 @@ def _key(value: Typed) -> object:
 
 
 class VariableSources:
-    """Where FROM finds rows: the batch's table variables (``@t``), else the catalog views and
+    """Where FROM finds rows: the batch's table variables (``@t``), in a trigger its
+    ``inserted`` and ``deleted`` tables (``trigger_tables``), else the catalog views and
     queues of :class:`~.catalog_rows.CatalogRows`."""
 
-    def __init__(self, base: CatalogRows, tables: dict[str, TableVariable]) -> None:
+    def __init__(
+        self,
+        base: CatalogRows,
+        tables: dict[str, TableVariable],
+        trigger_tables: dict[str, RowSource] | None = None,
+    ) -> None:
         self.base = base
         self.tables = tables
+        self.trigger_tables = trigger_tables or {}
+
+    def _trigger_table(self, parts: tuple[str, ...]) -> RowSource | None:
+        if len(parts) != 1:
+            return None
+        return self.trigger_tables.get(parts[0].strip("[]").casefold())
 
     def has(self, parts: tuple[str, ...]) -> bool:
         """True when the interpreter reads ``parts`` itself: a table variable (declared or not:
-        Msg 1087 then, never the application's table) or what ``base`` reads."""
-        return parts[-1].startswith("@") or self.base.has(parts)
+        Msg 1087 then, never the application's table), a trigger's ``inserted`` or
+        ``deleted``, or what ``base`` reads."""
+        return (
+            parts[-1].startswith("@")
+            or self._trigger_table(parts) is not None
+            or self.base.has(parts)
+        )
+
+    def in_database(self, parts: tuple[str, ...]) -> bool:
+        """True for a trigger's ``inserted`` and ``deleted``: the database underneath has them
+        too (as temporary tables), so they join the application's tables there."""
+        return self._trigger_table(parts) is not None
 
     def table(self, name: str, line: int) -> TableVariable:
         """The table variable ``name`` (Msg 1087 when not declared)."""
@@ -116,6 +138,9 @@ class VariableSources:
         ``base``'s (a catalog view or a queue)."""
         if parts[-1].startswith("@"):
             return self.table(parts[-1], line).source()
+        trigger_table = self._trigger_table(parts)
+        if trigger_table is not None:  # a copy: the trigger's statements cannot change it
+            return RowSource(trigger_table.columns, [dict(r) for r in trigger_table.rows])
         return self.base.rows(parts, line)
 
     def object_id(self, name: str) -> int | None:
