@@ -545,9 +545,7 @@ class PostgresConnection(NamedQueryConnection):
         """
         try:
             rows = self._conn.execute(
-                _Q[name],
-                params,
-                binary=True,  # the bodies as bytes, not hex text
+                _Q[name], params, binary=True  # the bodies as bytes, not hex text
             ).fetchall()
         except StorageError:
             self._lock_unknown = True  # failed after its lock? release_locks frees them all
