@@ -548,15 +548,20 @@ class Receiving:
                 check_queue()
                 if fast:  # the transaction's first RECEIVE: one storage call
                     return self._first_group(queue, statement, limit) or None
-                return (  # one storage call too, ranking the groups it holds (PRI-9)
-                    conn.receive_next_group(
-                        queue.queue_id,
-                        limit,
-                        received=self._received_by,
-                        known_locked=self._known_locked(),
+                for _ in range(8):
+                    held = conn.held_groups()
+                    group = conn.lock_next_group(
+                        queue.queue_id, self._received_by, known_locked=self._known_locked()
                     )
-                    or None
-                )
+                    if group is None:
+                        return None
+                    rows = self._take(conn.group_messages(group, fetch(group)), limit)
+                    if rows:
+                        return rows
+                    if group not in held:
+                        # read before its last holder committed: the group is empty now
+                        conn.unlock_group(group)
+                return None
 
             attempt = next_group
 

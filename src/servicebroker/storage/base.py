@@ -502,23 +502,6 @@ class StorageConnection(ClaimStore, StatisticsStore, TransmissionStore, Protocol
         """
         ...
 
-    def receive_next_group(
-        self,
-        queue_id: int,
-        limit: int,
-        *,
-        received: Mapping[bytes, Collection[int]],
-        known_locked: set[bytes],
-    ) -> list[MessageRow]:
-        """A RECEIVE while the connection holds groups already: the group
-        :meth:`lock_next_group` would choose (a held group ranked by its first ready message not
-        in ``received[group]``, the queuing orders this transaction received from it, PRI-9),
-        locked if it was not held, and its ready messages not received yet, in RECEIVE order (at
-        most ``limit``, -1: all); on PostgreSQL in one round trip. A free group found emptied
-        once locked is given back and the next tried (eight at most); ``[]``: none had.
-        ``known_locked`` as in :meth:`lock_next_group`."""
-        ...
-
     def receive_first_group(
         self,
         queue_id: int,

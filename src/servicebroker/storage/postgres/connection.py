@@ -490,62 +490,17 @@ class PostgresConnection(NamedQueryConnection):
                 return None
             group = self.lock_next_group(queue_id, {}, known_locked=known_locked)
             return [] if group is None else self.group_messages(group, limit)
-        stored, messages = self._received(
-            "receive_first_group",
-            (
-                self._storage.lock_prefix,
-                queue_id,
-                list(known_locked),
-                self._limit(limit),
-                catalog_version,
-            ),
-            known_locked,
-        )
-        if catalog_version is not None and stored is not None and stored != catalog_version:
-            return None
-        return messages
-
-    def receive_next_group(
-        self,
-        queue_id: int,
-        limit: int,
-        *,
-        received: Mapping[bytes, Collection[int]],
-        known_locked: set[bytes],
-    ) -> list[MessageRow]:
-        """One call of the server function ``servicebroker_receive_held`` (migration 21): it
-        ranks the held groups by what they have left, compares the best with the free groups,
-        locks a free one that comes first, and reads the chosen group's messages not received
-        yet; see the contract."""
-        return self._received(
-            "receive_next_group",
-            (
-                self._storage.lock_prefix,
-                queue_id,
-                list(self._held),
-                [order for orders in received.values() for order in orders],
-                list(known_locked),
-                self._limit(limit),
-            ),
-            known_locked,
-        )[1]
-
-    def _received(
-        self, name: str, params: Sequence[Any], known_locked: set[bytes]
-    ) -> tuple[int | None, list[MessageRow]]:
-        """Run RECEIVE's server function ``name`` (migrations 17 and 21): its rows are headers
-        (no message; the last one before the messages gives the stored catalog version, the
-        lock key taken, None: none, and the groups found held by others), then the messages.
-        Returns the stored catalog version (None: not read) and the messages, the group they
-        come from held from now on (none when the version was not the caller's: nothing was
-        locked).
-
-        Raises:
-            StorageError: the call failed, or got no answer (its session was ended under it).
-        """
         try:
             rows = self._conn.execute(
-                _Q[name], params, binary=True  # the bodies as bytes, not hex text
+                _Q["receive_first_group"],
+                (
+                    self._storage.lock_prefix,
+                    queue_id,
+                    list(known_locked),
+                    self._limit(limit),
+                    catalog_version,
+                ),
+                binary=True,  # the bodies as bytes, not hex text
             ).fetchall()
         except StorageError:
             self._lock_unknown = True  # failed after its lock? release_locks frees them all
@@ -556,15 +511,18 @@ class PostgresConnection(NamedQueryConnection):
             # not the function's answer: the session was ended under the call
             self._lock_unknown = True
             raise StorageError(
-                f"{self._storage.database}: RECEIVE got no answer from its server function "
+                f"{self._storage.database}: RECEIVE got no answer from servicebroker_receive "
                 f"(its session was ended while it ran); the transaction was rolled back",
                 database=self._storage.database,
             )
         stored, key, busy = header
+        if catalog_version is not None and int(stored) != catalog_version:
+            return None
         known_locked.update(bytes(g) for g in busy)
-        if key is not None:
-            self._held[bytes(messages[0][3])] = int(key)
-        return (None if stored is None else int(stored)), rows_of(MessageRow, messages)
+        if key is None:
+            return []
+        self._held[bytes(messages[0][3])] = int(key)
+        return rows_of(MessageRow, messages)
 
     def release_locks(self, wake: Collection[int] | None = None) -> None:
         """Release every group lock this transaction holds, and wake the waiters of ``wake``

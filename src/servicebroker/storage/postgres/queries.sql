@@ -198,11 +198,6 @@ FROM (SELECT conversation_group_id, level, head_order,
 -- RECEIVE of a transaction holding no group, in one round trip (migration 17).
 SELECT * FROM servicebroker_receive(%s::text, %s::bigint, %b::bytea[], %s::bigint, %s::bigint);
 
--- name: receive_next_group
--- RECEIVE of a transaction holding groups, in one round trip (migration 21).
-SELECT * FROM servicebroker_receive_held(%s::text, %s::bigint, %b::bytea[], %b::bigint[],
-                                         %b::bytea[], %s::bigint);
-
 -- name: set_waiting
 INSERT INTO queue_waiters (queue_id, backend_pid, backend_start, waiting)
 SELECT %s, pid, backend_start, %s FROM pg_stat_activity WHERE pid = pg_backend_pid()

@@ -25,7 +25,6 @@ from collections.abc import Callable, Collection, Iterable, Iterator, Mapping, S
 from contextlib import contextmanager
 from typing import Any
 
-from ...arguments import MAX_TOP
 from ...errors import BrokerError, ConversationError, StorageError
 from ..migrations import migrate, schema_version
 from ..named import HeldHeads, NamedQueryConnection, held_best
@@ -324,30 +323,6 @@ class SqliteConnection(NamedQueryConnection):
             if rows:
                 return rows
             self.unlock_group(group)  # read before its last holder committed: empty now
-        return []
-
-    def receive_next_group(
-        self,
-        queue_id: int,
-        limit: int,
-        *,
-        received: Mapping[bytes, Collection[int]],
-        known_locked: set[bytes],
-    ) -> list[MessageRow]:
-        """:meth:`lock_next_group`, then :meth:`group_messages` without what was received (see
-        the contract): in this process, SQLite's statements cost no round trip."""
-        for _ in range(8):
-            held = self.held_groups()
-            group = self.lock_next_group(queue_id, received, known_locked=known_locked)
-            if group is None:
-                return []
-            skip = received.get(group, ())
-            fetch = -1 if limit < 0 else min(limit + len(skip), MAX_TOP)
-            rows = [r for r in self.group_messages(group, fetch) if r.queuing_order not in skip]
-            if rows:
-                return rows if limit < 0 else rows[:limit]
-            if group not in held:
-                self.unlock_group(group)  # read before its last holder committed: empty now
         return []
 
     def lock_next_group(

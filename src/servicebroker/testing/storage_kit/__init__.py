@@ -40,7 +40,6 @@ from .locks import (
     check_group_locks,
     check_lock_next_group,
     check_receive_first_group,
-    check_receive_next_group,
 )
 from .processes import (
     check_leadership,
@@ -92,7 +91,6 @@ __all__ = [
     "check_queue_row_changes",
     "check_reads_see_committed_rows",
     "check_receive_first_group",
-    "check_receive_next_group",
     "check_receive_order",
     "check_rollback_discards_writes",
     "check_statistics_rows",
@@ -115,7 +113,6 @@ CHECKS: tuple[Callable[[StorageOpener], None], ...] = (
     check_group_locks,
     check_lock_next_group,
     check_receive_first_group,
-    check_receive_next_group,
     check_transmission_queue,
     check_catalog_rows_and_version,
     check_catalog_conflict,

@@ -13,7 +13,6 @@ __all__ = [
     "check_group_locks",
     "check_lock_next_group",
     "check_receive_first_group",
-    "check_receive_next_group",
 ]
 
 
@@ -168,56 +167,6 @@ def check_receive_first_group(open_storage: StorageOpener) -> None:
         one.release_locks()
         kit.equal(bodies(elsewhere, known_locked={high}), [], "a group in known_locked")
         kit.equal(bodies(elsewhere), [b"h0", b"h1"], "every message of the group")
-
-
-def check_receive_next_group(open_storage: StorageOpener) -> None:
-    """receive_next_group, on a connection that holds groups: a held group ranks by its first
-    ready message not received (PRI-9) against the free groups, the best is taken (a free one
-    locked), its messages returned without those received, at most ``limit``; a group another
-    connection holds is skipped and named in ``known_locked``; ``[]`` when nothing is left."""
-    with kit.Bench(open_storage) as bench:
-        storage = bench.storage()
-        one, two = bench.connect(storage), bench.connect(storage)
-        queue_id = kit.new_queue(one)
-        held, better, worse, busy = kit.new_id(), kit.new_id(), kit.new_id(), kit.new_id()
-        kit.committed(
-            one,
-            lambda: one.insert_messages(
-                [
-                    kit.message(queue_id, held, kit.new_id(), priority=5, sequence=0, body=b"h0"),
-                    kit.message(queue_id, held, kit.new_id(), priority=5, sequence=1, body=b"h1"),
-                    kit.message(queue_id, held, kit.new_id(), priority=5, sequence=2, body=b"h2"),
-                    kit.message(queue_id, better, kit.new_id(), priority=7, body=b"better"),
-                    kit.message(queue_id, worse, kit.new_id(), priority=1, body=b"worse"),
-                    kit.message(queue_id, busy, kit.new_id(), priority=9, body=b"busy"),
-                ]
-            ),
-        )
-        order = kit.orders(one, queue_id)
-        kit.equal(two.try_lock_group(busy), True, "another connection holds one group")
-        kit.equal(one.try_lock_group(held), True, "this connection holds one")
-
-        def bodies(received: dict[bytes, list[int]], limit: int = -1) -> list[bytes]:
-            rows = one.receive_next_group(queue_id, limit, received=received, known_locked=known)
-            return [r.message_body for r in rows]
-
-        known: set[bytes] = set()
-        kit.equal(bodies({}), [b"better"], "a free group of a higher level comes first")
-        kit.expect(busy in known, "known_locked must name the group found held by another")
-        kit.equal(one.held_groups(), frozenset({held, better}), "the free group is locked")
-        got = {better: [order[b"better"]]}
-        kit.equal(
-            bodies(got, limit=1), [b"h0"], "then the held group's first message, at most limit"
-        )
-        got[held] = [order[b"h0"]]
-        kit.equal(bodies(got), [b"h1", b"h2"], "a held group without what was received")
-        got[held] += [order[b"h1"], order[b"h2"]]
-        kit.equal(bodies(got), [b"worse"], "a held group with nothing left does not qualify")
-        got[worse] = [order[b"worse"]]
-        kit.equal(bodies(got), [], "nothing left but a group another holds")
-        kit.equal(
-            one.held_groups(), frozenset({held, better, worse}), "nothing more is locked then"
-        )
 
 
 # -- transmission queue ------------------------------------------------------------------------

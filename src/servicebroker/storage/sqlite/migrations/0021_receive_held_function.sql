@@ -1,3 +1,0 @@
--- No-op on SQLite: PostgreSQL ranks the groups a transaction holds, and the free ones, in one
--- server call from here on (servicebroker_receive_held). SQLite runs in the broker's process,
--- where each query costs no round trip. Recorded, so both backends list the same migrations.
