@@ -313,22 +313,19 @@ class _Builder:
             isinstance(c, Token) and c.type == "ON" for c in tree.children
         ):
             raise not_supported("A DDL or logon trigger (ON DATABASE, ON ALL SERVER)", line)
-        names = tuple(
-            ".".join(self.x.qname(c))
-            for c in tree.children
-            if isinstance(c, Tree) and c.data == "qname"
-        )
-        if_exists = any(isinstance(c, Tree) and c.data == "if_exists" for c in tree.children)
-        return n.DropTrigger(line, names, if_exists)
+        return n.DropTrigger(line, *self._dropped(tree))
 
     def s_drop_procedure(self, tree: Tree[Token], line: int) -> n.DropProcedure:
+        return n.DropProcedure(line, *self._dropped(tree))
+
+    def _dropped(self, tree: Tree[Token]) -> tuple[tuple[str, ...], bool]:
+        """A DROP PROCEDURE / TRIGGER's names (``[schema.]name``) and whether IF EXISTS."""
         names = tuple(
             ".".join(self.x.qname(c))
             for c in tree.children
             if isinstance(c, Tree) and c.data == "qname"
         )
-        if_exists = any(isinstance(c, Tree) and c.data == "if_exists" for c in tree.children)
-        return n.DropProcedure(line, names, if_exists)
+        return names, any(isinstance(c, Tree) and c.data == "if_exists" for c in tree.children)
 
     def s_execute(self, tree: Tree[Token], line: int) -> n.Execute:
         return_variable = None

@@ -21,7 +21,7 @@ from ..errors import BrokerError, TSqlError
 from . import nodes as n
 from .tables import placeholder
 
-__all__ = ["TABLE", "ProcedureStore", "read_in"]
+__all__ = ["TABLE", "ProcedureStore", "drop_module", "read_in"]
 
 log = logging.getLogger(__name__)
 
@@ -153,22 +153,33 @@ class ProcedureStore:
         """
         self._ensure()
         key = _key(name)
-        mark = self._mark()
-        with self._broker.transaction() as tx:
-            gone = tx.execute(f"SELECT 1 FROM {TABLE} WHERE name = {mark}", (key,))
-            if not gone:
-                if if_exists:
-                    return
-                raise TSqlError(
-                    3701,
-                    f"Cannot drop the procedure '{name}', because it does not exist or you do "
-                    f"not have permission.",
-                    severity=11,
-                    line=line,
-                )
-            tx.execute(f"DELETE FROM {TABLE} WHERE name = {mark}", (key,))
+        drop_module(self._broker, TABLE, "procedure", name, key, if_exists=if_exists, line=line)
         with self._lock:
             self._parsed.pop(key, None)
+
+
+def drop_module(
+    broker: Broker, table: str, kind: str, name: str, key: str, *, if_exists: bool, line: int
+) -> None:
+    """DROP PROCEDURE / DROP TRIGGER: delete the row ``key`` of the stored modules' ``table``
+    (``kind`` and ``name`` as the error names them), in a transaction of its own.
+
+    Raises:
+        TSqlError: Msg 3701, no such row (unless ``if_exists``).
+    """
+    mark = placeholder(broker)
+    with broker.transaction() as tx:
+        if not tx.execute(f"SELECT 1 FROM {table} WHERE name = {mark}", (key,)):
+            if if_exists:
+                return
+            raise TSqlError(
+                3701,
+                f"Cannot drop the {kind} '{name}', because it does not exist or you do not have "
+                f"permission.",
+                severity=11,
+                line=line,
+            )
+        tx.execute(f"DELETE FROM {table} WHERE name = {mark}", (key,))
 
 
 def read_in(

@@ -24,7 +24,7 @@ from ..errors import TSqlError
 from . import nodes as n
 from .build import build_batch
 from .procedures import TABLE as PROCEDURES
-from .procedures import read_in
+from .procedures import drop_module, read_in
 from .tables import placeholder, table_exists
 
 __all__ = ["TABLE", "TRIGGER_STATEMENTS", "TriggerStore"]
@@ -164,19 +164,7 @@ class TriggerStore:
         """
         self.ensure()
         key = _key(name)
-        mark = placeholder(self._broker)
-        with self._broker.transaction() as tx:
-            if not tx.execute(f"SELECT 1 FROM {TABLE} WHERE name = {mark}", (key,)):
-                if if_exists:
-                    return
-                raise TSqlError(
-                    3701,
-                    f"Cannot drop the trigger '{name}', because it does not exist or you do not "
-                    f"have permission.",
-                    severity=11,
-                    line=line,
-                )
-            tx.execute(f"DELETE FROM {TABLE} WHERE name = {mark}", (key,))
+        drop_module(self._broker, TABLE, "trigger", name, key, if_exists=if_exists, line=line)
         with self._lock:
             self._parsed.pop(key, None)
 
