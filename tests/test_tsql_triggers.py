@@ -341,3 +341,37 @@ def test_an_update_trigger_sees_the_rows_its_where_chose(instance: Instance) -> 
     assert results.messages == ["1 row(s), new sum 7"]
     rows = instance.execute("SELECT id, v FROM T ORDER BY id").result_sets[0].values
     assert rows == [[1, 7], [2, 0], [3, 0]]
+
+
+def test_update_of_a_column_says_what_the_statement_wrote(instance: Instance) -> None:
+    """UPDATE (column) (update-trigger-functions-transact-sql.md): true for every column of an
+    INSERT, for the columns an UPDATE's SET names (even when no row changed), false for a
+    DELETE's; outside a trigger, Msg 140."""
+    instance.execute(
+        "CREATE TABLE Orders (id INT PRIMARY KEY, status VARCHAR(10), note VARCHAR(20));\nGO\n"
+        "CREATE TRIGGER trStatus ON Orders AFTER INSERT, UPDATE, DELETE AS\n"
+        "    IF UPDATE(status) PRINT 'status written'\n"
+        "    ELSE PRINT 'status not written';\n"
+        "    IF (UPDATE(note) OR UPDATE([id])) PRINT 'note or id written';\n"
+    )
+    said = [
+        instance.execute(text).messages
+        for text in (
+            "INSERT INTO Orders VALUES (1, 'new', NULL)",
+            "UPDATE Orders SET note = 'gift' WHERE id = 1",
+            "UPDATE Orders SET Status = 'paid' WHERE id = 99",
+            "DELETE FROM Orders",
+        )
+    ]
+    assert said == [
+        ["status written", "note or id written"],
+        ["status not written", "note or id written"],
+        ["status written"],
+        ["status not written"],
+    ]
+    with pytest.raises(TSqlError) as caught:
+        instance.execute("IF UPDATE(status) PRINT 'no'")
+    assert (caught.value.number, caught.value.message) == (
+        140,
+        "Can only use IF UPDATE within a CREATE TRIGGER statement.",
+    )

@@ -342,4 +342,6 @@ class ExpressionBuilder:
             )
         if rule == "exists":
             return n.Exists(self.select_core(c[0]))  # type: ignore[arg-type]
+        if rule == "column_updated":
+            return n.ColumnUpdated(name_of(c[0]))
         raise AssertionError(f"no node for condition rule {rule}")

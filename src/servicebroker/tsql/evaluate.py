@@ -141,7 +141,8 @@ def _case(expr: n.Case, scope: Scope) -> Typed:
                 | n.InQuery
                 | n.Like
                 | n.Between
-                | n.Exists,
+                | n.Exists
+                | n.ColumnUpdated,
             )
             if compare("=", operand, evaluate(when, scope), scope) is True:
                 return evaluate(then, scope)
@@ -372,6 +373,8 @@ def test(cond: n.Cond, scope: Scope) -> bool | None:
         return inside != cond.negated
     if isinstance(cond, n.Exists):
         return len(scope.subquery(cond.select)) > 0
+    if isinstance(cond, n.ColumnUpdated):
+        return scope.column_updated(cond.column)
     raise AssertionError(f"unknown condition {cond!r}")
 
 

@@ -16,6 +16,7 @@ __all__ = [
     "Case",
     "Cast",
     "Column",
+    "ColumnUpdated",
     "Compare",
     "Cond",
     "Exists",
@@ -241,7 +242,15 @@ class Exists:
     select: SelectCore
 
 
-Cond = Compare | Logical | Not | IsNull | InList | InQuery | Like | Between | Exists
+@dataclass(frozen=True)
+class ColumnUpdated:
+    """``UPDATE (column)`` in a trigger (update-trigger-functions-transact-sql.md): whether the
+    statement that fired it wrote the column."""
+
+    column: str
+
+
+Cond = Compare | Logical | Not | IsNull | InList | InQuery | Like | Between | Exists | ColumnUpdated
 """A search condition (true, false or unknown)."""
 
 

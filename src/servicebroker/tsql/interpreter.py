@@ -300,6 +300,23 @@ class Session:
     def cursor_status(self, kind: str, name: str) -> int:
         return self.cursors.status(kind, name)
 
+    def column_updated(self, column: str) -> bool:
+        """UPDATE (``column``) in a trigger: True for an INSERT's, and for an UPDATE that sets
+        the column (whatever the rows; none changed too), else False.
+
+        Raises:
+            TSqlError: Msg 140, outside a trigger.
+        """
+        if self._trigger_rows is None:
+            raise TSqlError(
+                140,
+                "Can only use IF UPDATE within a CREATE TRIGGER statement.",
+                severity=15,
+                line=self._line,
+            )
+        written = self._trigger_rows[0].written
+        return written is None or column.strip("[]").casefold() in written
+
     def _rows_of(self, database: str) -> CatalogRows:
         return CatalogRows(
             self.instance.database(database),

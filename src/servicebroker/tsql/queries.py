@@ -120,6 +120,9 @@ class _RowScope:
     def cursor_status(self, kind: str, name: str) -> int:
         return self.base.cursor_status(kind, name)
 
+    def column_updated(self, column: str) -> bool:
+        return self.base.column_updated(column)
+
     def subquery(self, select: n.SelectCore, outer: Scope | None = None) -> list[list[Typed]]:
         return self.base.subquery(select, outer if outer is not None else self)
 

@@ -37,7 +37,8 @@ class Scope(Protocol):
     none); ``now()`` / ``utc_now()`` the broker's clock as naive datetimes; ``caught()`` the error
     a CATCH block handles; ``xact_state()`` XACT_STATE(); ``cursor_status(kind, name)`` CURSOR_STATUS(); ``subquery(select, outer)`` a subquery's rows (``outer``: the row scope its outer references read);
     ``object_id``, ``database_id``, ``database_name`` OBJECT_ID, DB_ID and DB_NAME;
-    ``aggregate(call)`` COUNT / SUM / … over the current group (Msg 147 outside one); ``line`` the
+    ``aggregate(call)`` COUNT / SUM / … over the current group (Msg 147 outside one);
+    ``column_updated(column)`` a trigger's UPDATE (column) (Msg 140 outside one); ``line`` the
     batch line of the statement running.
     """
 
@@ -54,6 +55,7 @@ class Scope(Protocol):
     def database_id(self, name: str | None) -> int | None: ...
     def database_name(self, database_id: int | None) -> str | None: ...
     def aggregate(self, call: n.FunctionCall) -> Typed: ...
+    def column_updated(self, column: str) -> bool: ...
     @property
     def line(self) -> int: ...
 

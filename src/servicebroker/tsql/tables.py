@@ -71,7 +71,7 @@ class StatementRows:
     (case-folded) and its ``columns`` as recorded; the rows as the database returned them
     (``inserted_raw``, ``deleted_raw``: every column, in order) and as the trigger's
     ``inserted`` and ``deleted`` tables read them (typed as declared); ``count`` the rows the
-    statement changed."""
+    statement changed; ``written`` what UPDATE (column) answers."""
 
     table: str
     columns: tuple[tuple[str, SqlType | None], ...]
@@ -80,6 +80,9 @@ class StatementRows:
     inserted: RowSource
     deleted: RowSource
     count: int
+    written: frozenset[str] | None
+    """The columns the statement wrote, case-folded (an UPDATE's SET list; none for a
+    DELETE); None: every column (an INSERT)."""
 
 
 class TableSession(Scope, Protocol):
@@ -596,11 +599,26 @@ def _run_dml(session: TableSession, s: n.TableStatement, target: str, mark: str)
                     _source(columns, inserted),
                     _source(columns, deleted),
                     count,
+                    _written(s),
                 ),
             )
     session.rowcount = count
     if not session.nocount:
         session.emit(count)
+
+
+def _written(s: n.TableStatement) -> frozenset[str] | None:
+    """The columns INSERT, UPDATE or DELETE ``s`` writes, case-folded (None: every one)."""
+    if s.kind == "INSERT":
+        return None
+    if s.kind == "DELETE":
+        return frozenset()
+    tree = sqlglot.parse_one(without_clustering(s.text), read="tsql")
+    return frozenset(
+        item.this.name.casefold()
+        for item in tree.expressions
+        if isinstance(item, exp.EQ) and isinstance(item.this, exp.Column)
+    )
 
 
 def _trigger_columns(
