@@ -23,7 +23,7 @@ import contextlib
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager, suppress
 from datetime import UTC, datetime
-from typing import Any, Protocol, cast
+from typing import Protocol
 
 from ..broker import Broker
 from ..clock import Clock
@@ -42,15 +42,17 @@ from .queries import RowSource, run_query
 from .results import Results, ResultSet
 from .savepoints import SAVEPOINT_STATEMENTS, rolled_back_to_savepoint, savepoint_name
 from .scope import ErrorContext, Scope, to_type
-from .security import procedure_context
 from .select_routing import reads_application_tables
 from .signals import SIGNAL_STATEMENTS
 from .sqlerrors import broker_error
 from .system_procedures import SYSTEM_STATEMENTS
+from .table_dml import TABLE_STATEMENTS, StatementRows
 from .table_variables import TABLE_VARIABLE_STATEMENTS, TableVariable, VariableSources
-from .tables import TABLE_STATEMENTS, StatementRows, query_rows, run_select
+from .tables import query_rows, run_select
+from .trigger_runs import TriggerRunner
 from .triggers import TRIGGER_STATEMENTS, TriggerStore
-from .types import INT, NVARCHAR, SqlType, Typed
+from .types import INT, SqlType, Typed
+from .variables import Variables, system_variable
 from .xml_schema_sources import XML_SCHEMA_STATEMENTS
 
 __all__ = ["InstanceSeam", "Session"]
@@ -144,8 +146,7 @@ class Session:
         self._doomed = False
         self.rowcount = 0
         self.error = 0
-        self._variables: dict[str, Typed] = {}
-        self._declared: dict[str, SqlType] = {}
+        self.variables = Variables()
         self.table_variables: dict[str, TableVariable] = {}  # the batch's (or procedure's)
         self.cursors = Cursors()
         self._caught: list[ErrorContext] = []
@@ -154,10 +155,7 @@ class Session:
         self._procedure: str | None = None
         self._nesting = 0
         self._captured: list[ResultSet] | None = None
-        self._trigger_tables: dict[str, RowSource] = {}  # inserted, deleted (in a trigger)
-        # in a trigger: its statement's rows, and the temporary tables made of them
-        self._trigger_rows: tuple[StatementRows, dict[str, str]] | None = None
-        self._firing: set[str] = set()  # the triggers running now (no direct recursion)
+        self.triggers = TriggerRunner(self)
 
     # -- events -----------------------------------------------------------------------------
     def emit(self, event: ResultSet | str | int | TSqlError) -> None:
@@ -174,36 +172,14 @@ class Session:
         return self._line
 
     def variable(self, name: str, line: int) -> Typed:
-        value = self._variables.get(name.casefold())
-        if value is None:
-            raise TSqlError(
-                137, f'Must declare the scalar variable "{name}".', severity=15, state=2, line=line
-            )
-        return value
+        return self.variables.value(name, line)
 
     def global_variable(self, name: str) -> Typed:
-        if name == "ROWCOUNT":
-            return Typed(self.rowcount, INT)
-        if name == "TRANCOUNT":
-            return Typed(self.trancount, INT)
-        if name == "ERROR":
-            return Typed(self.error, INT)
-        if name == "SERVERNAME":
-            return Typed("servicebroker", NVARCHAR)
-        if name == "VERSION":
-            return Typed("servicebroker (SQL Server Service Broker in Python)", NVARCHAR)
-        if name == "SPID":
-            return Typed(51, SqlType("SMALLINT"))
-        if name in ("FETCH_STATUS", "CURSOR_ROWS"):
-            cursors = self.cursors
-            return Typed(cursors.fetch_status if name[0] == "F" else cursors.cursor_rows, INT)
-        raise TSqlError(
-            137,
-            f'Must declare the scalar variable "@@{name}".',
-            severity=15,
-            state=2,
-            line=self._line,
-        )
+        return system_variable(self, name, self._line)
+
+    def cursor_counters(self) -> tuple[int, int]:
+        """@@FETCH_STATUS and @@CURSOR_ROWS."""
+        return self.cursors.fetch_status, self.cursors.cursor_rows
 
     def column(self, parts: tuple[str, ...]) -> Typed:
         raise TSqlError(207, f"Invalid column name '{parts[-1]}'.", line=self._line)
@@ -290,7 +266,7 @@ class Session:
 
     def _sources(self) -> VariableSources:
         return VariableSources(
-            self._rows_of(self.database), self.table_variables, self._trigger_tables
+            self._rows_of(self.database), self.table_variables, self.triggers.tables
         )
 
     def table_variable(self, name: str) -> TableVariable:
@@ -301,21 +277,7 @@ class Session:
         return self.cursors.status(kind, name)
 
     def column_updated(self, column: str) -> bool:
-        """UPDATE (``column``) in a trigger: True for an INSERT's, and for an UPDATE that sets
-        the column (whatever the rows; none changed too), else False.
-
-        Raises:
-            TSqlError: Msg 140, outside a trigger.
-        """
-        if self._trigger_rows is None:
-            raise TSqlError(
-                140,
-                "Can only use IF UPDATE within a CREATE TRIGGER statement.",
-                severity=15,
-                line=self._line,
-            )
-        written = self._trigger_rows[0].written
-        return written is None or column.strip("[]").casefold() in written
+        return self.triggers.column_updated(column)
 
     def _rows_of(self, database: str) -> CatalogRows:
         return CatalogRows(
@@ -329,7 +291,7 @@ class Session:
     # -- batches ----------------------------------------------------------------------------
     def run_batch(self, text: str) -> None:
         """Parse and run one batch (its errors become events; none is raised)."""
-        self._variables, self._declared = {}, {}
+        self.variables = Variables()
         self.table_variables, self.cursors.local = {}, {}  # a LOCAL cursor is the batch's
         try:
             statements = build_batch(text)
@@ -349,7 +311,7 @@ class Session:
     def close(self) -> None:
         """End the session: an open transaction is rolled back."""
         if self._tx is not None:
-            self._rollback_all()
+            self.rollback_all()
 
     # -- statements -------------------------------------------------------------------------
     def _run_block(self, statements: tuple[n.Statement, ...] | list[n.Statement]) -> None:
@@ -406,7 +368,7 @@ class Session:
             and exc.severity >= 11
             and not getattr(exc, "raiserror", False)  # XACT_ABORT does not apply to RAISERROR
         ):
-            self._rollback_all()
+            self.rollback_all()
             raise _BatchAbort
         if exc.number in _BATCH_ENDING or exc.severity >= 20 or getattr(exc, "ends_batch", False):
             raise _BatchAbort
@@ -518,22 +480,8 @@ class Session:
                 self.table_variables[table.name.casefold()] = TableVariable(table)
 
     def declare(self, name: str, type_: SqlType) -> None:
-        """DECLARE ``name`` (with its ``@``) of ``type_``, NULL.
-
-        Raises:
-            TSqlError: Msg 134, declared before in this batch or procedure.
-        """
-        key = name.casefold()
-        if key in self._declared:
-            raise TSqlError(
-                134,
-                f"The variable name '{name}' has already been declared. Variable names must be "
-                f"unique within a query batch or stored procedure.",
-                severity=15,
-                line=self._line,
-            )
-        self._declared[key] = type_
-        self._variables[key] = Typed(None, type_)
+        """DECLARE ``name`` (with its ``@``) of ``type_``, NULL (Msg 134 the second time)."""
+        self.variables.declare(name, type_, self._line)
 
     @contextmanager
     def frame(self, procedure: str | None = None) -> Iterator[None]:
@@ -547,21 +495,21 @@ class Session:
                 f"(limit {MAX_NESTLEVEL}).",
                 line=self._line,
             )
-        saved = (self._variables, self._declared, self._procedure)
+        saved = (self.variables, self._procedure)
         outer = (self.table_variables, self.cursors.local)
         # set-statements-transact-sql.md: a SET option set in a procedure, trigger or dynamic
         # SQL is restored when control returns from it
         options = (self.nocount, self.xact_abort)
         self.table_variables, self.cursors.local = {}, {}
         self._nesting += 1
-        self._variables, self._declared = {}, {}
+        self.variables = Variables()
         if procedure is not None:
             self._procedure = procedure
         try:
             yield
         finally:
             self._nesting -= 1
-            self._variables, self._declared, self._procedure = saved
+            self.variables, self._procedure = saved
             self.table_variables, self.cursors.local = outer
             self.nocount, self.xact_abort = options
 
@@ -607,104 +555,20 @@ class Session:
         return self.instance.triggers(self.database)
 
     def triggers_on(self, tx: Transaction, table: str, event: str) -> list[n.CreateTrigger]:
-        """The triggers of ``table`` (case-folded) that fire for ``event`` (INSERT, UPDATE,
-        DELETE), read in ``tx``, but one running now (RECURSIVE_TRIGGERS is OFF, SQL Server's
-        default: a trigger's own change to its table does not fire it again)."""
-        return [
-            t
-            for t in self.triggers_here().on_table(tx, table)
-            if event in t.events and t.name.split(".")[-1].casefold() not in self._firing
-        ]
+        """:meth:`.trigger_runs.TriggerRunner.on`."""
+        return self.triggers.on(tx, table, event)
+
+    def fire_triggers(self, triggers: list[n.CreateTrigger], rows: StatementRows) -> None:
+        """:meth:`.trigger_runs.TriggerRunner.fire`."""
+        self.triggers.fire(triggers, rows)
+
+    def trigger_table(self, name: str) -> str | None:
+        """:meth:`.trigger_runs.TriggerRunner.database_table`."""
+        return self.triggers.database_table(name)
 
     def forget_triggers(self, tx: Transaction, table: str) -> None:
         """DROP TABLE ``table``: its triggers go with it, in ``tx``."""
         self.triggers_here().drop_table(tx, table)
-
-    def fire_triggers(self, triggers: list[n.CreateTrigger], rows: StatementRows) -> None:
-        """Run each of ``triggers`` after the statement whose changes ``rows`` holds, in its
-        transaction (create-trigger-transact-sql.md): ``inserted`` and ``deleted`` hold the
-        statement's rows, @@ROWCOUNT is its count and @@TRANCOUNT at least 1 when the body
-        starts, and XACT_ABORT is ON, so that an error in the body rolls the transaction back
-        and ends the batch. A trigger that ends the transaction (ROLLBACK) ends the batch with
-        Msg 3609 after its body.
-
-        Raises:
-            _BatchAbort: the transaction was rolled back in the trigger.
-        """
-        for trigger in triggers:
-            name = trigger.name.split(".")[-1]
-            implicit = self.trancount == 0
-            saved = (self._trigger_tables, self._trigger_rows, self.rowcount)
-            if implicit:
-                self.trancount = 1  # the statement's own transaction, as @@TRANCOUNT shows it
-            self._firing.add(name.casefold())
-            try:
-                with (
-                    self.frame(name),
-                    procedure_context(cast(Any, self), trigger.execute_as, trigger.line),
-                ):
-                    self._trigger_tables = {"inserted": rows.inserted, "deleted": rows.deleted}
-                    self._trigger_rows = (rows, {})
-                    self.xact_abort = True
-                    self.rowcount = rows.count
-                    try:
-                        self.run_body(trigger.body)
-                    finally:
-                        self._drop_trigger_tables()
-            except BaseException:
-                if implicit:  # the statement's own transaction goes with its error (CATCH)
-                    self._rollback_all()
-                raise
-            finally:
-                self._firing.discard(name.casefold())
-                self._trigger_tables, self._trigger_rows, _ = saved
-            if self.trancount == 0 or self._tx is None:  # ROLLBACK in the trigger
-                self._rollback_all()
-                self.emit(
-                    TSqlError(
-                        3609,
-                        "The transaction ended in the trigger. The batch has been aborted.",
-                        line=self._line,
-                    )
-                )
-                raise _BatchAbort
-            if implicit:
-                self.trancount = 0
-        self.rowcount = rows.count
-
-    def trigger_table(self, name: str) -> str | None:
-        """In a trigger, the name under which the database underneath has its ``inserted`` or
-        ``deleted`` table (``name``), for a statement on the application's tables that reads
-        it: a temporary table, made with the trigger table's columns on first use and dropped
-        when the trigger ends. None outside a trigger, and for any other name."""
-        key = name.strip("[]").casefold()
-        if self._trigger_rows is None or key not in ("inserted", "deleted"):
-            return None
-        rows, made = self._trigger_rows
-        temporary = made.get(key)
-        if temporary is None:
-            temporary = f"sb_trigger_{key}_{self._nesting}"
-            source = '"' + rows.table.replace('"', '""') + '"'
-            tx = self.tx
-            tx.execute(f"CREATE TEMPORARY TABLE {temporary} AS SELECT * FROM {source} WHERE 1 = 0")
-            values = rows.inserted_raw if key == "inserted" else rows.deleted_raw
-            if values:
-                mark = "%s" if self.postgres else "?"
-                marks = ", ".join([mark] * len(values[0]))
-                tx.executemany(f"INSERT INTO {temporary} VALUES ({marks})", values)
-            made[key] = temporary
-        return temporary
-
-    def _drop_trigger_tables(self) -> None:
-        """The trigger ends: drop the temporary tables :meth:`trigger_table` made (with the
-        transaction, if the trigger rolled it back)."""
-        if self._trigger_rows is None:
-            return
-        made = self._trigger_rows[1]
-        if made and self._tx is not None:
-            for temporary in made.values():
-                self._tx.execute(f"DROP TABLE {temporary}")
-        made.clear()
 
     def call_procedure(self, name: str) -> None:
         """EXEC ``name`` with no arguments, as activation runs a queue's procedure; errors
@@ -712,17 +576,7 @@ class Session:
         self._run_top([n.Execute(1, name)])
 
     def assign(self, name: str, value: Typed) -> None:
-        key = name.casefold()
-        type_ = self._declared.get(key)
-        if type_ is None:
-            raise TSqlError(
-                137,
-                f'Must declare the scalar variable "{name}".',
-                severity=15,
-                state=2,
-                line=self._line,
-            )
-        self._variables[key] = Typed(to_type(value, type_, self), type_)
+        self.variables.assign(name, value, self)
 
     def _x_SetVariable(self, s: n.SetVariable) -> None:
         value = evaluate(s.expr, self)
@@ -774,7 +628,8 @@ class Session:
         yield tx
         self._autocommit()
 
-    def _rollback_all(self) -> None:
+    def rollback_all(self) -> None:
+        """Roll back the session's transaction whole (@@TRANCOUNT 0), if one is open."""
         tx, self._tx = self._tx, None
         self.trancount = 0
         self._doomed = False
@@ -814,7 +669,7 @@ class Session:
             )
         if rolled_back_to_savepoint(self, s):  # @@TRANCOUNT and the group locks stay
             return
-        self._rollback_all()
+        self.rollback_all()
 
     # databases
     # queries

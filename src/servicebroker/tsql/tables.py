@@ -16,15 +16,13 @@ refused.
 
 from __future__ import annotations
 
-import re
 import uuid
 from collections.abc import Callable
 from contextlib import AbstractContextManager
 from dataclasses import dataclass
 from datetime import datetime
 from decimal import Decimal
-from functools import lru_cache
-from typing import Any, Protocol
+from typing import Protocol
 
 import sqlglot
 from sqlglot import exp
@@ -34,7 +32,6 @@ from ..broker import Broker
 from ..engine.transaction import Transaction
 from ..errors import TSqlError
 from . import nodes as n
-from .queries import RowSource
 from .results import ResultSet
 from .scope import Scope
 from .table_columns import (
@@ -42,7 +39,6 @@ from .table_columns import (
     Origin,
     declared_columns,
     forget_columns,
-    inserted_columns,
     origins_of,
     record_columns,
     result_columns,
@@ -54,35 +50,18 @@ from .unsupported import not_supported
 
 __all__ = [
     "REGISTRY",
-    "TABLE_STATEMENTS",
-    "StatementRows",
     "TableSession",
+    "Translation",
+    "check_known",
+    "create_or_drop_table",
+    "db_value",
     "ensure_registry",
     "placeholder",
     "query_rows",
     "run_select",
     "table_exists",
+    "typed_value",
 ]
-
-
-@dataclass(frozen=True)
-class StatementRows:
-    """What an INSERT, UPDATE or DELETE changed, for its table's triggers: ``table``
-    (case-folded) and its ``columns`` as recorded; the rows as the database returned them
-    (``inserted_raw``, ``deleted_raw``: every column, in order) and as the trigger's
-    ``inserted`` and ``deleted`` tables read them (typed as declared); ``count`` the rows the
-    statement changed; ``written`` what UPDATE (column) answers."""
-
-    table: str
-    columns: tuple[tuple[str, SqlType | None], ...]
-    inserted_raw: list[tuple[Any, ...]]
-    deleted_raw: list[tuple[Any, ...]]
-    inserted: RowSource
-    deleted: RowSource
-    count: int
-    written: frozenset[str] | None
-    """The columns the statement wrote, case-folded (an UPDATE's SET list; none for a
-    DELETE); None: every column (an INSERT)."""
 
 
 class TableSession(Scope, Protocol):
@@ -99,8 +78,6 @@ class TableSession(Scope, Protocol):
     def rows_of_call(self, call: n.Execute) -> list[list[Typed]]: ...
     def assign(self, name: str, value: Typed) -> None: ...
     def emit(self, event: ResultSet | str | int | TSqlError) -> None: ...
-    def triggers_on(self, tx: Transaction, table: str, event: str) -> list[Any]: ...
-    def fire_triggers(self, triggers: list[Any], rows: StatementRows) -> None: ...
     def trigger_table(self, name: str) -> str | None: ...
     def forget_triggers(self, tx: Transaction, table: str) -> None: ...
 
@@ -123,7 +100,7 @@ _SAFE: tuple[type[exp.Expression], ...] = (
 """The sqlglot nodes whose translation keeps T-SQL's meaning (module docstring)."""
 
 
-def _db_value(value: Typed) -> object:
+def db_value(value: Typed) -> object:
     """A T-SQL value as the database driver takes it."""
     v = value.value
     if isinstance(v, uuid.UUID):
@@ -133,7 +110,7 @@ def _db_value(value: Typed) -> object:
     return v
 
 
-def _typed(value: object) -> Typed:
+def typed_value(value: object) -> Typed:
     """A value the database returned, with the T-SQL type it reads as."""
     if value is None:
         return Typed(None, NVARCHAR)
@@ -176,7 +153,7 @@ change). Bounded by :data:`_TEMPLATES_KEPT`."""
 _TEMPLATES_KEPT = 2048
 
 
-class _Translation:
+class Translation:
     """One statement's text translated: the SQL, its parameters, the variables a SELECT
     assigns (in select-list order), its column names and where each comes from
     (:func:`~.table_columns.origins_of`)."""
@@ -260,7 +237,7 @@ class _Translation:
         """A parameter's value now, from where :class:`_Template` says it comes."""
         kind, name = source
         if kind == "var":
-            return _db_value(self.session.variable(name, self.line))
+            return db_value(self.session.variable(name, self.line))
         if kind == "now":
             return self.session.now()
         if kind == "utc":
@@ -279,7 +256,7 @@ class _Translation:
                 not qualifier and node.name.casefold() not in self.inner_columns
             ):
                 parts = tuple(p for p in (node.table, node.name) if p)
-                self.params.append(_db_value(self.outer.column(parts)))
+                self.params.append(db_value(self.outer.column(parts)))
                 return exp.Placeholder()
         if isinstance(node, exp.Parameter):
             return self._parameter("var", "@" + node.name)
@@ -429,7 +406,7 @@ def table_exists(session: TableSession, parts: tuple[str, ...]) -> bool:
         return bool(_registered(tx, session, [parts[-1].casefold()]))
 
 
-def _check_known(tx: Transaction, session: TableSession, tables: list[str], line: int) -> None:
+def check_known(tx: Transaction, session: TableSession, tables: list[str], line: int) -> None:
     """Msg 208 for a table of ``tables`` T-SQL did not create."""
     known = _registered(tx, session, tables)
     for table in tables:
@@ -464,27 +441,27 @@ def query_rows(
     the row scope of the query around it, whose columns its outer references read (a
     correlated subquery: a column that none of its tables has)."""
     with session.statement_transaction() as tx:
-        translation = _Translation(
+        translation = Translation(
             session,
             core.text,
             line,
             None if outer is None else (outer, lambda tables: _columns(tx, session, tables)),
         )
-        _check_known(tx, session, translation.tables, line)
+        check_known(tx, session, translation.tables, line)
         rows = tx.execute(translation.sql, translation.params)
-    return [[_typed(v) for v in row] for row in rows]
+    return [[typed_value(v) for v in row] for row in rows]
 
 
 def run_select(session: TableSession, core: n.SelectCore, line: int) -> None:
     """A SELECT on the application's tables: a result set, or variables assigned from its last
     row (none when no row comes)."""
     text, targets = _split_assignments(core.text)
-    translation = _Translation(session, text, line)
+    translation = Translation(session, text, line)
     mark = "%s" if session.postgres else "?"
     # an expression's column is typed by its values (COUNT(*) and the like: no query for types)
     layout: list[tuple[str, SqlType | None]] | None = [(name, None) for name in translation.names]
     with session.statement_transaction() as tx:
-        _check_known(tx, session, translation.tables, line)
+        check_known(tx, session, translation.tables, line)
         rows = tx.execute(translation.sql, translation.params)
         if not targets and any(o is not None for o in translation.origins):
             declared = declared_columns(tx, mark, [t for _, t in translation.from_tables])
@@ -498,12 +475,12 @@ def run_select(session: TableSession, core: n.SelectCore, line: int) -> None:
     if targets:
         if rows:
             for target, value in zip(targets, rows[-1], strict=False):
-                session.assign(target, _typed(value))
+                session.assign(target, typed_value(value))
         return
     if layout is None or len(layout) != (len(rows[0]) if rows else len(layout)):
         layout = [("", None)] * (len(rows[0]) if rows else 0)
     typed = [
-        [typed_as(_typed(v), declared) for v, (_, declared) in zip(row, layout, strict=True)]
+        [typed_as(typed_value(v), declared) for v, (_, declared) in zip(row, layout, strict=True)]
         for row in rows
     ]
     types = [
@@ -516,18 +493,12 @@ def run_select(session: TableSession, core: n.SelectCore, line: int) -> None:
         session.emit(len(rows))
 
 
-def run_table_statement(session: TableSession, s: n.TableStatement) -> None:
-    """CREATE TABLE, DROP TABLE, INSERT, UPDATE, DELETE on the application's tables; the DML
-    ones set @@ROWCOUNT and print ``(N rows affected)``, after the table's triggers for the
-    verb have run in the statement's transaction (create-trigger-transact-sql.md)."""
-    if s.table and s.table[-1].startswith("#"):
-        raise not_supported("A temporary table (#name)", s.line)
+def create_or_drop_table(session: TableSession, s: n.TableStatement) -> None:
+    """CREATE TABLE or DROP TABLE [IF EXISTS] (its columns' records and its triggers go with
+    it): Msg 2714, a table that exists; Msg 3701, one that does not."""
     mark = "%s" if session.postgres else "?"
     target = s.table[-1].casefold()
-    if s.kind in ("INSERT", "UPDATE", "DELETE"):
-        _run_dml(session, s, target, mark)
-        return
-    translation = _Translation(session, s.text, s.line)
+    translation = Translation(session, s.text, s.line)
     with session.statement_transaction() as tx:
         if s.kind == "CREATE TABLE":
             if _registered(tx, session, [target]):
@@ -558,239 +529,3 @@ def run_table_statement(session: TableSession, s: n.TableStatement) -> None:
             tx.execute(f"DELETE FROM {REGISTRY} WHERE name = {mark}", (table,))
             forget_columns(tx, mark, table)
             session.forget_triggers(tx, table)
-
-
-def _run_dml(session: TableSession, s: n.TableStatement, target: str, mark: str) -> None:
-    """INSERT, UPDATE or DELETE, then the table's triggers for it (their ``inserted`` and
-    ``deleted`` the statement's rows as the database returned them), in one transaction."""
-    found = None
-    if s.kind == "INSERT":
-        found = None if s.select is None else session.rows_elsewhere(s.select)
-        if s.execute is not None:  # INSERT … EXEC: the procedure's result sets' rows
-            found = session.rows_of_call(s.execute)
-    with session.statement_transaction() as tx:
-        triggers = session.triggers_on(tx, target, s.kind)
-        deleted: list[tuple[Any, ...]] = []
-        if s.kind == "INSERT" and found is not None:
-            # INSERT … SELECT from views, queues or table variables, INSERT … EXEC
-            rows = _insert_rows(session, tx, s, found, mark, returning_rows=bool(triggers))
-        elif s.kind == "INSERT":
-            rows = _insert(session, tx, s, mark, returning_rows=bool(triggers))
-        else:
-            translation = _Translation(session, s.text, s.line, returning_rows=bool(triggers))
-            _check_known(tx, session, translation.tables, s.line)
-            sql, params = translation.sql, list(translation.params)
-            if triggers and s.kind == "UPDATE":
-                deleted, sql, params = _before_update(session, tx, s, sql, params)
-            rows = tx.execute(sql, params)
-        count = len(rows)
-        if triggers:
-            inserted = rows if s.kind != "DELETE" else []
-            if s.kind == "DELETE":
-                deleted = rows
-            columns = tuple(_trigger_columns(tx, mark, target, s.line))
-            session.fire_triggers(
-                triggers,
-                StatementRows(
-                    target,
-                    columns,
-                    inserted,
-                    deleted,
-                    _source(columns, inserted),
-                    _source(columns, deleted),
-                    count,
-                    _written(s),
-                ),
-            )
-    session.rowcount = count
-    if not session.nocount:
-        session.emit(count)
-
-
-def _written(s: n.TableStatement) -> frozenset[str] | None:
-    """The columns INSERT, UPDATE or DELETE ``s`` writes, case-folded (None: every one)."""
-    if s.kind == "INSERT":
-        return None
-    if s.kind == "DELETE":
-        return frozenset()
-    tree = sqlglot.parse_one(without_clustering(s.text), read="tsql")
-    return frozenset(
-        item.this.name.casefold()
-        for item in tree.expressions
-        if isinstance(item, exp.EQ) and isinstance(item.this, exp.Column)
-    )
-
-
-def _trigger_columns(
-    tx: Transaction, mark: str, table: str, line: int
-) -> list[tuple[str, SqlType | None]]:
-    """The recorded columns of ``table``, in CREATE TABLE's order: the columns of its
-    triggers' ``inserted`` and ``deleted`` tables."""
-    columns = declared_columns(tx, mark, [table]).get(table)
-    if not columns:
-        raise not_supported(
-            f"A trigger on table '{table}', whose columns were not recorded (created before "
-            f"servicebroker kept them; create it again)",
-            line,
-        )
-    return columns
-
-
-def _source(
-    columns: tuple[tuple[str, SqlType | None], ...], rows: list[tuple[Any, ...]]
-) -> RowSource:
-    """The ``inserted`` or ``deleted`` table of a trigger: ``rows`` as the database returned
-    them (every column, in order), typed as the table declared its columns."""
-    typed = [
-        {
-            name.lower(): typed_as(_typed(value), declared)
-            for (name, declared), value in zip(columns, row, strict=False)
-        }
-        for row in rows
-    ]
-    return RowSource(tuple((name, declared or NVARCHAR) for name, declared in columns), typed)
-
-
-def _before_update(
-    session: TableSession, tx: Transaction, s: n.TableStatement, sql: str, params: list[object]
-) -> tuple[list[tuple[Any, ...]], str, list[object]]:
-    """The rows an UPDATE is about to change, read first for its triggers' ``deleted`` (in the
-    statement's transaction; on PostgreSQL locked FOR UPDATE, and the UPDATE then made of
-    them by ``ctid`` in place of its WHERE, so that a row another session commits meanwhile is
-    in neither table), and the UPDATE's SQL and parameters to run (``sql`` and ``params``
-    themselves on SQLite, where one writer at a time keeps the rows as read).
-
-    Raises:
-        TSqlError: Msg 40000, an UPDATE with FROM on a table with an UPDATE trigger
-            (which rows it changes is known only as it changes them).
-    """
-    tree = sqlglot.parse_one(without_clustering(s.text), read="tsql")
-    assert isinstance(tree, exp.Update)
-    if tree.args.get("from") is not None or tree.args.get("from_") is not None:
-        raise not_supported("An UPDATE with FROM on a table with an UPDATE trigger", s.line)
-    select = exp.select("*").from_(tree.this.copy())
-    where = tree.args.get("where")
-    if where is not None:
-        select.set("where", where.copy())
-    before = _Translation(session, select.sql(dialect="tsql"), s.line)
-    if not session.postgres:  # one writer at a time: the rows cannot change in between
-        return tx.execute(before.sql, before.params), sql, params
-    found = tx.execute(
-        before.sql.replace("SELECT *", "SELECT ctid::text, *", 1) + " FOR UPDATE", before.params
-    )
-    # the rows locked are the rows the WHERE chose: the UPDATE changes those, by ctid
-    every = tree.copy()
-    every.set("where", None)
-    update = _Translation(session, every.sql(dialect="tsql"), s.line, returning_rows=True)
-    head, returning = update.sql.rsplit(" RETURNING ", 1)
-    return (
-        [row[1:] for row in found],
-        f"{head} WHERE ctid = ANY(%s::tid[]) RETURNING {returning}",
-        [*update.params, [row[0] for row in found]],
-    )
-
-
-def _name(name: str) -> str:
-    """``name`` as a statement writes it: bare when it can be (so that PostgreSQL folds its
-    case, as it folded the CREATE TABLE's), else bracketed."""
-    return (
-        name
-        if re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", name)
-        else "[" + name.replace("]", "]]") + "]"
-    )
-
-
-def _columns_mismatch(line: int) -> TSqlError:
-    return TSqlError(
-        213, "Column name or number of supplied values does not match table definition.", line=line
-    )
-
-
-def _insert(
-    session: TableSession,
-    tx: Transaction,
-    s: n.TableStatement,
-    mark: str,
-    *,
-    returning_rows: bool = False,
-) -> list[tuple[Any, ...]]:
-    """INSERT … VALUES, or … SELECT from the application's tables, translated. Without a
-    column list it names the table's columns but its identity one (insert-transact-sql.md:
-    the database underneath would want a value for every column). Returns a row per row
-    inserted (``returning_rows``: the row whole)."""
-    translation = _Translation(session, s.text, s.line, returning_rows=returning_rows)
-    _check_known(tx, session, translation.tables, s.line)
-    columns = None if s.columns is not None else inserted_columns(tx, mark, s.table[-1].casefold())
-    if columns is not None:
-        text, widths = _with_columns(s.text, tuple(columns))
-        if widths - {len(columns)}:
-            raise _columns_mismatch(s.line)
-        translation = _Translation(session, text, s.line, returning_rows=returning_rows)
-    return tx.execute(translation.sql, translation.params)
-
-
-@lru_cache(maxsize=512)
-def _with_columns(text: str, columns: tuple[str, ...]) -> tuple[str, frozenset[int]]:
-    """An INSERT's ``text`` with the column list ``columns``, and the widths of the rows it
-    gives (of each VALUES row, or of its SELECT's list; none for ``SELECT *``): parsed once
-    per statement and table, not each time a procedure runs it."""
-    tree = sqlglot.parse_one(text, read="tsql")
-    given = tree.expression
-    widths = (
-        {len(row.expressions) for row in given.expressions}
-        if isinstance(given, exp.Values)
-        else {len(given.expressions)}
-        if isinstance(given, exp.Select) and not given.is_star
-        else set()
-    )
-    tree.set(
-        "this", exp.Schema(this=tree.this, expressions=[exp.to_identifier(c) for c in columns])
-    )
-    return tree.sql(dialect="tsql"), frozenset(widths)
-
-
-def _insert_rows(
-    session: TableSession,
-    tx: Transaction,
-    s: n.TableStatement,
-    rows: list[list[Typed]],
-    mark: str,
-    *,
-    returning_rows: bool = False,
-) -> list[tuple[Any, ...]]:
-    """INSERT INTO a table (columns) the ``rows`` its SELECT gave when the interpreter ran it
-    (insert-transact-sql.md: ``INSERT … SELECT`` from a table variable, a view, a queue).
-    Returns a row per row inserted (``returning_rows``: the row whole, as stored)."""
-    if s.columns is not None and rows and len(rows[0]) != len(s.columns):
-        number = 120 if len(rows[0]) < len(s.columns) else 121
-        raise TSqlError(
-            number,
-            f"The select list for the INSERT statement contains "
-            f"{'fewer' if number == 120 else 'more'} items than the insert list. The number of "
-            "SELECT values must match the number of INSERT columns.",
-            severity=15,
-            line=s.line,
-        )
-    table = s.table[-1].casefold()
-    _check_known(tx, session, [table], s.line)
-    names = s.columns
-    if names is None:
-        recorded = inserted_columns(tx, mark, table)
-        names = None if recorded is None else tuple(recorded)
-        if names is not None and rows and len(rows[0]) != len(names):
-            raise _columns_mismatch(s.line)
-    target = ".".join(_name(part) for part in s.table)
-    columns = "" if names is None else "(" + ", ".join(_name(c) for c in names) + ")"
-    width = len(rows[0]) if rows else 1
-    text = f"INSERT INTO {target} {columns} VALUES ({', '.join(['?'] * width)})"
-    translation = _Translation(session, text, s.line, returning_rows=returning_rows)
-    stored: list[tuple[Any, ...]] = []
-    for row in rows:
-        stored.extend(tx.execute(translation.sql, [_db_value(value) for value in row]))
-    return stored
-
-
-TABLE_STATEMENTS: dict[type[Any], Callable[[Any, Any], None]] = {
-    n.TableStatement: run_table_statement,
-}
-"""The runner of the table statements' node type."""
