@@ -375,3 +375,29 @@ def test_update_of_a_column_says_what_the_statement_wrote(instance: Instance) ->
         140,
         "Can only use IF UPDATE within a CREATE TRIGGER statement.",
     )
+
+
+def test_ddl_in_a_transaction_that_changed_tables_is_refused_at_once(instance: Instance) -> None:
+    """DDL commits on its own here (docs/tsql.md): inside a transaction that has changed the
+    application's tables it would wait for that transaction's locks (60 s, then fail), so it
+    is refused at once; before any change, and after COMMIT, it runs."""
+    instance.execute("CREATE TABLE T (id INT)")
+    with pytest.raises(TSqlError) as caught:
+        instance.execute(
+            "BEGIN TRAN;\nCREATE QUEUE BeforeAnyChange;\nINSERT INTO T VALUES (1);\nGO\n"
+            "CREATE QUEUE Refused\nGO\n"
+            "CREATE PROCEDURE RefusedToo AS RETURN\nGO\n"
+            "CREATE TRIGGER trRefused ON T AFTER INSERT AS RETURN\nGO\n"
+            "COMMIT;\nCREATE QUEUE AfterCommit;"
+        )
+    errors = caught.value.results.errors  # type: ignore[attr-defined]
+    assert [(e.number, e.message.split(" inside ")[0]) for e in errors] == [
+        (40000, "CREATE QUEUE"),
+        (40000, "CREATE PROCEDURE"),
+        (40000, "CREATE TRIGGER"),
+    ]
+    names = instance.execute(
+        "SELECT name FROM sys.service_queues WHERE is_ms_shipped = 0 ORDER BY name"
+    )
+    assert names.result_sets[0].values == [["AfterCommit"], ["BeforeAnyChange"]]
+    assert instance.execute("SELECT COUNT(*) AS n FROM T").result_sets[0].values == [[1]]

@@ -153,6 +153,14 @@ class Transaction:
             raise TransactionError("the transaction has already committed or rolled back")
 
     @property
+    def writing(self) -> bool:
+        """True once the transaction holds its storage write transaction — its application SQL
+        (``execute``) ran — until it ends: SQLite's write lock, PostgreSQL's row locks and the
+        shared catalog lock. A catalog change (DDL) in a transaction of its own would wait for
+        them."""
+        return bool(self._conn.in_write)
+
+    @property
     def principal(self) -> str:
         """The database principal this transaction acts as (SEC-4; ``dbo`` by default)."""
         return self._receiving.principal.name

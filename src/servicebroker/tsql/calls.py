@@ -19,6 +19,7 @@ from ..engine.transaction import Transaction
 from ..errors import TSqlError
 from . import nodes as n
 from .build import build_batch
+from .databases import refuse_in_written_transaction
 from .evaluate import evaluate
 from .procedures import ProcedureStore
 from .scope import Scope, to_type
@@ -45,6 +46,7 @@ class Caller(Scope, Protocol):
 
 
 def _create_procedure(session: Caller, s: n.CreateProcedure) -> None:
+    refuse_in_written_transaction(cast(Any, session), f"{s.mode} PROCEDURE", s.line)
     if s.mode != "ALTER" and session.triggers_here().exists(s.name, session.open_transaction()):
         # one namespace of objects: a trigger has the name
         raise TSqlError(
@@ -56,6 +58,7 @@ def _create_procedure(session: Caller, s: n.CreateProcedure) -> None:
 
 
 def _drop_procedure(session: Caller, s: n.DropProcedure) -> None:
+    refuse_in_written_transaction(cast(Any, session), "DROP PROCEDURE", s.line)
     for name in s.names:
         session.procedures_here().drop(name, if_exists=s.if_exists, line=s.line)
 

@@ -11,6 +11,7 @@ from typing import Any, Protocol
 
 from ..broker import Broker
 from ..ddl.run import run_ddl
+from ..engine.transaction import Transaction
 from ..errors import TSqlError
 from . import nodes as n
 from .results import ResultSet
@@ -39,6 +40,7 @@ class DatabaseSession(Protocol):
     trancount: int
 
     def emit(self, event: ResultSet | str | int | TSqlError) -> None: ...
+    def open_transaction(self) -> Transaction | None: ...
 
 
 NO_EFFECT_DATABASE_OPTIONS = frozenset(
@@ -100,8 +102,27 @@ def _drop_database(session: DatabaseSession, s: n.DropDatabase) -> None:
         session.instance.drop_database(name)
 
 
+def refuse_in_written_transaction(session: DatabaseSession, what: str, line: int) -> None:
+    """DDL runs in a transaction of its own and commits at once (docs/tsql.md): inside a
+    transaction that has changed the application's tables it would wait for that
+    transaction's locks, so it is refused at once.
+
+    Raises:
+        TSqlError: Msg 40000, naming ``what``.
+    """
+    tx = session.open_transaction()
+    if tx is not None and tx.writing:
+        raise not_supported(
+            f"{what} inside a transaction that has changed the application's tables (it would "
+            f"commit on its own and wait for this transaction's locks; commit or roll back "
+            f"first)",
+            line,
+        )
+
+
 def _ddl(session: DatabaseSession, s: n.Ddl) -> None:
     statement = s.statement
+    refuse_in_written_transaction(session, statement.statement, s.line)
     if statement.statement == "ALTER DATABASE":
         broker = session.instance.database(statement.name)
     else:

@@ -16,13 +16,14 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Callable
-from typing import Any, Protocol
+from typing import Any, Protocol, cast
 
 from ..broker import Broker
 from ..engine.transaction import Transaction
 from ..errors import TSqlError
 from . import nodes as n
 from .build import build_batch
+from .databases import refuse_in_written_transaction
 from .procedures import TABLE as PROCEDURES
 from .procedures import drop_module, read_in
 from .tables import placeholder, table_exists
@@ -185,10 +186,12 @@ class TriggerSession(Protocol):
 
 
 def _create_trigger(session: TriggerSession, s: n.CreateTrigger) -> None:
+    refuse_in_written_transaction(cast(Any, session), f"{s.mode} TRIGGER", s.line)
     session.triggers_here().put(s, session)
 
 
 def _drop_trigger(session: TriggerSession, s: n.DropTrigger) -> None:
+    refuse_in_written_transaction(cast(Any, session), "DROP TRIGGER", s.line)
     for name in s.names:
         session.triggers_here().drop(name, if_exists=s.if_exists, line=s.line)
 
