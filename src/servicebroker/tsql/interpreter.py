@@ -277,6 +277,7 @@ class Session:
         return self.cursors.status(kind, name)
 
     def column_updated(self, column: str) -> bool:
+        """UPDATE (``column``): :meth:`.trigger_runs.TriggerRunner.column_updated`."""
         return self.triggers.column_updated(column)
 
     def _rows_of(self, database: str) -> CatalogRows:

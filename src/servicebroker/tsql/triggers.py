@@ -6,7 +6,7 @@ application's SQL seam, as procedures are (:mod:`.procedures`) — and parsed on
 definition.
 
 A trigger fires AFTER an INSERT, UPDATE or DELETE that the interpreter runs on its table (the
-statement's rows in ``inserted`` and ``deleted``; :meth:`.interpreter.Session.fire_triggers`),
+statement's rows in ``inserted`` and ``deleted``; :meth:`.trigger_runs.TriggerRunner.fire`),
 once per statement, even when no row changed, as SQL Server's AFTER triggers do. DML that
 other clients run on the database underneath does not fire them. A trigger is found by its
 name without schema, without regard to case.
@@ -95,30 +95,18 @@ class TriggerStore:
         )
         return [self._trigger(str(key), str(definition)) for key, definition in rows]
 
-    def put(self, trigger: n.CreateTrigger, session: Any) -> None:
-        """CREATE / ALTER / CREATE OR ALTER TRIGGER: store the definition.
-
-        Args:
-            trigger: the statement.
-            session: the session running it (a :class:`~.tables.TableSession`: whether its
-                table exists).
+    def put(self, trigger: n.CreateTrigger) -> None:
+        """CREATE / ALTER / CREATE OR ALTER TRIGGER: store the definition (its table checked
+        by the caller).
 
         Raises:
-            TSqlError: Msg 8197, the table does not exist; Msg 2714, CREATE of a trigger, or
-                of any procedure, of that name; Msg 208, ALTER of a trigger that does not
-                exist.
+            TSqlError: Msg 2714, CREATE of a trigger, or of any procedure, of that name;
+                Msg 208, ALTER of a trigger that does not exist.
         """
         self.ensure()
         key = _key(trigger.name)
         table = trigger.table[-1].strip("[]").casefold()
         shown = trigger.name.split(".")[-1]
-        if not table_exists(session, trigger.table):
-            raise TSqlError(
-                8197,
-                f"The object '{'.'.join(trigger.table)}' does not exist or is invalid for this "
-                f"operation.",
-                line=trigger.line,
-            )
         mark = placeholder(self._broker)
         with self._broker.transaction() as tx:
             exists = bool(tx.execute(f"SELECT 1 FROM {TABLE} WHERE name = {mark}", (key,)))
@@ -187,7 +175,13 @@ class TriggerSession(Protocol):
 
 def _create_trigger(session: TriggerSession, s: n.CreateTrigger) -> None:
     refuse_in_written_transaction(cast(Any, session), f"{s.mode} TRIGGER", s.line)
-    session.triggers_here().put(s, session)
+    if not table_exists(cast(Any, session), s.table):
+        raise TSqlError(
+            8197,
+            f"The object '{'.'.join(s.table)}' does not exist or is invalid for this operation.",
+            line=s.line,
+        )
+    session.triggers_here().put(s)
 
 
 def _drop_trigger(session: TriggerSession, s: n.DropTrigger) -> None:
